@@ -1,0 +1,63 @@
+// Package compose chains watertight policies around a call in one fixed,
+// documented order, with one OpenTelemetry span per call.
+//
+// # The order
+//
+// A [Pipeline] runs the slots of [Policies] outermost first:
+//
+//	caller
+//	  │
+//	  ▼
+//	Bulkhead ─── full or waited too long: rejected at once, nothing else runs
+//	  │  (one slot held for the whole call, every retry and wait included)
+//	  ▼
+//	Deadline ─── the budget for the whole call: every attempt and every wait
+//	  │          (time spent queued in the bulkhead is not counted)
+//	  ▼
+//	Retry ────── repeats what is below; stops on a rejection, a permanent error,
+//	  │   ▲      the caller's cancellation, or when the budget is spent
+//	  ▼   │ attempt failed
+//	Breaker ──── sees every attempt; once open, it rejects and the retry stops
+//	  │
+//	  ▼
+//	Attempt ──── optional per-attempt timeout: retried, and a breaker failure
+//	  │
+//	  ▼
+//	  fn
+//
+// Why this order:
+//   - A rejected call costs nothing: the bulkhead is outermost, so a call it
+//     refuses starts no timer, no retry loop and no breaker bookkeeping, and a
+//     breaker rejection is never retried (rejections end the loop).
+//   - The Deadline bounds the call as the caller sees it: all attempts and the
+//     backoff waits between them. It starts once the bulkhead has admitted the
+//     call, so time queued in the bulkhead is bounded by the bulkhead's own
+//     MaxWait (and the caller's ctx), not by the Deadline. When it fires, the
+//     retry loop ends because its ctx is done, and the call returns an error
+//     matching deadline.ErrExceeded.
+//   - The Breaker sits inside the retry so that it judges each attempt: three
+//     failed attempts are three failures, and once it opens, the next attempt
+//     is rejected and the retry loop ends at once.
+//   - The Attempt timeout sits innermost so that a slow attempt is cut,
+//     counted by the breaker as a failure, and retried while the whole-call
+//     budget lasts. [New] rejects an Attempt timeout longer than the Deadline.
+//
+// Every slot is optional (nil slots are skipped) and takes any
+// [policy.Policy]: the built-in ones, or a user's own that keeps the contract
+// in package policy. Policies that implement [policy.Stage] or
+// [policy.Repeater], as the built-in ones do, run in two phases, so a
+// pipeline of built-in policies allocates no closure per call; any other
+// policy is called through its Execute method.
+//
+// # Telemetry
+//
+// Each call through a Pipeline starts one span, "watertight " + name, with
+// the attribute watertight.pipeline.name. While that span is recording, each
+// retry attempt gets a child span with watertight.retry.attempt. Rejections
+// add a watertight.rejected event (with kind, name and reason) and timeouts a
+// watertight.timeout event to the innermost span; a failed call sets the
+// span's status to Error with error.type. The histogram
+// watertight.call.duration (seconds) records each call, with error.type on
+// failure. When no SDK is installed (the default global providers, or no-op
+// ones passed as options) a call starts no span and reads no clock.
+package compose

@@ -1,0 +1,27 @@
+package compose
+
+import (
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Option configures a [Pipeline] in [New].
+type Option func(*options)
+
+type options struct {
+	tp trace.TracerProvider
+	mp metric.MeterProvider
+}
+
+// WithTracerProvider sets the provider of the pipeline's spans. Without it
+// (or with nil), the global provider is used, as it stands at each call.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tp = tp }
+}
+
+// WithMeterProvider sets the provider of the pipeline's
+// watertight.call.duration histogram. Without it (or with nil), the global
+// provider is used. Each policy takes its own MeterProvider in its Config.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.mp = mp }
+}

@@ -1,0 +1,251 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+// Pipeline runs calls through its policies in the fixed order described in
+// the package documentation. Build one with [New] and share it: it is safe
+// for concurrent use by multiple goroutines. The zero value is not usable.
+type Pipeline struct {
+	name   string
+	stages []stage
+
+	tracer      telemetry.Tracer
+	spanName    string
+	attemptName string
+	spanOpts    []trace.SpanStartOption
+	duration    metric.Float64Histogram
+	okOpts      []metric.RecordOption
+	errOpts     map[string][]metric.RecordOption
+	pipelineKV  attribute.KeyValue
+}
+
+// stage is one slot of the pipeline, with the fastest way to run it found
+// once at New.
+type stage struct {
+	policy   policy.Policy
+	stage    policy.Stage    // non-nil: run in two phases
+	repeater policy.Repeater // non-nil: compose drives the loop
+}
+
+var _ policy.Policy = (*Pipeline)(nil)
+
+// New returns a Pipeline named name (used in span names and the
+// watertight.pipeline.name attribute) over the policies in p. It returns an
+// error if name is empty, if a slot holds a typed nil pointer, or if the
+// Attempt timeout is longer than the Deadline's.
+func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
+	if name == "" {
+		return nil, errors.New("compose: name must not be empty")
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	pl := &Pipeline{
+		name:        name,
+		tracer:      telemetry.NewTracer(o.tp),
+		spanName:    "watertight " + name,
+		attemptName: "watertight " + name + " attempt",
+		pipelineKV:  telemetry.KeyPipeline.String(name),
+	}
+	for _, s := range p.slots() {
+		if s.p == nil {
+			continue
+		}
+		st := stage{policy: s.p}
+		if r, ok := s.p.(policy.Repeater); ok {
+			st.repeater = r
+		} else if sg, ok := s.p.(policy.Stage); ok {
+			st.stage = sg
+		}
+		pl.stages = append(pl.stages, st)
+	}
+	pl.spanOpts = []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(pl.pipelineKV),
+	}
+	pl.duration = telemetry.NewInstruments(o.mp).CallDuration
+	pl.okOpts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pl.pipelineKV))}
+	pl.errOpts = make(map[string][]metric.RecordOption)
+	for _, t := range []string{telemetry.TypeRejected, telemetry.TypeTimeout, telemetry.TypeCanceled,
+		telemetry.TypeExhausted, telemetry.TypeOther, telemetry.TypeAborted} {
+		pl.errOpts[t] = pl.recordOptions(t)
+	}
+	return pl, nil
+}
+
+func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(p.pipelineKV, telemetry.KeyError.String(errorType)))}
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.name }
+
+// Execute runs fn through the pipeline's policies and returns fn's error or
+// the error of the policy that refused or cut the call (see the outcome table
+// in the README). It panics if ctx or fn is nil. If fn panics, every policy
+// frees what it holds and the panic propagates.
+func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("compose: nil Context")
+	}
+	if fn == nil {
+		panic("compose: nil fn")
+	}
+	tr := p.tracer.Tracer()
+	timed := p.duration.Enabled(ctx)
+	if tr == nil && !timed {
+		// Nothing to observe: no span, no clock reads.
+		return p.run(ctx, 0, fn)
+	}
+	return p.executeObserved(ctx, fn, tr, timed)
+}
+
+func (p *Pipeline) executeObserved(ctx context.Context, fn policy.Func, tr trace.Tracer, timed bool) (err error) {
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
+	var span trace.Span
+	if tr != nil {
+		ctx, span = tr.Start(ctx, p.spanName, p.spanOpts...)
+	}
+	// finished stays false if fn panicked or called runtime.Goexit: the
+	// span is then ended and the call recorded as aborted while the panic
+	// goes on up.
+	finished := false
+	defer func() {
+		if !finished {
+			p.observe(ctx, span, start, timed, policy.ErrAborted)
+		}
+	}()
+	err = p.run(ctx, 0, fn)
+	finished = true
+	p.observe(ctx, span, start, timed, err)
+	return err
+}
+
+func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time, timed bool, err error) {
+	var errType string
+	if err != nil {
+		errType = telemetry.ErrorType(err)
+	}
+	if timed {
+		opts := p.okOpts
+		if err != nil {
+			var ok bool
+			if opts, ok = p.errOpts[errType]; !ok {
+				opts = p.recordOptions(errType)
+			}
+		}
+		p.duration.Record(ctx, time.Since(start).Seconds(), opts...)
+	}
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(telemetry.KeyError.String(errType))
+		}
+		span.End()
+	}
+}
+
+// run executes stages[i:] around fn. Stages run in two phases where they
+// can; only a user-written policy that is neither a Stage nor a Repeater
+// costs a closure.
+func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func) error {
+	if i == len(p.stages) {
+		return fn(ctx)
+	}
+	st := &p.stages[i]
+	switch {
+	case st.stage != nil:
+		return p.runStage(ctx, i, st.stage, fn)
+	case st.repeater != nil:
+		return p.loop(ctx, i, st.repeater, fn)
+	default:
+		return st.policy.Execute(ctx, func(ctx context.Context) error {
+			return p.run(ctx, i+1, fn)
+		})
+	}
+}
+
+func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn policy.Func) error {
+	inner, token, err := s.Enter(ctx)
+	if err != nil {
+		return err
+	}
+	// As in policy.Run: if anything below panics or calls runtime.Goexit,
+	// finished stays false and the deferred Exit frees this stage's hold
+	// (bulkhead slot, deadline timer, breaker probe) while the panic unwinds.
+	finished := false
+	defer func() {
+		if !finished {
+			s.Exit(inner, token, policy.ErrAborted)
+		}
+	}()
+	err = p.run(inner, i+1, fn)
+	finished = true
+	return s.Exit(inner, token, err)
+}
+
+// loop drives a Repeater as policy.Repeat does, and wraps each attempt in a
+// child span while the call's span is recording.
+func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy.Func) error {
+	var tr trace.Tracer
+	if t := p.tracer.Tracer(); t != nil && trace.SpanFromContext(ctx).IsRecording() {
+		tr = t
+	}
+	var state any
+	for n := 1; ; n++ {
+		actx := r.AttemptContext(ctx, n)
+		var err error
+		if tr != nil {
+			err = p.tracedAttempt(actx, tr, n, i+1, fn)
+		} else {
+			err = p.run(actx, i+1, fn)
+		}
+		if err == nil {
+			return nil
+		}
+		again, next, final := r.Next(ctx, n, err, state)
+		if !again {
+			return final
+		}
+		state = next
+	}
+}
+
+func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int, fn policy.Func) (err error) {
+	ctx, span := tr.Start(ctx, p.attemptName, trace.WithAttributes(telemetry.KeyAttempt.Int(n)))
+	finished := false
+	defer func() {
+		if !finished {
+			err = policy.ErrAborted
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(telemetry.KeyError.String(telemetry.ErrorType(err)))
+		}
+		span.End()
+	}()
+	err = p.run(ctx, i, fn)
+	finished = true
+	return err
+}

@@ -1,0 +1,67 @@
+package compose
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/watertight/watertight/policy"
+)
+
+// Policies names the policy in each slot of a [Pipeline]. A nil slot is
+// skipped. The zero value is a pipeline with no policy, which only records
+// telemetry.
+type Policies struct {
+	// Bulkhead limits calls in flight and queued (usually *bulkhead.Bulkhead).
+	Bulkhead policy.Policy
+	// Deadline bounds the whole call, retries included (usually
+	// *deadline.Deadline).
+	Deadline policy.Policy
+	// Retry repeats failed attempts (usually *retry.Retry).
+	Retry policy.Policy
+	// Breaker stops calling a failing dependency (usually *breaker.Breaker).
+	Breaker policy.Policy
+	// Attempt bounds each attempt (usually a second *deadline.Deadline).
+	Attempt policy.Policy
+}
+
+// timeouter is implemented by deadline.Deadline; compose checks the slots
+// through it so that it imports no concrete policy.
+type timeouter interface {
+	Timeout() time.Duration
+}
+
+func (p Policies) slots() []struct {
+	field string
+	p     policy.Policy
+} {
+	return []struct {
+		field string
+		p     policy.Policy
+	}{
+		{"Bulkhead", p.Bulkhead},
+		{"Deadline", p.Deadline},
+		{"Retry", p.Retry},
+		{"Breaker", p.Breaker},
+		{"Attempt", p.Attempt},
+	}
+}
+
+func (p Policies) validate() error {
+	for _, s := range p.slots() {
+		if s.p == nil {
+			continue
+		}
+		// A typed nil pointer in an interface is not a nil slot: it would
+		// panic on the first call. Say so at New instead.
+		if v := reflect.ValueOf(s.p); v.Kind() == reflect.Pointer && v.IsNil() {
+			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
+		}
+	}
+	d, dok := p.Deadline.(timeouter)
+	a, aok := p.Attempt.(timeouter)
+	if dok && aok && a.Timeout() > d.Timeout() {
+		return fmt.Errorf("compose: Policies.Attempt timeout %v is longer than Policies.Deadline timeout %v", a.Timeout(), d.Timeout())
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package telemetry
+
+import (
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Instruments are the synchronous instruments of one policy or pipeline,
+// taken from one MeterProvider. Instrument creation errors are reported to
+// otel.Handle and leave a working no-op instrument in place, as the API
+// promises: telemetry never fails a call or a constructor.
+type Instruments struct {
+	Meter        metric.Meter
+	Rejections   metric.Int64Counter
+	Timeouts     metric.Int64Counter
+	Attempts     metric.Int64Counter
+	Exhausted    metric.Int64Counter
+	Transitions  metric.Int64Counter
+	CallDuration metric.Float64Histogram
+}
+
+// NewInstruments returns the instruments of mp, or of the global
+// MeterProvider if mp is nil. Instruments taken from the global provider
+// before an SDK is installed are connected to it when it is.
+func NewInstruments(mp metric.MeterProvider) *Instruments {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	in := &Instruments{Meter: m}
+	var err error
+	in.Rejections, err = m.Int64Counter(MetricRejections, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls refused before they ran, by policy and reason."))
+	handle(err)
+	in.Timeouts, err = m.Int64Counter(MetricTimeouts, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls cut short by a watertight deadline."))
+	handle(err)
+	in.Attempts, err = m.Int64Counter(MetricAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Retry attempts after the first."))
+	handle(err)
+	in.Exhausted, err = m.Int64Counter(MetricExhausted, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls on which a retry policy gave up."))
+	handle(err)
+	in.Transitions, err = m.Int64Counter(MetricTransitions, metric.WithUnit("{transition}"),
+		metric.WithDescription("Circuit breaker state changes."))
+	handle(err)
+	in.CallDuration, err = m.Float64Histogram(MetricCallDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of calls through a watertight pipeline."))
+	handle(err)
+	return in
+}
+
+func handle(err error) {
+	if err != nil {
+		otel.Handle(err)
+	}
+}
+
+// AddOptions returns the options for a counter Add with the given
+// attributes, built once so that the hot path adds no allocation.
+func AddOptions(kv ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+// PolicyAttrs returns the kind and name attributes of a policy.
+func PolicyAttrs(kind, name string) []attribute.KeyValue {
+	return []attribute.KeyValue{KeyKind.String(kind), KeyName.String(name)}
+}

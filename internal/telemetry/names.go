@@ -1,0 +1,40 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// ScopeName is the instrumentation scope of every meter and tracer: the
+// module path.
+const ScopeName = "github.com/watertight/watertight"
+
+// Attribute keys, following OpenTelemetry's naming rules.
+const (
+	KeyKind     = attribute.Key("watertight.policy.kind")
+	KeyName     = attribute.Key("watertight.policy.name")
+	KeyReason   = attribute.Key("watertight.rejection.reason")
+	KeyPipeline = attribute.Key("watertight.pipeline.name")
+	KeyAttempt  = attribute.Key("watertight.retry.attempt")
+	KeyState    = attribute.Key("watertight.breaker.state")
+	KeyFrom     = attribute.Key("watertight.breaker.from")
+	KeyError    = attribute.Key("error.type")
+)
+
+// Span event names.
+const (
+	EventRejected = "watertight.rejected"
+	EventTimeout  = "watertight.timeout"
+	EventRetry    = "watertight.retry"
+	EventState    = "watertight.breaker.transition"
+)
+
+// Instrument names.
+const (
+	MetricRejections   = "watertight.rejections"
+	MetricTimeouts     = "watertight.timeouts"
+	MetricAttempts     = "watertight.retry.attempts"
+	MetricExhausted    = "watertight.retry.exhausted"
+	MetricActive       = "watertight.bulkhead.active"
+	MetricQueued       = "watertight.bulkhead.queued"
+	MetricState        = "watertight.breaker.state"
+	MetricTransitions  = "watertight.breaker.transitions"
+	MetricCallDuration = "watertight.call.duration"
+)

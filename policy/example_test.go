@@ -1,0 +1,62 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/watertight/watertight/policy"
+)
+
+// ErrShed is the rejection sentinel of the load shedder below.
+var ErrShed = policy.NewSentinel("shed: overloaded")
+
+// Shed is a user-written policy: it refuses calls while overloaded is set.
+type Shed struct {
+	overloaded atomic.Bool
+	rejection  *policy.RejectedError
+}
+
+func NewShed(name string) *Shed {
+	return &Shed{rejection: policy.NewRejectedError("shed", name, "overloaded", ErrShed)}
+}
+
+func (s *Shed) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("shed: nil Context")
+	}
+	if fn == nil {
+		panic("shed: nil fn")
+	}
+	if s.overloaded.Load() {
+		return s.rejection
+	}
+	return fn(ctx)
+}
+
+// A user-written policy reports its refusals as RejectedErrors, so callers
+// (and retries, and breakers) can tell a rejection from a failure.
+func Example_userPolicy() {
+	shed := NewShed("search")
+	shed.overloaded.Store(true)
+
+	err := shed.Execute(context.Background(), func(context.Context) error { return nil })
+	var rej *policy.RejectedError
+	fmt.Println(errors.Is(err, policy.ErrRejected), errors.Is(err, ErrShed), errors.As(err, &rej))
+	fmt.Println(rej.Kind, rej.Name, rej.Reason)
+	fmt.Println(err)
+	// Output:
+	// true true true
+	// shed search overloaded
+	// shed "search" rejected the call: overloaded
+}
+
+func ExampleDo() {
+	shed := NewShed("search")
+	n, err := policy.Do(context.Background(), shed, func(ctx context.Context) (int, error) {
+		return 42, nil
+	})
+	fmt.Println(n, err)
+	// Output: 42 <nil>
+}
