@@ -46,8 +46,15 @@ func NewTracer(tp trace.TracerProvider) Tracer {
 // skipping it leaves the caller's span (if any) in ctx, with the same span
 // context that a no-op span would have carried.
 func (t Tracer) Tracer() trace.Tracer {
-	if t.global && defaultTracerProvider != nil && otel.GetTracerProvider() == defaultTracerProvider {
-		return nil
+	if t.global {
+		switch tp := otel.GetTracerProvider(); tp.(type) {
+		case noop.TracerProvider:
+			return nil
+		default:
+			if tp == defaultTracerProvider {
+				return nil
+			}
+		}
 	}
 	return t.tracer
 }

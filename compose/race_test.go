@@ -1,0 +1,5 @@
+//go:build race
+
+package compose_test
+
+func init() { raceEnabled = true }
