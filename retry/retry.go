@@ -1,0 +1,216 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/watertight/watertight/policy"
+)
+
+var _ policy.Repeater = (*Retry)(nil)
+
+// Retry runs a call again, after a wait, when it fails with an error worth
+// retrying; see the package documentation for the rules. Build one with
+// [New]; the zero Retry is not usable. A Retry is immutable and safe for
+// concurrent use by multiple goroutines: everything a call needs, its backoff
+// schedule included, belongs to that call.
+type Retry struct {
+	s      settings
+	prefix string // "retry" or `retry "name"`, for error messages
+	expo   []backoff.ExponentialBackOffOpts
+	rec    recorder
+}
+
+// New returns a Retry configured by cfg, or an error naming the first invalid
+// field of cfg. It never panics.
+func New(cfg Config) (*Retry, error) {
+	s, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	r := &Retry{s: s, prefix: "retry", rec: newRecorder(cfg.MeterProvider, s.name)}
+	if s.name != "" {
+		r.prefix += " " + strconv.Quote(s.name)
+	}
+	// Built once: passing them to NewExponentialBackOff then costs nothing.
+	// MaxElapsedTime 0: backoff's 15-minute default must never end a call;
+	// MaxAttempts and the context's deadline do.
+	r.expo = []backoff.ExponentialBackOffOpts{
+		backoff.WithInitialInterval(s.initial),
+		backoff.WithMaxInterval(s.max),
+		backoff.WithMultiplier(s.multiplier),
+		backoff.WithRandomizationFactor(s.jitter),
+		backoff.WithMaxElapsedTime(0),
+	}
+	return r, nil
+}
+
+// MaxAttempts returns the number of tries a call gets, the first included.
+func (r *Retry) MaxAttempts() int { return r.s.maxAttempts }
+
+// Execute runs fn, and runs it again while it fails with an error worth
+// retrying, waiting between attempts as the schedule asks. It returns nil as
+// soon as an attempt succeeds; otherwise the error the rules in the package
+// documentation give. Attempt n runs with a context for which [Attempt]
+// returns n. It panics if ctx or fn is nil. It is [policy.Repeat] with r.
+func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("retry: nil Context")
+	}
+	if fn == nil {
+		panic("retry: nil fn")
+	}
+	return policy.Repeat(ctx, r, fn)
+}
+
+// attemptKey is the context key of the attempt number.
+type attemptKey struct{}
+
+// AttemptContext returns the context attempt n (1-based) runs with: ctx
+// carrying n for [Attempt]. It is the only allocation of a call that
+// succeeds at once.
+func (r *Retry) AttemptContext(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// Attempt returns the 1-based number of the attempt ctx belongs to, inside fn
+// run by a [Retry], or 0 if ctx is not an attempt's. With nested Retries it
+// is the innermost one's number. It panics if ctx is nil.
+func Attempt(ctx context.Context) int {
+	if ctx == nil {
+		panic("retry: nil Context")
+	}
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
+
+// Next decides what follows the failure of attempt n with err, ctx being the
+// call's context (not the attempt's). It either waits (counting the retry,
+// adding a span event and calling OnRetry first) and returns again = true
+// with the state for the next call of Next, or returns again = false with
+// the error the call ends with. state must be nil on the first call of Next
+// for a call and the returned next afterwards. It is what [Retry.Execute]
+// runs between attempts, exported for pipelines that drive the loop
+// themselves ([policy.Repeater]).
+func (r *Retry) Next(ctx context.Context, n int, err error, state any) (again bool, next any, final error) {
+	if err == nil {
+		return false, state, nil
+	}
+	// 1. The caller's cancellation or the call's deadline ends the loop; an
+	// outer deadline policy turns the error into its own.
+	if ctx.Err() != nil {
+		return false, state, unmark(err)
+	}
+	// 2. A rejection (an open breaker, a full bulkhead) is never retried.
+	if errors.Is(err, policy.ErrRejected) {
+		return false, state, unmark(err)
+	}
+	// 3. Permanent: end with the marked error itself.
+	if p, ok := errors.AsType[*backoff.PermanentError](err); ok {
+		return false, state, p.Err
+	}
+	// 4. The user's classification.
+	if r.s.shouldRetry != nil && !r.s.shouldRetry(err) {
+		return false, state, err
+	}
+	// 5. Out of attempts.
+	if n >= r.s.maxAttempts {
+		return false, state, r.exhaust(ctx, n, ReasonMaxAttempts, 0, err)
+	}
+	// 6. The wait: asked for by the error, or from the schedule, built only
+	// now that an attempt has failed, once per call.
+	var wait time.Duration
+	if ra, ok := errors.AsType[retryAfterError](err); ok && ra.RetryAfter() > 0 {
+		wait = ra.RetryAfter()
+		if wait > r.s.max {
+			return false, state, r.exhaust(ctx, n, ReasonRetryAfter, wait, err)
+		}
+	} else {
+		b, _ := state.(backoff.BackOff)
+		if b == nil {
+			b = r.schedule()
+			state = b // an interface converted to any: no allocation
+		}
+		wait = b.NextBackOff()
+		if wait == backoff.Stop {
+			return false, state, r.exhaust(ctx, n, ReasonStopped, 0, err)
+		}
+		// backoff caps its interval before randomising it: cap the result.
+		wait = min(max(wait, 0), r.s.max)
+	}
+	// 7. Fail now rather than sleep into the deadline (as x/time/rate does).
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
+		return false, state, r.exhaust(ctx, n, ReasonDeadline, wait, err)
+	}
+	// 8. Record, tell, wait.
+	r.rec.scheduled(ctx, n+1, wait)
+	if r.s.onRetry != nil {
+		r.s.onRetry(ctx, n, err, wait)
+	}
+	if wait <= 0 {
+		select {
+		case <-ctx.Done():
+			return false, state, r.interrupted(ctx, n, err)
+		default:
+			r.rec.attempt(ctx)
+			return true, state, nil
+		}
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-t.C:
+		r.rec.attempt(ctx)
+		return true, state, nil
+	case <-ctx.Done():
+		t.Stop()
+		return false, state, r.interrupted(ctx, n, err)
+	}
+}
+
+// unmark returns err unchanged, unless it is marked with Permanent: then the
+// marked error, so that the marker never reaches the caller, whichever rule
+// ended the call. AsType, unlike errors.As with a local target, allocates
+// nothing.
+func unmark(err error) error {
+	if p, ok := errors.AsType[*backoff.PermanentError](err); ok {
+		return p.Err
+	}
+	return err
+}
+
+// schedule returns a fresh backoff for one call.
+func (r *Retry) schedule() backoff.BackOff {
+	if r.s.newBackOff == nil {
+		return backoff.NewExponentialBackOff(r.expo...)
+	}
+	b := r.s.newBackOff()
+	if b == nil {
+		panic("retry: Config.NewBackOff returned nil")
+	}
+	b.Reset()
+	return b
+}
+
+// exhaust counts and returns an exhaustion.
+func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
+	r.rec.exhaust(ctx)
+	return &ExhaustedError{
+		Name:        r.s.name,
+		Attempts:    n,
+		Reason:      reason,
+		Wait:        wait,
+		MaxInterval: r.s.max,
+		Err:         err,
+	}
+}
+
+// interrupted is the error of a call whose context ended during a wait: it
+// matches both ctx.Err() and the last attempt's error.
+func (r *Retry) interrupted(ctx context.Context, n int, err error) error {
+	return fmt.Errorf("%s: %w while waiting after attempt %d: %w", r.prefix, ctx.Err(), n, err)
+}

@@ -1,0 +1,63 @@
+package retry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/watertight/watertight/internal/telemetry"
+)
+
+// kind is the watertight.policy.kind of a Retry.
+const kind = "retry"
+
+// KeyWait is the attribute of a watertight.retry span event that holds the
+// wait before the next attempt, in seconds.
+const KeyWait = attribute.Key("watertight.retry.wait")
+
+// recorder holds the telemetry of one Retry, prepared at New so that
+// recording builds no attribute set per call.
+type recorder struct {
+	attempts  metric.Int64Counter
+	exhausted metric.Int64Counter
+	opts      []metric.AddOption
+	kind      attribute.KeyValue
+	name      attribute.KeyValue
+}
+
+func newRecorder(mp metric.MeterProvider, name string) recorder {
+	in := telemetry.NewInstruments(mp)
+	return recorder{
+		attempts:  in.Attempts,
+		exhausted: in.Exhausted,
+		opts:      telemetry.AddOptions(telemetry.PolicyAttrs(kind, name)...),
+		kind:      telemetry.KeyKind.String(kind),
+		name:      telemetry.KeyName.String(name),
+	}
+}
+
+// scheduled adds a watertight.retry event to the span in ctx, if it is
+// recording, for attempt number attempt (2 or more) to run after wait.
+func (rec *recorder) scheduled(ctx context.Context, attempt int, wait time.Duration) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(telemetry.EventRetry, trace.WithAttributes(
+			rec.kind, rec.name,
+			telemetry.KeyAttempt.Int(attempt),
+			KeyWait.Float64(wait.Seconds()),
+		))
+	}
+}
+
+// attempt counts an attempt after the first, once its wait is over: an
+// attempt whose wait the caller canceled never runs and is not counted.
+func (rec *recorder) attempt(ctx context.Context) {
+	rec.attempts.Add(ctx, 1, rec.opts...)
+}
+
+// exhaust counts a call given up on.
+func (rec *recorder) exhaust(ctx context.Context) {
+	rec.exhausted.Add(ctx, 1, rec.opts...)
+}
