@@ -1,0 +1,74 @@
+package bulkhead
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/policy"
+)
+
+// Unbounded, as Config.MaxQueue, lets any number of callers wait for a slot.
+const Unbounded = -1
+
+// Config configures a [Bulkhead]. Its zero value is not valid: Limit must be
+// set. The other fields' zero values mean: no name, no waiting (a call that
+// finds every slot taken is rejected at once), the global MeterProvider and
+// no OnReject hook. A Config is a plain value: [New] copies it.
+type Config struct {
+	// Name names the bulkhead in errors and telemetry (the
+	// watertight.policy.name attribute). Empty is allowed.
+	Name string
+
+	// Limit is the number of calls that may run at once. It is required and
+	// must be >= 1; math.MaxInt is allowed.
+	Limit int
+
+	// MaxQueue is the number of calls that may wait for a slot when all
+	// Limit slots are taken. 0 means none: a call that finds the bulkhead
+	// full is rejected at once. [Unbounded] lets any number wait. Any other
+	// negative value is invalid.
+	MaxQueue int
+
+	// MaxWait is how long one waiting call may wait for a slot before it is
+	// rejected with reason "wait_timeout". 0 means it waits until its
+	// context is done. Negative values are invalid.
+	MaxWait time.Duration
+
+	// MeterProvider provides the meter for the rejection counter and the
+	// active and queued gauges. If nil, the global MeterProvider is used.
+	MeterProvider metric.MeterProvider
+
+	// OnReject, if not nil, is called once for every rejection, after the
+	// bulkhead has released its lock, on the rejected caller's goroutine,
+	// with the caller's ctx and the error Execute or Enter returns. It must
+	// not modify the error.
+	OnReject func(ctx context.Context, err *policy.RejectedError)
+}
+
+// validate reports the first invalid field of c.
+func (c *Config) validate() error {
+	if c.Limit < 1 {
+		return fmt.Errorf("bulkhead: Config.Limit must be >= 1, got %d", c.Limit)
+	}
+	if c.MaxQueue < 0 && c.MaxQueue != Unbounded {
+		return fmt.Errorf("bulkhead: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
+	}
+	if c.MaxWait < 0 {
+		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
+	}
+	return nil
+}
+
+// queueCap is the number of waiters allowed, with Unbounded mapped to
+// math.MaxInt: the queue length can never reach it, so "queued >= cap" is
+// the only test needed and nothing can overflow.
+func (c *Config) queueCap() int {
+	if c.MaxQueue == Unbounded {
+		return math.MaxInt
+	}
+	return c.MaxQueue
+}

@@ -1,0 +1,69 @@
+// Package bulkhead limits how many calls to one dependency run at once, so
+// that a slow dependency cannot take every goroutine, socket or server slot
+// and starve calls that do not need it.
+//
+// A [Bulkhead] has Config.Limit slots. A call that finds a free slot takes it
+// and runs; a call that finds none waits in a FIFO queue of at most
+// Config.MaxQueue callers, for at most Config.MaxWait, and is rejected at once
+// when the queue is full. A slot freed by a finished call goes straight to
+// the oldest waiter.
+//
+// # Outcomes
+//
+//	outcome                                 error returned                    counted
+//	--------------------------------------  --------------------------------  ------------------------------------------
+//	slot free, or given one while waiting   fn's error, unchanged             -
+//	queue full (or MaxQueue 0) and no slot  rejection, Reason "full"          watertight.rejections{reason=full}
+//	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	ctx done on entry or while waiting      ctx.Err(); fn not run             not counted: not a rejection
+//
+// A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is, and
+// is a *[policy.RejectedError] with Kind "bulkhead", the Config.Name and the
+// Reason, for errors.As. The same error value is returned for every rejection
+// with the same reason (it is prepared by [New]), so rejecting allocates
+// nothing; do not modify it. Each rejection is counted on
+// watertight.rejections (attributes watertight.policy.kind,
+// watertight.policy.name, watertight.rejection.reason), added as a
+// watertight.rejected event to the recording span in ctx, if any, and passed
+// to Config.OnReject.
+//
+// The up-down counters watertight.bulkhead.active and
+// watertight.bulkhead.queued report [Bulkhead.Active] and [Bulkhead.Queued]
+// at each collection until [Bulkhead.Close].
+//
+// A panic or runtime.Goexit in fn frees its slot; the panic goes on up the
+// stack. Bulkhead implements [policy.Stage], so package compose can run it
+// without a closure per call.
+//
+// # Concurrency design
+//
+// The state is a mutex, a count of held slots and an intrusive doubly linked
+// list of waiters. A buffered channel used as a semaphore (the usual Go
+// bulkhead) would be simpler, but it cannot give what this package promises:
+//
+//   - FIFO hand-off. A release with waiters does not free its slot: under the
+//     mutex it unlinks the oldest waiter, marks it granted and wakes it, and
+//     the count of held slots does not change. A caller arriving between the
+//     release and the waiter waking finds no free slot, so it cannot jump the
+//     queue. Hence the invariant: while anyone waits, every slot is held.
+//   - O(1) removal. A waiter that gives up (MaxWait or its ctx) unlinks itself
+//     through its own prev and next pointers; the cost of cancelling does not
+//     grow with the queue.
+//   - Exact counts. Active and Queued read the same mutex-guarded state that
+//     decides admission, so they are exact at every moment.
+//
+// The race between a waiter giving up and a release handing it the slot is
+// settled under the mutex, by the waiter's granted flag: a waiter that was
+// not granted is unlinked and can never be handed a slot afterwards; a waiter
+// woken by its ctx that was granted passes the slot on as a release would
+// and returns ctx.Err(); a waiter woken by MaxWait that was granted got its
+// slot in time, so it keeps it and runs fn.
+//
+// The uncontended path is a lock, a compare, an increment and an unlock, and
+// allocates nothing; so does a rejection. Only waiting allocates: the waiter,
+// its 1-buffered channel and, with MaxWait, a timer. They are not pooled on
+// purpose: a channel or timer made inside a testing/synctest bubble must not
+// be used outside it, and a shared pool would carry them from one bubble (or
+// none) to another; next to parking a goroutine, the allocations are cheap.
+// No lock is held while fn runs or while user hooks and telemetry run.
+package bulkhead
