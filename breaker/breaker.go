@@ -1,0 +1,212 @@
+package breaker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+var _ policy.Stage = (*Breaker)(nil)
+
+// kind is the watertight.policy.kind of a Breaker.
+const kind = "breaker"
+
+// machine is the gobreaker state machine a Breaker drives in two steps.
+type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
+
+// Breaker is a circuit breaker: it stops calling a dependency that keeps
+// failing, and tries it again after a while. Build one with [New]; the zero
+// value is not usable. A Breaker is safe for concurrent use by multiple
+// goroutines.
+type Breaker struct {
+	settings gobreaker.Settings // template for every machine, less OnStateChange
+
+	cb       atomic.Pointer[machine] // the current machine; Reset swaps in a new one
+	forced   atomic.Bool             // ForceOpen until Reset; written under mu
+	openFast atomic.Bool             // the machine is open and will be for a while; written under mu
+	queued   atomic.Bool             // pending is not empty (maybe); written under mu
+	fastFor  time.Duration           // how long openFast stays set after opening; 0: never set
+
+	// mu guards pending, last, draining and openGen, and the writes of cb,
+	// forced, openFast and queued. It is taken inside gobreaker's lock (from
+	// its OnStateChange), never around a call into gobreaker.
+	mu       sync.Mutex
+	pending  []transition // changes not yet reported, oldest first
+	last     State        // the state of the newest change queued
+	draining bool         // a goroutine is reporting pending
+	openGen  uint64       // bumped whenever openFast is set or cleared
+
+	rejOpen, rejFull *telemetry.Rejection
+	onReject         func(context.Context, *policy.RejectedError)
+	onStateChange    func(from, to State)
+	tel              recorder
+
+	closeOnce sync.Once
+	reg       metric.Registration
+}
+
+// transition is one state change waiting to be reported.
+type transition struct{ from, to State }
+
+// New returns a Breaker configured by cfg, or an error naming the first
+// invalid field of cfg. It never panics. Call [Breaker.Close] when done with
+// the Breaker: its MeterProvider holds it until then.
+func New(cfg Config) (*Breaker, error) {
+	r, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	in := telemetry.NewInstruments(cfg.MeterProvider)
+	b := &Breaker{
+		settings:      r.settings(cfg.Name),
+		rejOpen:       telemetry.NewRejection(in, kind, cfg.Name, ReasonOpen, ErrOpen),
+		rejFull:       telemetry.NewRejection(in, kind, cfg.Name, ReasonHalfOpenFull, ErrOpen),
+		onReject:      cfg.OnReject,
+		onStateChange: cfg.OnStateChange,
+		tel:           newRecorder(in, cfg.Name),
+		fastFor:       fastOpenFor(r.openTimeout),
+	}
+	b.cb.Store(b.newMachine())
+	b.reg = b.tel.registerGauge(in.Meter, b.State)
+	return b, nil
+}
+
+// newMachine returns a fresh closed gobreaker whose state changes are queued
+// for as long as it is b's current machine and b is not forced open.
+func (b *Breaker) newMachine() *machine {
+	var m *machine
+	st := b.settings
+	// Called under m's lock: it only queues the change (see doc.go).
+	st.OnStateChange = func(_ string, _, to gobreaker.State) {
+		b.mu.Lock()
+		if b.cb.Load() == m && !b.forced.Load() {
+			b.setOpenFast(State(to) == Open)
+			b.queue(State(to))
+		}
+		b.mu.Unlock()
+	}
+	m = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	return m
+}
+
+// Execute runs fn if the breaker lets the call through, and returns fn's
+// error unchanged; otherwise it returns a rejection matching [ErrOpen] and
+// [policy.ErrRejected] without calling fn. If fn panics or calls
+// runtime.Goexit, the call counts as a failure and the panic goes on. It
+// panics if ctx or fn is nil.
+func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("breaker: nil Context")
+	}
+	if fn == nil {
+		panic("breaker: nil fn")
+	}
+	return policy.Run(ctx, b, fn)
+}
+
+// Enter admits one call, as [policy.Stage] asks: it returns ctx unchanged
+// and a token for [Breaker.Exit], or the rejection. It panics if ctx is nil.
+func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
+	if ctx == nil {
+		panic("breaker: nil Context")
+	}
+	if b.forced.Load() || b.openFast.Load() {
+		return ctx, nil, b.reject(ctx, b.rejOpen)
+	}
+	done, err := b.cb.Load().Allow()
+	if b.queued.Load() {
+		b.flushAdmitted(ctx, done)
+	}
+	if err != nil {
+		if err == gobreaker.ErrTooManyRequests {
+			return ctx, nil, b.reject(ctx, b.rejFull)
+		}
+		return ctx, nil, b.reject(ctx, b.rejOpen)
+	}
+	return ctx, done, nil
+}
+
+// Exit reports the outcome err of a call Enter admitted and returns err
+// unchanged. token must be the one Enter returned; Exit must be called
+// exactly once per admitted call (an admitted call that never reports holds
+// a half-open probe's place). A token that is not one of Enter's is
+// ignored.
+func (b *Breaker) Exit(ctx context.Context, token any, err error) error {
+	if done, ok := token.(func(error)); ok && done != nil {
+		done(err)
+	}
+	if b.queued.Load() {
+		b.flush(ctx)
+	}
+	return err
+}
+
+// reject records a rejection and calls OnReject.
+func (b *Breaker) reject(ctx context.Context, r *telemetry.Rejection) error {
+	err := r.Record(ctx)
+	if b.onReject != nil {
+		b.onReject(ctx, r.Err)
+	}
+	return err
+}
+
+// State returns the breaker's state now. An open breaker whose OpenTimeout
+// has passed is reported half-open, even if no call has come since.
+func (b *Breaker) State() State {
+	if b.forced.Load() {
+		return Open
+	}
+	s := State(b.cb.Load().State())
+	if b.queued.Load() {
+		b.flush(context.Background())
+	}
+	return s
+}
+
+// ForceOpen opens the breaker by hand: every call is rejected, with reason
+// "open", until [Breaker.Reset]. Calling it again changes nothing.
+func (b *Breaker) ForceOpen() {
+	b.mu.Lock()
+	if !b.forced.Load() {
+		b.forced.Store(true)
+		b.queue(Open)
+	}
+	b.mu.Unlock()
+	b.flush(context.Background())
+}
+
+// Reset closes the breaker by hand, with fresh counts, and ends
+// [Breaker.ForceOpen]. The outcomes of calls admitted before Reset and still
+// running are not counted.
+func (b *Breaker) Reset() {
+	m := b.newMachine()
+	b.mu.Lock()
+	b.cb.Store(m)
+	b.forced.Store(false)
+	b.setOpenFast(false)
+	b.queue(Closed)
+	b.mu.Unlock()
+	b.flush(context.Background())
+}
+
+// Close unregisters the watertight.breaker.state gauge. It always returns
+// nil and may be called more than once; the Breaker goes on working without
+// the gauge.
+func (b *Breaker) Close() error {
+	b.closeOnce.Do(func() {
+		if b.reg != nil {
+			if err := b.reg.Unregister(); err != nil {
+				otel.Handle(err)
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,120 @@
+package breaker
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BenchmarkGobreakerExecute is the reference: gobreaker's own one-step
+// Execute on the success path.
+func BenchmarkGobreakerExecute(b *testing.B) {
+	cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{Name: "bench"})
+	req := func() (struct{}, error) { return struct{}{}, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cb.Execute(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func okFn(context.Context) error { return nil }
+
+func BenchmarkExecute(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.Execute(ctx, okFn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkExecuteParallel(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if err := br.Execute(ctx, okFn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkRejectOpen(b *testing.B) {
+	br, err := New(Config{Name: "bench", ConsecutiveFailures: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	ctx := context.Background()
+	br.Execute(ctx, func(context.Context) error { return errBoom })
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.Execute(ctx, okFn); err == nil {
+			b.Fatal("not rejected")
+		}
+	}
+}
+
+func BenchmarkRejectForced(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	br.ForceOpen()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.Execute(ctx, okFn); err == nil {
+			b.Fatal("not rejected")
+		}
+	}
+}
+
+func BenchmarkState(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if br.State() != Closed {
+			b.Fatal("not closed")
+		}
+	}
+}
+
+// BenchmarkRejectOpenGobreaker rejects through gobreaker, as an open breaker
+// does in the last tenth (at most 100 ms) of OpenTimeout.
+func BenchmarkRejectOpenGobreaker(b *testing.B) {
+	br, err := New(Config{Name: "bench", ConsecutiveFailures: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	br.fastFor = 0
+	ctx := context.Background()
+	br.Execute(ctx, func(context.Context) error { return errBoom })
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.Execute(ctx, okFn); err == nil {
+			b.Fatal("not rejected")
+		}
+	}
+}

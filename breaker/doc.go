@@ -1,0 +1,113 @@
+// Package breaker stops calling a dependency that keeps failing: a [Breaker]
+// counts the outcomes of the calls it lets through and, when a trip rule
+// holds, opens and rejects every call for [Config.OpenTimeout]. It then
+// turns half-open, lets [Config.HalfOpenRequests] probes through, and closes
+// again once that many have succeeded; one failed probe opens it again.
+//
+// The state machine is github.com/sony/gobreaker/v2, driven in two steps
+// ([Breaker.Enter] asks it to admit the call, [Breaker.Exit] reports the
+// outcome), with its traps handled: see Concurrency below.
+//
+// # Trip rules
+//
+// Two rules, each off at its zero value, either of which trips the breaker:
+//
+//   - ConsecutiveFailures = N: trip on the Nth failure in a row (not the
+//     N+1th, as gobreaker's own default "> 5" would);
+//   - FailureRatio = r: trip when, in the rolling [Config.Window], at least
+//     [Config.MinRequests] calls succeeded or failed and
+//     failures / (successes + failures) >= r.
+//
+// With neither set, the breaker trips on the 5th consecutive failure.
+// MinRequests without FailureRatio is ignored.
+//
+// # Outcomes
+//
+//	what happened                          Execute returns                  counted as
+//	-------------------------------------  -------------------------------  ---------------------------------
+//	fn returned nil                        nil                              success
+//	fn returned err, IsFailure(err)        err, unchanged                   failure
+//	fn returned err, !IsFailure(err)       err, unchanged                   success
+//	fn returned a rejection (an inner      err, unchanged                   excluded: neither, always
+//	policy's) or context.Canceled
+//	fn returned a timeout (deadline's      err, unchanged                   failure (by DefaultIsFailure)
+//	ErrExceeded, DeadlineExceeded)
+//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always (policy.ErrAborted)
+//	open, by its rules or ForceOpen        *policy.RejectedError, Reason    watertight.rejections{reason=open}
+//	                                       "open"; fn not called
+//	half-open, all probes taken            *policy.RejectedError, Reason    watertight.rejections
+//	                                       "half_open_full"; fn not called  {reason=half_open_full}
+//
+// Every rejection matches [ErrOpen] and [policy.ErrRejected] with
+// [errors.Is], is prepared at [New] (rejecting allocates nothing), adds a
+// watertight.rejected event to the span in ctx if it is recording, and is
+// passed to [Config.OnReject]. Rejections and cancellations are excluded
+// rather than counted because they say nothing about the dependency: a
+// breaker that counted an inner bulkhead's rejections, or callers hanging
+// up, would open on a healthy dependency. An excluded probe frees its
+// half-open place for another.
+//
+// # Telemetry
+//
+// Attributes watertight.policy.kind = "breaker" and watertight.policy.name =
+// [Config.Name] on everything:
+//
+//   - watertight.rejections counter, with watertight.rejection.reason;
+//   - watertight.breaker.transitions counter, with watertight.breaker.state =
+//     the new state ("closed", "half-open", "open");
+//   - watertight.breaker.state observable gauge: 0 closed, 1 half-open,
+//     2 open; [Breaker.Close] unregisters it;
+//   - span events watertight.rejected and watertight.breaker.transition (with
+//     watertight.breaker.from and watertight.breaker.state) on the span
+//     already in ctx, if it is recording. A Breaker never starts a span.
+//
+// A change is counted, and added to the span, by the call that reports it
+// (see Concurrency): usually the call that caused it. Collecting the gauge
+// asks gobreaker for the state, so a breaker whose OpenTimeout has passed is
+// collected as half-open, and that change may be reported (and
+// OnStateChange called) from the collecting goroutine.
+//
+// # Concurrency
+//
+// gobreaker calls OnStateChange, ReadyToTrip, IsSuccessful and IsExcluded
+// under its own mutex, so a hook that called back into it (even State)
+// would deadlock, and a slow hook would stall every call. The Breaker
+// therefore only queues each state change, under a small mutex of its own,
+// from gobreaker's OnStateChange. After every call into gobreaker (admit,
+// report, State) the queue is flushed outside every lock: the change is
+// counted, added to the span in ctx, and passed to [Config.OnStateChange].
+// One goroutine flushes at a time, so hooks run in the order of the changes
+// and never concurrently; a goroutine that finds a flush under way leaves
+// its changes to it, which is what lets a hook call the Breaker. IsFailure
+// still runs under gobreaker's mutex: it must be quick and must not call the
+// Breaker.
+//
+// A call admitted by gobreaker must report its outcome, or a half-open
+// breaker waits for its probe forever. [Breaker.Execute] runs fn through
+// [policy.Run], whose deferred [Breaker.Exit] reports [policy.ErrAborted] (a
+// failure) when fn panics or calls runtime.Goexit (t.FailNow in a test), so
+// such a probe opens the breaker again instead of wedging it. No lock is held
+// while fn runs.
+//
+// gobreaker turns open into half-open when it is asked after the timeout,
+// not on a timer; [Breaker.State] asks it, so State and the gauge report
+// half-open as soon as OpenTimeout has passed, without waiting for a call.
+//
+// [Breaker.ForceOpen] and [Breaker.Reset] work beside gobreaker: a forced
+// breaker rejects before asking it, and Reset swaps in a fresh gobreaker
+// instance (an atomic pointer), so counts start again and late outcomes of
+// calls admitted by the old one are dropped. While forced, the changes of
+// the gobreaker instance underneath (a probe admitted before ForceOpen
+// closing it, say) are not reported: the breaker is open until Reset.
+//
+// # Cost
+//
+// The success path of Execute costs gobreaker's two locked steps, each with
+// a clock read, and one allocation: the closure gobreaker's two-step Allow
+// returns. A rejection allocates nothing. An open breaker rejects without
+// asking gobreaker (no lock, no clock read) until a timer clears a fast-path
+// flag a tenth of OpenTimeout (at most 100 ms) before OpenTimeout ends;
+// from then on gobreaker answers, and it alone decides when half-open
+// begins, so the flag never makes the open period longer unless the timer
+// runs later than that margin.
+package breaker

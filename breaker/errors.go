@@ -1,0 +1,43 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/watertight/watertight/policy"
+)
+
+// ErrOpen is matched, with [errors.Is], by every rejection of a [Breaker]:
+// open (by its rules or by [Breaker.ForceOpen]), or half-open with all its
+// probes taken. It also matches [policy.ErrRejected]. The rejection itself
+// is a [*policy.RejectedError] with Kind "breaker", the Breaker's Name and
+// Reason "open" or "half_open_full".
+var ErrOpen = policy.NewSentinel("breaker: open")
+
+// Rejection reasons, the values of RejectedError.Reason and of the
+// watertight.rejection.reason attribute.
+const (
+	// ReasonOpen: the breaker is open, by its rules or forced.
+	ReasonOpen = "open"
+	// ReasonHalfOpenFull: the breaker is half-open and its
+	// [Config.HalfOpenRequests] probes are taken.
+	ReasonHalfOpenFull = "half_open_full"
+)
+
+// DefaultIsFailure is the classification used when [Config.IsFailure] is
+// nil: err is a failure of the dependency unless it is nil, a rejection
+// ([policy.ErrRejected], from this breaker or a policy inside it) or
+// [context.Canceled] (the caller gave up). A timeout, ours
+// (deadline.ErrExceeded) or the caller's ([context.DeadlineExceeded]), is
+// a failure, and so is [policy.ErrAborted] (fn panicked or called
+// runtime.Goexit). It is safe for concurrent use.
+func DefaultIsFailure(err error) bool {
+	return err != nil && !excluded(err)
+}
+
+// excluded reports whether err says nothing about the dependency, so that
+// the breaker counts it neither as a success nor as a failure, whatever
+// Config.IsFailure says.
+func excluded(err error) bool {
+	return errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled)
+}
