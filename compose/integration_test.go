@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
@@ -144,4 +145,31 @@ func TestRejectionNotRetried(t *testing.T) {
 	if !errors.Is(err, bulkhead.ErrFull) || ran != 0 {
 		t.Errorf("err %v, fn ran %d times", err, ran)
 	}
+}
+
+// The breaker sees every attempt: once it opens, the next attempt is
+// rejected and the retry loop ends with the rejection. Attempt timeouts
+// count as breaker failures.
+func TestBreakerOpenEndsRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{Name: "llm", ConsecutiveFailures: 2}))
+		each := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "attempt", Timeout: 100 * time.Millisecond}))
+		rt := must[*retry.Retry](t)(retry.New(retry.Config{
+			MaxAttempts: 5, InitialInterval: 10 * time.Millisecond, MaxInterval: 10 * time.Millisecond, Jitter: retry.NoJitter,
+		}))
+		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Retry: rt, Breaker: br, Attempt: each}))
+		n := 0
+		err := p.Execute(context.Background(), func(ctx context.Context) error {
+			n++
+			<-ctx.Done() // every attempt times out
+			return ctx.Err()
+		})
+		var rej *policy.RejectedError
+		if !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &rej) || rej.Reason != "open" {
+			t.Errorf("err = %v, want the open breaker's rejection", err)
+		}
+		if n != 2 || br.State() != breaker.Open {
+			t.Errorf("fn ran %d times (want 2), breaker %v", n, br.State())
+		}
+	})
 }
