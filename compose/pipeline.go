@@ -25,6 +25,7 @@ type Pipeline struct {
 	spanName    string
 	attemptName string
 	spanOpts    []trace.SpanStartOption
+	attemptOpts [][]trace.SpanStartOption // by attempt number - 1, prebuilt
 	duration    metric.Float64Histogram
 	okOpts      []metric.RecordOption
 	errOpts     map[string][]metric.RecordOption
@@ -80,6 +81,11 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	pl.spanOpts = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(pl.pipelineKV),
+	}
+	// Attempt spans carry their number; the options for the first few are
+	// built here so that a traced attempt builds no attribute per call.
+	for n := 1; n <= prebuiltAttempts; n++ {
+		pl.attemptOpts = append(pl.attemptOpts, attemptOptions(n))
 	}
 	pl.duration = telemetry.NewInstruments(o.mp).CallDuration
 	pl.okOpts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pl.pipelineKV))}
@@ -232,8 +238,25 @@ func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy
 	}
 }
 
+// prebuiltAttempts is how many attempt numbers have their span options
+// built at New.
+const prebuiltAttempts = 8
+
+func attemptOptions(n int) []trace.SpanStartOption {
+	return []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(telemetry.KeyAttempt.Int(n)),
+	}
+}
+
 func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int, fn policy.Func) (err error) {
-	ctx, span := tr.Start(ctx, p.attemptName, trace.WithAttributes(telemetry.KeyAttempt.Int(n)))
+	var opts []trace.SpanStartOption
+	if n <= len(p.attemptOpts) {
+		opts = p.attemptOpts[n-1]
+	} else {
+		opts = attemptOptions(n)
+	}
+	ctx, span := tr.Start(ctx, p.attemptName, opts...)
 	finished := false
 	defer func() {
 		if !finished {

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Floors: what the same work costs done by hand with the libraries
+// watertight builds on. The targets are stated as watertight's cost above
+// these. Names: BenchmarkFloor/op=<what>.
+
+func gobreakerWork() (any, error) { return nil, nil }
+
+func BenchmarkFloor(b *testing.B) {
+	// context.WithTimeout + cancel: what a deadline must at least do.
+	b.Run("op=WithTimeout", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(bg, callTimeout)
+			sink = work(ctx)
+			cancel()
+		}
+	})
+	// gobreaker's own one-step Execute, default settings but the same
+	// consecutive-failure threshold as the breakers compared.
+	b.Run("op=gobreaker", func(b *testing.B) {
+		b.ReportAllocs()
+		cb := gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+			Name:        "c",
+			MaxRequests: 1,
+			Timeout:     breakerOpen,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= breakerFailures },
+		})
+		for b.Loop() {
+			_, sink = cb.Execute(gobreakerWork)
+		}
+	})
+	// One span on the default global (no-op, delegating) tracer.
+	b.Run("op=noop-span", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, span := otel.Tracer("x").Start(bg, "s")
+			sink = work(ctx)
+			span.End()
+		}
+	})
+	// The SDK's own cost for what a composed call records with telemetry
+	// on, done by hand: one span with as many attributes as the pipeline
+	// puts on its spans (2: the pipeline name, the attempt number), a
+	// counter Add and a histogram Record with precomputed attribute sets.
+	b.Run("op=sdk-span+metrics", func(b *testing.B) {
+		b.ReportAllocs()
+		mp, tp := sdkProviders(b)
+		tr := tp.Tracer("x")
+		m := mp.Meter("x")
+		counter, _ := m.Int64Counter("c")
+		hist, _ := m.Float64Histogram("h")
+		kv := []attribute.KeyValue{attribute.String("watertight.pipeline.name", "p"), attribute.Int("watertight.attempt", 1)}
+		startOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv...)}
+		set := attribute.NewSet(kv[0])
+		addOpts := []metric.AddOption{metric.WithAttributeSet(set)}
+		recOpts := []metric.RecordOption{metric.WithAttributeSet(set)}
+		for b.Loop() {
+			ctx, span := tr.Start(bg, "s", startOpts...)
+			sink = work(ctx)
+			counter.Add(ctx, 1, addOpts...)
+			hist.Record(ctx, 0.001, recOpts...)
+			span.End()
+		}
+	})
+	// What the pipeline actually records on success with telemetry on, by
+	// hand: a call span and a child attempt span with one attribute each,
+	// and one histogram Record.
+	b.Run("op=sdk-2spans+histogram", func(b *testing.B) {
+		b.ReportAllocs()
+		mp, tp := sdkProviders(b)
+		tr := tp.Tracer("x")
+		hist, _ := mp.Meter("x").Float64Histogram("h")
+		kv := attribute.String("watertight.pipeline.name", "p")
+		callOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv)}
+		attemptOpts := []trace.SpanStartOption{trace.WithAttributes(attribute.Int("watertight.attempt", 1))}
+		recOpts := []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv))}
+		for b.Loop() {
+			ctx, call := tr.Start(bg, "s", callOpts...)
+			actx, attempt := tr.Start(ctx, "a", attemptOpts...)
+			sink = work(actx)
+			attempt.End()
+			hist.Record(ctx, 0.001, recOpts...)
+			call.End()
+		}
+	})
+}

@@ -1,0 +1,242 @@
+// Command benchtable reads `go test -bench` output and prints a Markdown
+// report: the machine, watertight vs failsafe-go side by side (medians and
+// ratios), watertight-only benchmarks, the floors, and the targets checked.
+//
+// Usage: go run ./cmd/benchtable out/raw.txt > out/table.md
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// stats holds the samples of one benchmark, by unit.
+type stats map[string][]float64
+
+func (s stats) median(unit string) (float64, bool) {
+	v := slices.Clone(s[unit])
+	if len(v) == 0 {
+		return 0, false
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], true
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
+}
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+func parse(r io.Reader) (map[string]stats, []string, error) {
+	all := map[string]stats{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := procsSuffix.ReplaceAllString(f[0], "")
+		s, ok := all[name]
+		if !ok {
+			s = stats{}
+			all[name] = s
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			s[f[i+1]] = append(s[f[i+1]], v)
+		}
+	}
+	return all, order, sc.Err()
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchtable raw.txt")
+		os.Exit(2)
+	}
+	f, err := os.Open(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer f.Close()
+	all, order, err := parse(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, w: os.Stdout}
+	r.machine()
+	r.sideBySide(order)
+	r.alone(order)
+	r.targets()
+}
+
+type report struct {
+	all map[string]stats
+	w   io.Writer
+}
+
+func (r report) p(format string, a ...any) { fmt.Fprintf(r.w, format, a...) }
+
+// get returns the median of unit for name, or NaN-like -1 if missing.
+func (r report) get(name, unit string) float64 {
+	s, ok := r.all[name]
+	if !ok {
+		return -1
+	}
+	v, ok := s.median(unit)
+	if !ok {
+		return -1
+	}
+	return v
+}
+
+func (r report) samples(name string) int { return len(r.all[name]["ns/op"]) }
+
+func fmtNum(v float64) string {
+	switch {
+	case v < 0:
+		return "n/a"
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+}
+
+func ratio(a, b float64) string {
+	if a < 0 || b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func (r report) machine() {
+	model := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	r.p("# watertight vs failsafe-go v0.9.8\n\n")
+	r.p("Machine: %s, nproc %d, %s, GOOS/GOARCH %s/%s.", model, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if la := os.Getenv("LOADAVG_START"); la != "" {
+		r.p(" Load average at start: %s.", la)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.p(" At end: %s.", strings.Join(strings.Fields(string(b))[:3], " "))
+	}
+	r.p("\n\nMedians of %s runs each (`-cpu 2`). Ratio is watertight / failsafe: below 1 watertight is faster or allocates less.\n\n", os.Getenv("COUNT"))
+}
+
+func (r report) sideBySide(order []string) {
+	r.p("## Side by side\n\n")
+	r.p("| benchmark | watertight ns/op | failsafe ns/op | ratio | watertight allocs/op | failsafe allocs/op | watertight B/op | failsafe B/op |\n")
+	r.p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, name := range order {
+		base, ok := strings.CutSuffix(name, "/lib=watertight")
+		if !ok {
+			continue
+		}
+		fs := base + "/lib=failsafe"
+		if _, ok := r.all[fs]; !ok {
+			continue
+		}
+		wn, fn := r.get(name, "ns/op"), r.get(fs, "ns/op")
+		wa, fa := r.get(name, "allocs/op"), r.get(fs, "allocs/op")
+		r.p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(base, "Benchmark"),
+			fmtNum(wn), fmtNum(fn), ratio(wn, fn), fmtNum(wa), fmtNum(fa),
+			fmtNum(r.get(name, "B/op")), fmtNum(r.get(fs, "B/op")))
+	}
+	r.p("\n")
+}
+
+func (r report) alone(order []string) {
+	r.p("## Watertight only, and floors\n\n")
+	r.p("| benchmark | ns/op | allocs/op | B/op |\n|---|---:|---:|---:|\n")
+	for _, name := range order {
+		base, ok := strings.CutSuffix(name, "/lib=watertight")
+		if ok {
+			if _, paired := r.all[base+"/lib=failsafe"]; paired {
+				continue
+			}
+		} else if strings.HasSuffix(name, "/lib=failsafe") {
+			continue
+		}
+		r.p("| %s | %s | %s | %s |\n", strings.TrimPrefix(name, "Benchmark"),
+			fmtNum(r.get(name, "ns/op")), fmtNum(r.get(name, "allocs/op")), fmtNum(r.get(name, "B/op")))
+	}
+	r.p("\n")
+}
+
+func (r report) check(what, target, got string, ok bool) {
+	verdict := "met"
+	if !ok {
+		verdict = "**UNMET**"
+	}
+	r.p("| %s | %s | %s | %s |\n", what, target, got, verdict)
+}
+
+func (r report) targets() {
+	ns := func(n string) float64 { return r.get("Benchmark"+n, "ns/op") }
+	allocs := func(n string) float64 { return r.get("Benchmark"+n, "allocs/op") }
+	r.p("## Targets (success path, telemetry off unless said)\n\n")
+	r.p("| target | bound | measured | verdict |\n|---|---|---|---|\n")
+
+	floor := ns("Floor/op=WithTimeout") + ns("Floor/op=gobreaker") + ns("Floor/op=noop-span")
+	c, ca := ns("Composed/lib=watertight"), allocs("Composed/lib=watertight")
+	r.check("four composed", fmt.Sprintf("<= floors %s + 150 ns, <= 8 allocs", fmtNum(floor)),
+		fmt.Sprintf("%s ns (%+.0f), %s allocs", fmtNum(c), c-floor, fmtNum(ca)), c <= floor+150 && ca <= 8)
+
+	b, ba := ns("Bulkhead/lib=watertight"), allocs("Bulkhead/lib=watertight")
+	r.check("bulkhead alone", "<= 60 ns, 0 allocs", fmt.Sprintf("%s ns, %s allocs", fmtNum(b), fmtNum(ba)), b <= 60 && ba == 0)
+
+	rt, rf := ns("Retry/lib=watertight"), ns("Retry/lib=failsafe")
+	r.check("retry alone", "<= 0.1x failsafe", fmt.Sprintf("%s vs %s ns (%s)", fmtNum(rt), fmtNum(rf), ratio(rt, rf)), rt <= 0.1*rf)
+
+	br, gb := ns("Breaker/lib=watertight"), ns("Floor/op=gobreaker")
+	r.check("breaker alone", fmt.Sprintf("<= gobreaker %s + 60 ns", fmtNum(gb)),
+		fmt.Sprintf("%s ns (%+.0f), %s allocs", fmtNum(br), br-gb, fmtNum(allocs("Breaker/lib=watertight"))), br <= gb+60)
+
+	for _, n := range []string{"RejectBulkheadFull", "RejectBreakerOpen"} {
+		v, a := ns(n+"/lib=watertight"), allocs(n+"/lib=watertight")
+		r.check(n, "<= 100 ns, 0 allocs", fmt.Sprintf("%s ns, %s allocs", fmtNum(v), fmtNum(a)), v <= 100 && a == 0)
+	}
+
+	on, off := ns("Telemetry/otel=on"), ns("Telemetry/otel=off")
+	sdk, sdk2 := ns("Floor/op=sdk-span+metrics"), ns("Floor/op=sdk-2spans+histogram")
+	// What telemetry adds is on - off; the floor is what the SDK alone costs
+	// for the same records.
+	r.check("telemetry on: added cost (on - off)", fmt.Sprintf("<= SDK floor %s + 500 ns", fmtNum(sdk)),
+		fmt.Sprintf("%s - %s = %s ns (%+.0f; %+.0f above the 2-span floor %s), %s allocs", fmtNum(on), fmtNum(off), fmtNum(on-off),
+			on-off-sdk, on-off-sdk2, fmtNum(sdk2), fmtNum(allocs("Telemetry/otel=on"))), on-off <= sdk+500)
+	r.check("telemetry on: whole call", fmt.Sprintf("<= SDK floor %s + 500 ns", fmtNum(sdk)),
+		fmt.Sprintf("%s ns (%+.0f)", fmtNum(on), on-sdk), on <= sdk+500)
+
+	for _, n := range []string{"ScaleQueued", "ScaleWaiterTimeout", "ScaleWaiterCancel"} {
+		lo, hi := ns(n+"/waiters=10/lib=watertight"), ns(n+"/waiters=10000/lib=watertight")
+		r.check(n+" 10 -> 10000 waiters", "within 2x", fmt.Sprintf("%s -> %s ns (%s)", fmtNum(lo), fmtNum(hi), ratio(hi, lo)), hi <= 2*lo)
+	}
+	for _, n := range []string{"ScaleContended", "ScaleContendedComposed"} {
+		lo, hi := ns(n+"/g=2/lib=watertight"), ns(n+"/g=1000/lib=watertight")
+		r.check(n+" 1000 vs 2 goroutines", "throughput >= half (ns/op <= 2x)",
+			fmt.Sprintf("%s -> %s ns/op (%s)", fmtNum(lo), fmtNum(hi), ratio(hi, lo)), hi <= 2*lo)
+	}
+	r.p("\n")
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# run.sh: runs the watertight vs failsafe-go benchmarks and writes
+#   out/raw.txt          go test -bench output (COUNT runs of each, -cpu 2)
+#   out/policies.txt     benchstat -col /lib (side by side)
+#   out/telemetry.txt    benchstat -col /otel (watertight, telemetry off/on)
+#   out/floors.txt       benchstat (plain)
+#   out/scaling.txt      benchstat (plain), and scaling-by-lib.txt (-col /lib)
+#   out/table.md         Markdown summary: machine, medians, ratios, targets
+# Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+COUNT=${COUNT:-6}
+BENCHTIME=${BENCHTIME:-300ms}
+BENCH=${BENCH:-.}
+export PATH="$(go env GOPATH)/bin:$PATH"
+
+if ! command -v benchstat >/dev/null 2>&1; then
+	echo "installing benchstat" >&2
+	go install golang.org/x/perf/cmd/benchstat@latest
+fi
+
+mkdir -p out
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+export LOADAVG_START COUNT
+
+echo "go test -bench=$BENCH -count=$COUNT -benchtime=$BENCHTIME -cpu 2 (load average $LOADAVG_START)" >&2
+go test -run='^$' -bench="$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -cpu 2 -timeout 30m ./... | tee out/raw.txt >&2
+
+# subset NAME REGEX: the header lines and the benchmarks matching REGEX.
+subset() {
+	{
+		grep -E '^(goos|goarch|pkg|cpu):' out/raw.txt | sort -u
+		grep -E "$2" out/raw.txt || true
+	} >"out/$1.raw"
+}
+subset policies '^Benchmark(Bulkhead|Timeout|Retry|Breaker|Composed|Reject)'
+subset telemetry '^BenchmarkTelemetry/'
+subset floors '^BenchmarkFloor/'
+subset scaling '^BenchmarkScale'
+
+benchstat -col /lib out/policies.raw >out/policies.txt
+benchstat -col /otel out/telemetry.raw >out/telemetry.txt
+benchstat out/floors.raw >out/floors.txt
+benchstat out/scaling.raw >out/scaling.txt
+benchstat -col /lib out/scaling.raw >out/scaling-by-lib.txt
+rm -f out/*.raw
+
+go run ./cmd/benchtable out/raw.txt >out/table.md
+cat out/table.md
