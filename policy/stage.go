@@ -4,9 +4,10 @@ import "context"
 
 // Stage is an optional interface for a [Policy] that acts only before and
 // after fn, so that it can run in two phases instead of wrapping a closure.
-// Package compose (and the HTTP layer, for a response body that outlives the
-// round trip) use it where present; all built-in policies but retry
-// implement it.
+// Package compose uses it where present; all built-in policies but retry
+// implement it. It also suits any caller whose call outlives a function
+// frame, such as a response body read after the round trip returned: Enter
+// before, Exit when the body ends.
 //
 // Enter admits one call. On error fn must not run and Exit must not be
 // called; the error is the call's outcome. Otherwise fn runs with the

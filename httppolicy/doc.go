@@ -1,0 +1,113 @@
+// Package httppolicy puts watertight policies on HTTP: [Transport] runs the
+// requests a client sends to one dependency through a [policy.Policy]
+// (usually a *compose.Pipeline of bulkhead, deadline, retry and breaker),
+// and [Handler] runs the requests a server receives through one.
+//
+// # Client side: one Execute per exchange
+//
+// [Transport.RoundTrip] makes one call of Policy.Execute per request, and
+// that call lasts for the whole exchange, body included: the bulkhead slot
+// stays taken, the deadline's context stays live and the breaker's verdict
+// waits until the caller has read the response body to EOF or closed it.
+// A slow stream is exactly the load a bulkhead must count; a stream cut
+// half-way is exactly the failure a breaker must see.
+//
+// Execute wraps the call, and the response must reach the caller before the
+// call ends (as soon as the headers are in), so RoundTrip runs Execute on a
+// goroutine of its own. The attempt's fn sends the request with the context
+// Execute gave it; on an accepted response it wraps the body and hands the
+// response to RoundTrip through a one-slot channel, then waits, inside the
+// attempt, until the body reaches EOF (a success), is closed early (a
+// success: the caller chose to stop), fails to read (that error: a failure),
+// or the context ends (its error). Keeping the attempt open is what keeps
+// the request's context, and every policy above it, alive while the caller
+// reads. Two-phase policies ([policy.Stage]) would not need the goroutine,
+// but a compose.Pipeline is not one: its retry wraps the attempts. The
+// final Read (EOF or error) and Close return only once Execute has returned,
+// so when they return the slot is free and the breaker has counted.
+//
+// Once the response has been handed over, nothing is retried: the stream's
+// outcome is marked with retry.Permanent. A 101 Switching Protocols
+// response keeps its writable body (an io.ReadWriteCloser, as net/http
+// gives it), and the call lasts as long as the switched connection.
+//
+// Timeouts follow from this: the Deadline bounds the whole exchange, the
+// wait for headers and the reading of the body. The Attempt policy of a
+// pipeline bounds the attempt, and since the attempt stays open while the
+// body is read, it bounds the stream too: set it for the longest body you
+// accept, or leave it unset and bound the wait for headers with
+// http.Transport.ResponseHeaderTimeout in Base (that timeout is a transport
+// error, retried like any other).
+//
+// A caller that never closes the body, and never reads it to the end, holds
+// the bulkhead slot and a goroutine until the request's context (or the
+// Deadline) is done, just as net/http keeps the connection: always close
+// the body.
+//
+// # Client side: outcomes
+//
+// Each attempt is one base round trip. What fn reports to the policies, and
+// what the caller finally gets:
+//
+//	attempt outcome                      fn returns                          caller gets (if it is the last)
+//	transport error                      the error                           the error (retry.ErrExhausted after retries)
+//	failure status (IsFailure)           *StatusError, with RetryAfter       that last response, nil error
+//	success, no body (HEAD, 204...)      nil                                 the response
+//	success with a body                  nil at EOF or early Close,          the response, at once; the body's
+//	                                     the read error if it breaks         Read returns the stream's error
+//	rejected before any attempt          -                                   the rejection (errors.Is policy.ErrRejected)
+//	rejected after a failure status      -                                   the rejection; the response is closed
+//
+// A failure response's body is read into memory (at most [MaxFailureBody]
+// bytes; longer ones end with [ErrBodyTruncated]) while its attempt is
+// still live, and the original is closed: the connection is reused, and
+// the response stays readable if the retries end on it. The caller gets the
+// last response when errors.As finds its *StatusError in the error the
+// policy returned (exhausted retries, a Retry-After too long, a permanent
+// status, the Deadline passing during the wait), unless the request's own
+// context is done: then the caller gets the error.
+//
+// Retry-After on a failure response, as delta-seconds or an HTTP-date, and
+// Retry-After-Ms (see [ParseRetryAfter]) become the StatusError's
+// RetryAfter, which package retry uses as the next wait; by retry's rules a
+// wait longer than its MaxInterval, or past the deadline, ends the retries
+// at once, and the caller gets that response.
+//
+// # Client side: what may be retried
+//
+// A request is idempotent if its method is GET, HEAD, OPTIONS, TRACE, PUT
+// or DELETE, or if it has an Idempotency-Key or X-Idempotency-Key header.
+// An idempotent request may be retried after any failure. Others (POST,
+// PATCH...) may be retried only when the server plainly did not process
+// them: connection refused, 429 or 503; after any other failure the
+// attempt's error is marked with retry.Permanent, so a retry policy stops
+// and a breaker still counts it. [Transport.RetryUnsafe] lifts that rule.
+// A request body is sent again with GetBody; a request with a body and no
+// GetBody is never retried. Whether a failure is retried at all is for the
+// retry policy to decide (its MaxAttempts, ShouldRetry, budget): the
+// Transport only marks the failures that must not be.
+//
+// # Connections and HTTP/2
+//
+// Give each dependency its own base transport sized to its bulkhead with
+// [NewDependencyTransport]: MaxConnsPerHost equal to the bulkhead's limit
+// means no admitted call waits unseen for a connection. Over HTTP/2 many
+// streams share one connection, so MaxConnsPerHost bounds little there: the
+// bulkhead is the bound.
+//
+// # Server side
+//
+// [Handler] (and [Middleware]) run each request through a policy, with the
+// request's context replaced by the one Execute gives, so a Deadline bounds
+// the handler. A rejection is answered 503 with a Retry-After header (or by
+// HandlerConfig.OnReject); the Deadline, when the handler wrote nothing,
+// 504; a 5xx the handler wrote is reported to the policy as a failure (a
+// breaker counts it) without any further write. The handler never runs
+// twice: its failures are marked with retry.Permanent. The ResponseWriter
+// it gets keeps http.Flusher, http.Hijacker and http.ResponseController
+// working. A panic in the handler frees the policy's hold and goes on to
+// net/http, which recovers it.
+//
+// The 503 and 504 bodies are the plain status texts: rejection details
+// (policy names, reasons) stay on the server, in telemetry.
+package httppolicy

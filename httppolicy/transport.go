@@ -1,0 +1,324 @@
+package httppolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
+)
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+var (
+	errNilPolicy = errors.New("httppolicy: Transport.Policy is nil")
+	errNilReq    = errors.New("httppolicy: nil Request")
+	errNoRun     = errors.New("httppolicy: the policy returned without sending the request")
+	errDone      = errors.New("httppolicy: the exchange is over: a policy called fn again after the response was accepted")
+)
+
+// Transport is an [http.RoundTripper] that sends each request through a
+// [policy.Policy], usually a *compose.Pipeline of bulkhead, deadline, retry
+// and breaker: one call of Policy.Execute per request, which lasts until the
+// response body has been read to its end or closed. See the package
+// documentation for what is retried, what counts as a failure and what the
+// caller gets.
+//
+// Set the fields before the first request and do not change them
+// afterwards; a Transport is then safe for concurrent use by multiple
+// goroutines. The zero value has no Policy: its RoundTrip returns an error.
+type Transport struct {
+	// Base sends each attempt. Nil means [http.DefaultTransport]; see
+	// [NewDependencyTransport] for one sized to a bulkhead.
+	Base http.RoundTripper
+
+	// Policy runs each request. It is required: with a nil Policy,
+	// RoundTrip returns an error.
+	Policy policy.Policy
+
+	// IsFailure reports whether a response is a failure of the dependency,
+	// to be retried and counted by a breaker like a transport error. Nil
+	// means [DefaultIsFailure] (5xx, 408, 429). It may be called
+	// concurrently and must not read or close the body.
+	IsFailure func(*http.Response) bool
+
+	// RetryUnsafe lets non-idempotent requests (POST, PATCH, without an
+	// idempotency key) be retried after any failure, as idempotent ones are.
+	// When false, they are retried only when the server plainly did not
+	// process them: connection refused, 429 or 503.
+	RetryUnsafe bool
+}
+
+// RoundTrip sends req through t.Policy and returns the response, or the
+// error the call ended with. When the retries end on a failure status, it
+// returns that last response with a nil error, as [http.DefaultTransport]
+// would have. The response's body holds the policy's resources (a bulkhead
+// slot, the deadline's context, the breaker's verdict) until it is read to
+// EOF or closed: close it, as net/http requires. It closes req.Body, even on
+// error, and does not modify req.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, errNilReq
+	}
+	if t.Policy == nil {
+		closeReqBody(req)
+		return nil, errNilPolicy
+	}
+	x := newExchange(t, req)
+	go x.run(req.Context())
+	r := <-x.out
+	if r.panicked {
+		panic(r.panicVal)
+	}
+	return r.resp, r.err
+}
+
+// result is what RoundTrip's caller gets.
+type result struct {
+	resp     *http.Response
+	err      error
+	panicked bool
+	panicVal any
+}
+
+// exchange is one RoundTrip: one Execute of the policy, with every attempt
+// it makes. Its fields other than out and finished are used only by the
+// goroutine that runs Execute (attempts run one after another).
+type exchange struct {
+	t         *Transport
+	req       *http.Request
+	base      http.RoundTripper
+	isFailure func(*http.Response) bool
+
+	hasBody    bool // req has a body to send
+	replayable bool // the body, if any, can be sent again
+	idempotent bool
+
+	attempts int
+	bodySent bool           // req.Body was given to the base transport
+	pending  *http.Response // last failure response, body in memory
+	accepted *http.Response // a success without a body, returned at the end
+	handed   bool           // a response has been sent on out
+
+	out      chan result   // 1-buffered: exactly one send per exchange
+	finished chan struct{} // closed once Execute has returned
+}
+
+func newExchange(t *Transport, req *http.Request) *exchange {
+	x := &exchange{
+		t:          t,
+		req:        req,
+		base:       t.Base,
+		isFailure:  t.IsFailure,
+		hasBody:    req.Body != nil && req.Body != http.NoBody,
+		idempotent: idempotent(req),
+		out:        make(chan result, 1),
+		finished:   make(chan struct{}),
+	}
+	if x.base == nil {
+		x.base = http.DefaultTransport
+	}
+	if x.isFailure == nil {
+		x.isFailure = DefaultIsFailure
+	}
+	x.replayable = !x.hasBody || req.GetBody != nil
+	return x
+}
+
+// run executes the policy and delivers the outcome, if no attempt has
+// delivered a response already. It runs on its own goroutine so that the
+// policy's Execute (and with it the bulkhead slot and the deadline's
+// context) can outlive RoundTrip while the caller reads the body.
+func (x *exchange) run(ctx context.Context) {
+	defer close(x.finished)
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// A panic (or runtime.Goexit) below: the policies have freed what
+		// they held. Hand the panic to RoundTrip's caller if it still
+		// waits; otherwise there is no one to give it to.
+		v := recover()
+		x.discardPending()
+		x.closeUnsentBody()
+		if !x.handed {
+			x.handed = true
+			x.out <- result{panicked: true, panicVal: v}
+			return
+		}
+		if v != nil {
+			panic(v)
+		}
+	}()
+	err := x.t.Policy.Execute(ctx, x.attempt)
+	finished = true
+	x.finish(ctx, err)
+}
+
+// finish delivers Execute's outcome err.
+func (x *exchange) finish(ctx context.Context, err error) {
+	if x.handed {
+		// The caller has the response and has seen any stream error
+		// through Read.
+		return
+	}
+	x.handed = true
+	if err == nil && x.accepted != nil {
+		x.out <- result{resp: x.accepted}
+		return
+	}
+	x.closeAccepted()
+	// Retries ended on a failure status: the caller gets the response
+	// itself, unless it gave up on the call.
+	if se, ok := errors.AsType[*StatusError](err); ok && x.pending != nil && se.Response == x.pending && ctx.Err() == nil {
+		resp := x.pending
+		x.pending = nil
+		x.out <- result{resp: resp}
+		return
+	}
+	x.discardPending()
+	x.closeUnsentBody()
+	if err == nil {
+		err = errNoRun
+	}
+	// Without a retry policy to take it off, the Permanent marker of an
+	// attempt is still on the error: the caller should not see it.
+	if p, ok := err.(*backoff.PermanentError); ok {
+		err = p.Err
+	}
+	x.out <- result{err: err}
+}
+
+// attempt is the policy.Func: one attempt of the exchange.
+func (x *exchange) attempt(ctx context.Context) error {
+	if x.handed || x.accepted != nil {
+		return retry.Permanent(errDone)
+	}
+	x.attempts++
+	// The previous attempt's failure response is of no more use.
+	x.discardPending()
+
+	r := x.req.Clone(ctx)
+	if x.hasBody {
+		if !x.bodySent {
+			x.bodySent = true // the base transport closes it
+		} else {
+			if x.req.GetBody == nil {
+				return retry.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
+			}
+			body, err := x.req.GetBody()
+			if err != nil {
+				return retry.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
+			}
+			r.Body = body
+		}
+	}
+
+	resp, err := x.base.RoundTrip(r)
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		if !x.mayRetry(unprocessedError(err)) {
+			return retry.Permanent(err)
+		}
+		return err
+	}
+
+	if x.isFailure(resp) {
+		// Read the body now, while the attempt's context is live: the
+		// connection goes back to the pool, and the response stays readable
+		// if it turns out to be the last.
+		bufferBody(resp)
+		x.pending = resp
+		se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
+		if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
+			se.RetryAfterDelay = d
+		}
+		if !x.mayRetry(unprocessedStatus(resp.StatusCode)) {
+			return retry.Permanent(se)
+		}
+		return se
+	}
+
+	if resp.Body == nil || resp.Body == http.NoBody {
+		// Nothing to stream: the call ends now and RoundTrip returns the
+		// response when Execute does.
+		x.accepted = resp
+		return nil
+	}
+
+	// Accepted: hand the response over now, and keep this attempt (and
+	// every policy above it) open while the caller reads the body.
+	sb := &streamBody{rc: resp.Body, done: make(chan error, 1), finished: x.finished}
+	if w, ok := resp.Body.(io.Writer); ok {
+		// 101 Switching Protocols: net/http's body is an
+		// io.ReadWriteCloser, and the call lasts as long as the
+		// connection.
+		resp.Body = &switchedBody{streamBody: sb, w: w}
+	} else {
+		resp.Body = sb
+	}
+	x.handed = true
+	x.out <- result{resp: resp}
+	select {
+	case err := <-sb.done:
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		// Nothing is retried once the caller has the response: a broken
+		// stream is a failure for the breaker, and the end of the call.
+		return retry.Permanent(err)
+	case <-ctx.Done():
+		// The deadline or the caller's cancellation ends the stream: the
+		// base transport aborts the body, whose reads now fail.
+		return retry.Permanent(ctx.Err())
+	}
+}
+
+// mayRetry reports whether a failed attempt may be retried; unprocessed says
+// whether the failure shows plainly that the server did not act on it.
+func (x *exchange) mayRetry(unprocessed bool) bool {
+	return x.replayable && (x.idempotent || x.t.RetryUnsafe || unprocessed)
+}
+
+func (x *exchange) discardPending() {
+	if x.pending != nil {
+		x.pending.Body.Close()
+		x.pending = nil
+	}
+}
+
+func (x *exchange) closeAccepted() {
+	if x.accepted != nil {
+		if x.accepted.Body != nil {
+			x.accepted.Body.Close()
+		}
+		x.accepted = nil
+	}
+}
+
+// closeUnsentBody closes req.Body if no attempt gave it to the base
+// transport: a RoundTripper must close it in every case.
+func (x *exchange) closeUnsentBody() {
+	if x.hasBody && !x.bodySent {
+		x.bodySent = true
+		x.req.Body.Close()
+	}
+}
+
+func closeReqBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
