@@ -154,6 +154,9 @@ func TestDurationHistogram(t *testing.T) {
 				continue
 			}
 			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				if len(dp.Bounds) == 0 || dp.Bounds[0] != 0.001 {
+					t.Errorf("bounds %v, want seconds starting at 1ms", dp.Bounds)
+				}
 				if v, _ := dp.Attributes.Value(telemetry.KeyPipeline); v.AsString() != "llm" {
 					t.Errorf("pipeline attribute %v", v)
 				}

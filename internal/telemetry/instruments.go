@@ -20,6 +20,12 @@ type Instruments struct {
 	CallDuration metric.Float64Histogram
 }
 
+// DurationBuckets are the advisory bucket boundaries of
+// watertight.call.duration, in seconds: the SDK's default boundaries
+// (0, 5, 10, ... 10000) suit milliseconds and would put every call under
+// five seconds in one bucket.
+var DurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+
 // NewInstruments returns the instruments of mp, or of the global
 // MeterProvider if mp is nil. Instruments taken from the global provider
 // before an SDK is installed are connected to it when it is.
@@ -46,7 +52,8 @@ func NewInstruments(mp metric.MeterProvider) *Instruments {
 		metric.WithDescription("Circuit breaker state changes."))
 	handle(err)
 	in.CallDuration, err = m.Float64Histogram(MetricCallDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of calls through a watertight pipeline."))
+		metric.WithDescription("Duration of calls through a watertight pipeline."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	handle(err)
 	return in
 }
