@@ -63,18 +63,6 @@ func otlpEnabled() bool {
 		os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// durationBuckets gives watertight.call.duration bucket boundaries in
-// seconds, from 1 ms to 10 s. watertight declares no advisory boundaries
-// for this histogram, so without the view the SDK's defaults apply
-// (0, 5, 10, 25 ... 10000, chosen for milliseconds) and every call shorter
-// than 5 s lands in the le="5" bucket.
-var durationBuckets = sdkmetric.NewView(
-	sdkmetric.Instrument{Name: "watertight.call.duration"},
-	sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
-		Boundaries: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10},
-	}},
-)
-
 // Setup builds a TracerProvider with a batch span processor per exporter
 // (stdout if cfg.SpanWriter is set, OTLP/HTTP if the environment names an
 // endpoint) and a MeterProvider read by the Prometheus exporter into a fresh
@@ -146,7 +134,6 @@ func Setup(ctx context.Context, cfg SetupConfig) (tel *Telemetry, shutdown func(
 	tel.MeterProvider = sdkmetric.NewMeterProvider(
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(promExp),
-		sdkmetric.WithView(durationBuckets),
 	)
 	shutdowns = append(shutdowns, tel.MeterProvider.Shutdown)
 	tel.Handler = promhttp.HandlerFor(tel.Registry, promhttp.HandlerOpts{})
