@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/policy"
+)
+
+// The app's modes, as in the seed's MODE environment variable.
+const (
+	modeShared   = "shared"   // chats go through one shared client with no limit
+	modeBulkhead = "bulkhead" // chats go through their own compartment
+)
+
+// The seed's numbers.
+const (
+	serverSlots    = 50                // the platform's per-instance concurrency cap, for every route
+	chatLimit      = 10                // chats in flight to the upstream
+	chatQueue      = 20                // chats that may wait for one of them
+	chatMaxWait    = time.Second       // how long one may wait
+	chatRetryAfter = "2"               // seconds, in the 503 answering a rejected chat
+	sharedIdle     = 256               // idle connections kept by the shared client, as Node's maxFreeSockets
+	upstreamPath   = "/complete"       // the upstream's path, as in the seed
+	modeHeader     = "Loginstorm-Mode" // tells the load which mode answered
+)
+
+// app is the service under test: /login answers at once, /chat calls the
+// slow upstream; every request first takes one of serverSlots slots. It is
+// safe for concurrent use; Close it when done.
+type app struct {
+	mode     string
+	upstream string
+	handler  http.Handler
+	chat     *http.Client
+	// closers free what the app holds: bulkhead gauges, idle connections.
+	closers []func()
+}
+
+// newApp builds the app for mode, calling the upstream at upstreamURL.
+//
+// Both modes put every route behind a watertight bulkhead of serverSlots
+// slots with an unbounded queue and no patience, standing in for a
+// platform's per-instance cap (Cloud Run's concurrency, a proxy's connection
+// cap): a request that finds every slot taken waits, in FIFO order, for as
+// long as it takes.
+//
+// In shared mode /chat calls the upstream through one client whose
+// transport has no limit per host, like Node's global agent: nothing stops a
+// slow dependency from holding every server slot.
+//
+// In bulkhead mode /chat calls it through an httppolicy.Transport whose
+// policy is a bulkhead of chatLimit in flight, chatQueue waiting and
+// chatMaxWait patience, over a transport capped at chatLimit connections: a
+// chat that cannot get in fast is answered 503 with Retry-After and gives
+// its server slot back.
+func newApp(mode, upstreamURL string) (*app, error) {
+	a := &app{mode: mode, upstream: upstreamURL + upstreamPath}
+	slots, err := bulkhead.New(bulkhead.Config{
+		Name:     "server",
+		Limit:    serverSlots,
+		MaxQueue: bulkhead.Unbounded,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() { slots.Close() })
+
+	switch mode {
+	case modeShared:
+		// A clone of the default transport: MaxConnsPerHost 0 (no limit,
+		// so nothing queues in it) and enough idle connections that the
+		// ones the first wave opened are reused rather than churned (the
+		// default keeps 2 per host, which queues nothing but redials).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxConnsPerHost = 0
+		tr.MaxIdleConns = sharedIdle
+		tr.MaxIdleConnsPerHost = sharedIdle
+		a.chat = &http.Client{Transport: tr}
+		a.closers = append(a.closers, tr.CloseIdleConnections)
+	case modeBulkhead:
+		llm, err := bulkhead.New(bulkhead.Config{
+			Name:     "llm",
+			Limit:    chatLimit,
+			MaxQueue: chatQueue,
+			MaxWait:  chatMaxWait,
+		})
+		if err != nil {
+			slots.Close()
+			return nil, err
+		}
+		base := httppolicy.NewDependencyTransport(chatLimit)
+		a.chat = &http.Client{Transport: &httppolicy.Transport{Base: base, Policy: llm}}
+		a.closers = append(a.closers, func() { llm.Close() }, base.CloseIdleConnections)
+	default:
+		slots.Close()
+		return nil, fmt.Errorf("loginstorm: mode must be %q or %q, got %q", modeShared, modeBulkhead, mode)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/login", a.login)
+	mux.HandleFunc("/chat", a.chatHandler)
+	// The server slots never reject (unbounded queue, no MaxWait), so
+	// Handler's 503 is never used; it is the slot-per-request that matters.
+	a.handler = httppolicy.Handler(slots, mux, httppolicy.HandlerConfig{})
+	return a, nil
+}
+
+// Close frees the bulkheads' gauges and closes idle upstream connections.
+// Call it once the app's server is closed.
+func (a *app) Close() {
+	for _, c := range a.closers {
+		c()
+	}
+}
+
+// login does no work at all: it only needs a server slot.
+func (a *app) login(w http.ResponseWriter, _ *http.Request) {
+	w.Header()[modeHeader] = []string{a.mode}
+	io.WriteString(w, "ok\n")
+}
+
+// chatHandler relays one upstream answer: 200 with its body, 503 with
+// Retry-After when the chat bulkhead turned the call away, 502 on any other
+// failure.
+func (a *app) chatHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header()[modeHeader] = []string{a.mode}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, a.upstream, nil)
+	if err != nil {
+		http.Error(w, "upstream error", http.StatusBadGateway)
+		return
+	}
+	resp, err := a.chat.Do(req)
+	if err != nil {
+		if errors.Is(err, policy.ErrRejected) {
+			w.Header().Set("Retry-After", chatRetryAfter)
+			http.Error(w, "llm busy", http.StatusServiceUnavailable)
+			return
+		}
+		http.Error(w, "upstream error", http.StatusBadGateway)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		http.Error(w, "upstream error", http.StatusBadGateway)
+		return
+	}
+	w.Write(body)
+}

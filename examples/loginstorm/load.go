@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadConfig is the seed's load: Chats chats at once, then, Gap later,
+// Logins logins at once, Rounds times, Gap apart.
+type loadConfig struct {
+	Target   string        // the app's base URL
+	Chats    int           // chats sent at once at the start
+	Logins   int           // logins per wave
+	Rounds   int           // login waves
+	Gap      time.Duration // from the start to the first wave, and between waves
+	Timeout  time.Duration // the load client's timeout per request
+	Label    string        // names the run in progress lines
+	Progress io.Writer     // progress lines go here; nil means none
+	Interval time.Duration // between progress lines; 0 means 1s
+}
+
+// loadResult is what one run of the load saw.
+type loadResult struct {
+	Mode        string          // the app's mode, from its Loginstorm-Mode header
+	Logins      []time.Duration // every login's latency, sorted
+	LoginFailed int             // logins that did not end in 200
+	ChatOK      int             // chats answered 200
+	ChatBusy    int             // chats answered 503
+	ChatOther   int             // chats answered otherwise, or not at all
+	Wall        time.Duration   // from the first chat sent to the last answer read
+}
+
+// loadClient returns a client that cannot be the bottleneck: no limit per
+// host, an idle pool as large as the load, no proxy, and timeout per request.
+func loadClient(conns int, timeout time.Duration) (*http.Client, *http.Transport) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxConnsPerHost = 0
+	tr.MaxIdleConns = conns
+	tr.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: tr, Timeout: timeout}, tr
+}
+
+// counters are the load's live counts, read by the progress printer.
+type counters struct {
+	chatOK, chatBusy, chatOther atomic.Int64
+	loginsDone                  atomic.Int64
+}
+
+// runLoad runs cfg's load against cfg.Target and returns what it saw. It
+// returns early, with what it has, if ctx ends.
+func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
+	if cfg.Chats < 0 || cfg.Logins < 0 || cfg.Rounds < 1 {
+		return loadResult{}, fmt.Errorf("loginstorm: need chats >= 0, logins >= 0, rounds >= 1; got %d, %d, %d",
+			cfg.Chats, cfg.Logins, cfg.Rounds)
+	}
+	client, tr := loadClient(cfg.Chats+cfg.Logins*cfg.Rounds, cfg.Timeout)
+	defer tr.CloseIdleConnections()
+
+	var (
+		c       counters
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		logins  = make([]time.Duration, 0, cfg.Logins*cfg.Rounds)
+		failed  int
+		mode    atomic.Pointer[string]
+		lastEnd atomic.Int64 // nanoseconds since start of the last answer read
+	)
+	start := time.Now()
+	get := func(path string) (int, time.Duration) {
+		t0 := time.Now()
+		status := 0
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Target+path, nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = client.Do(req); err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err == nil {
+					status = resp.StatusCode
+				}
+				if m := resp.Header.Get(modeHeader); m != "" && mode.Load() == nil {
+					mode.CompareAndSwap(nil, &m)
+				}
+			}
+		}
+		d := time.Since(t0)
+		end := int64(time.Since(start))
+		for {
+			old := lastEnd.Load()
+			if end <= old || lastEnd.CompareAndSwap(old, end) {
+				break
+			}
+		}
+		return status, d
+	}
+
+	stop := startProgress(cfg, &c, start)
+	defer stop()
+
+	for range cfg.Chats {
+		wg.Go(func() {
+			switch status, _ := get("/chat"); status {
+			case http.StatusOK:
+				c.chatOK.Add(1)
+			case http.StatusServiceUnavailable:
+				c.chatBusy.Add(1)
+			default:
+				c.chatOther.Add(1)
+			}
+		})
+	}
+
+	for round := 1; round <= cfg.Rounds; round++ {
+		t := time.NewTimer(time.Until(start.Add(time.Duration(round) * cfg.Gap)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		for range cfg.Logins {
+			wg.Go(func() {
+				status, d := get("/login")
+				mu.Lock()
+				logins = append(logins, d)
+				if status != http.StatusOK {
+					failed++
+				}
+				mu.Unlock()
+				c.loginsDone.Add(1)
+			})
+		}
+	}
+	wg.Wait()
+
+	slices.Sort(logins)
+	r := loadResult{
+		Logins:      logins,
+		LoginFailed: failed,
+		ChatOK:      int(c.chatOK.Load()),
+		ChatBusy:    int(c.chatBusy.Load()),
+		ChatOther:   int(c.chatOther.Load()),
+		Wall:        time.Duration(lastEnd.Load()),
+	}
+	if m := mode.Load(); m != nil {
+		r.Mode = *m
+	}
+	return r, ctx.Err()
+}
+
+// startProgress prints one line per cfg.Interval to cfg.Progress until the
+// returned stop is called; stop waits for the printer to finish.
+func startProgress(cfg loadConfig, c *counters, start time.Time) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	every := cfg.Interval
+	if every <= 0 {
+		every = time.Second
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		line := func(elapsed string) {
+			ok, busy, other := c.chatOK.Load(), c.chatBusy.Load(), c.chatOther.Load()
+			fmt.Fprintf(cfg.Progress, "%-8s %5s  chats %d/%d done (200: %d, 503: %d, other: %d)  logins %d/%d done\n",
+				cfg.Label, elapsed, ok+busy+other, cfg.Chats, ok, busy, other,
+				c.loginsDone.Load(), cfg.Logins*cfg.Rounds)
+		}
+		for {
+			select {
+			case <-done:
+				line(strconv.FormatFloat(time.Since(start).Seconds(), 'f', 1, 64) + "s")
+				return
+			case <-tick.C:
+				line(strconv.FormatFloat(time.Since(start).Seconds(), 'f', 0, 64) + "s")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
