@@ -173,3 +173,25 @@ func TestBreakerOpenEndsRetry(t *testing.T) {
 		}
 	})
 }
+
+// An attempt that times out and whose fn marks the failure permanent (as
+// the HTTP layer does for a POST it must not resend) still ends with the
+// attempt deadline's ErrExceeded: the retry strips only a marker fn
+// returned itself, not one wrapped by a policy below it.
+func TestPermanentAttemptTimeoutKeepsExceeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		each := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "attempt", Timeout: 100 * time.Millisecond}))
+		rt := must[*retry.Retry](t)(retry.New(retry.Config{MaxAttempts: 3}))
+		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Retry: rt, Attempt: each}))
+		n := 0
+		err := p.Execute(context.Background(), func(ctx context.Context) error {
+			n++
+			<-ctx.Done()
+			return retry.Permanent(ctx.Err())
+		})
+		var ee *deadline.ExceededError
+		if n != 1 || !errors.Is(err, deadline.ErrExceeded) || !errors.As(err, &ee) || ee.Name != "attempt" {
+			t.Errorf("fn ran %d times, err = %v; want 1 and the attempt's ErrExceeded", n, err)
+		}
+	})
+}

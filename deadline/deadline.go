@@ -38,7 +38,7 @@ func New(cfg Config) (*Deadline, error) {
 	return &Deadline{
 		name:      cfg.Name,
 		timeout:   cfg.Timeout,
-		cause:     newCause(),
+		cause:     newCause(cfg.Name, cfg.Timeout),
 		record:    telemetry.NewTimeout(in, kind, cfg.Name),
 		onTimeout: cfg.OnTimeout,
 	}, nil

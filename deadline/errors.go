@@ -21,7 +21,13 @@ var ErrExceeded error = &sentinel{msg: "deadline: timeout exceeded"}
 // because a cause propagates to child contexts: with a shared one, an inner
 // Deadline (an attempt timeout) could take an outer Deadline's firing for its
 // own.
-func newCause() error { return &sentinel{msg: "deadline: timeout"} }
+func newCause(name string, timeout time.Duration) error {
+	msg := "deadline"
+	if name != "" {
+		msg += " " + strconv.Quote(name)
+	}
+	return &sentinel{msg: msg + ": " + timeout.String() + " timeout"}
+}
 
 // sentinel is an error that matches context.DeadlineExceeded.
 type sentinel struct{ msg string }

@@ -111,8 +111,8 @@ func (r *Retry) Next(ctx context.Context, n int, err error, state any) (again bo
 		return false, state, unmark(err)
 	}
 	// 3. Permanent: end with the marked error itself.
-	if p, ok := errors.AsType[*backoff.PermanentError](err); ok {
-		return false, state, p.Err
+	if _, ok := errors.AsType[*backoff.PermanentError](err); ok {
+		return false, state, unmark(err)
 	}
 	// 4. The user's classification.
 	if r.s.shouldRetry != nil && !r.s.shouldRetry(err) {
@@ -172,12 +172,14 @@ func (r *Retry) Next(ctx context.Context, n int, err error, state any) (again bo
 	}
 }
 
-// unmark returns err unchanged, unless it is marked with Permanent: then the
-// marked error, so that the marker never reaches the caller, whichever rule
-// ended the call. AsType, unlike errors.As with a local target, allocates
-// nothing.
+// unmark returns err unchanged, unless err itself is the Permanent marker:
+// then the marked error, so that a marker added by fn never reaches the
+// caller. A marker deeper in the chain is left alone, because what wraps it
+// carries meaning of its own: an attempt deadline's ExceededError around a
+// permanent failure must still match deadline.ErrExceeded. The marker lets
+// errors.Is and errors.As through and has the marked error's message.
 func unmark(err error) error {
-	if p, ok := errors.AsType[*backoff.PermanentError](err); ok {
+	if p, ok := err.(*backoff.PermanentError); ok {
 		return p.Err
 	}
 	return err

@@ -292,21 +292,25 @@ func TestPermanent(t *testing.T) {
 	if Permanent(nil) != nil {
 		t.Error("Permanent(nil) != nil")
 	}
+	wrapped := fmt.Errorf("op: %w", Permanent(errBoom))
 	tests := []struct {
 		name string
 		err  error
+		want error // the error the call must return, exactly
 	}{
-		{"direct", Permanent(errBoom)},
-		{"wrapped", fmt.Errorf("op: %w", Permanent(errBoom))},
-		{"backoff.Permanent", backoff.Permanent(errBoom)},
+		{"direct", Permanent(errBoom), errBoom},
+		// A marker inside another error is not stripped: the wrapper (an
+		// attempt deadline's ExceededError, say) keeps its meaning.
+		{"wrapped", wrapped, wrapped},
+		{"backoff.Permanent", backoff.Permanent(errBoom), errBoom},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := mustNew(t, Config{})
 				res := run(t.Context(), r, always(tt.err))
-				if res.calls != 1 || res.err != errBoom {
-					t.Errorf("calls = %d, err = %#v; want 1, errBoom itself", res.calls, res.err)
+				if res.calls != 1 || res.err != tt.want || !errors.Is(res.err, errBoom) {
+					t.Errorf("calls = %d, err = %#v; want 1, %v", res.calls, res.err, tt.want)
 				}
 			})
 		})

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/retry"
+)
+
+// Limits sizes the pipeline that guards one provider.
+type Limits struct {
+	Slots     int           // calls in flight at once; also the connection cap
+	Queue     int           // calls that may wait for a slot; 0 rejects at once
+	QueueWait time.Duration // longest wait for a slot (0: the caller's ctx)
+
+	// CallTimeout bounds the whole call: every attempt, every wait between
+	// them, and the reading of a stream.
+	CallTimeout time.Duration
+	// AttemptTimeout bounds one attempt. httppolicy keeps the attempt open
+	// while the body is read, so it bounds a stream too: it must cover the
+	// longest answer you accept, not just the wait for headers.
+	AttemptTimeout time.Duration
+
+	Attempts int           // tries in all, the first included
+	Backoff  time.Duration // first wait when the server names none
+	MaxWait  time.Duration // longest wait; a longer Retry-After gives up at once
+
+	TripAfter uint32        // consecutive failed attempts that open the breaker
+	OpenFor   time.Duration // how long it stays open before a probe
+
+	// OnRetry and OnState, if set, report retries and breaker changes.
+	OnRetry func(attempt int, err error, wait time.Duration)
+	OnState func(from, to breaker.State)
+}
+
+// DefaultLimits are sensible limits for a chat provider: 8 calls at once, 16
+// more waiting up to 2s, 60s for a whole call (streams included), 3 tries,
+// and a breaker that opens after 5 failures in a row for 10s.
+func DefaultLimits() Limits {
+	return Limits{
+		Slots: 8, Queue: 16, QueueWait: 2 * time.Second,
+		CallTimeout: 60 * time.Second, AttemptTimeout: 45 * time.Second,
+		Attempts: 3, Backoff: 200 * time.Millisecond, MaxWait: 5 * time.Second,
+		TripAfter: 5, OpenFor: 10 * time.Second,
+	}
+}
+
+// Guard is the pipeline for one provider and the HTTP client that runs every
+// request of its SDK through it.
+type Guard struct {
+	Bulkhead *bulkhead.Bulkhead
+	Breaker  *breaker.Breaker
+	Pipeline *compose.Pipeline
+	// HTTPClient is what the SDK gets with option.WithHTTPClient.
+	HTTPClient *http.Client
+
+	base *http.Transport
+}
+
+// NewGuard builds the pipeline named name, outermost first: bulkhead,
+// deadline (whole call), retry, breaker, attempt deadline. Each provider
+// gets its own, so one provider's trouble fills its own bulkhead and trips
+// its own breaker, and no other's.
+func NewGuard(name string, l Limits) (*Guard, error) {
+	bh, err := bulkhead.New(bulkhead.Config{Name: name, Limit: l.Slots, MaxQueue: l.Queue, MaxWait: l.QueueWait})
+	if err != nil {
+		return nil, err
+	}
+	call, err := deadline.New(deadline.Config{Name: name, Timeout: l.CallTimeout})
+	if err != nil {
+		bh.Close()
+		return nil, err
+	}
+	attempt, err := deadline.New(deadline.Config{Name: name + ".attempt", Timeout: l.AttemptTimeout})
+	if err != nil {
+		bh.Close()
+		return nil, err
+	}
+	rcfg := retry.Config{Name: name, MaxAttempts: l.Attempts, InitialInterval: l.Backoff, MaxInterval: l.MaxWait}
+	if l.OnRetry != nil {
+		rcfg.OnRetry = func(_ context.Context, n int, err error, wait time.Duration) { l.OnRetry(n, err, wait) }
+	}
+	rt, err := retry.New(rcfg)
+	if err != nil {
+		bh.Close()
+		return nil, err
+	}
+	br, err := breaker.New(breaker.Config{Name: name, ConsecutiveFailures: l.TripAfter, OpenTimeout: l.OpenFor, OnStateChange: l.OnState})
+	if err != nil {
+		bh.Close()
+		return nil, err
+	}
+	pl, err := compose.New(name, compose.Policies{Bulkhead: bh, Deadline: call, Retry: rt, Breaker: br, Attempt: attempt})
+	if err != nil {
+		bh.Close()
+		br.Close()
+		return nil, err
+	}
+	// One connection pool per provider, capped at the bulkhead's limit: an
+	// admitted call never queues unseen for a connection.
+	base := httppolicy.NewDependencyTransport(l.Slots)
+	return &Guard{
+		Bulkhead: bh,
+		Breaker:  br,
+		Pipeline: pl,
+		HTTPClient: &http.Client{Transport: &httppolicy.Transport{
+			Base:   base,
+			Policy: pl,
+		}},
+		base: base,
+	}, nil
+}
+
+// Close drops the idle connections and the policies' observable
+// instruments. The Guard keeps working afterwards.
+func (g *Guard) Close() error {
+	g.base.CloseIdleConnections()
+	return errors.Join(g.Bulkhead.Close(), g.Breaker.Close())
+}
+
+// Chat is the little the demo and the tests ask of each provider's client:
+// one answer, whole or streamed. OpenAI and Anthropic implement it.
+type Chat interface {
+	// Complete asks for a whole answer.
+	Complete(ctx context.Context, prompt string) (string, error)
+	// Stream asks for a streamed answer, calling onDelta with each piece of
+	// text as it arrives, and returns the whole text once the stream has
+	// ended and been closed.
+	Stream(ctx context.Context, prompt string, onDelta func(string)) (string, error)
+	// Guard returns the pipeline the client's requests run through.
+	Guard() *Guard
+}

@@ -1,0 +1,133 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/retry"
+)
+
+var (
+	errFuzzAttempt = errors.New("attempt failed")
+	errFuzzStop    = errors.New("stop")
+)
+
+// FuzzConfig builds a Config from fuzzed fields and checks that New never
+// panics and either returns an error that starts with "retry: Config." and
+// names the first field the documented rules make invalid (exactly when one
+// is), or a Retry that runs a call; with MaxInterval up to an hour it also
+// runs a call that fails three times and then permanently, in fake time,
+// and checks the attempts, the end (exhausted after MaxAttempts, or the
+// permanent error itself) and that every wait is within [0, MaxInterval].
+func FuzzConfig(f *testing.F) {
+	ms := int64(time.Millisecond)
+	for _, s := range []struct {
+		attempts           int
+		initial, max       int64
+		multiplier, jitter float64
+	}{
+		{0, 0, 0, 0, 0}, {1, ms, ms, 1, retry.NoJitter}, {math.MaxInt, 1, math.MaxInt64, math.MaxFloat64, 1},
+		{-1, 0, 0, 0, 0}, {3, -1, 0, 0, 0}, {3, 0, -1, 0, 0}, {3, 2 * ms, ms, 0, 0},
+		{3, 0, 0, math.NaN(), 0}, {3, 0, 0, math.Inf(1), 0}, {3, 0, 0, 0.5, 0},
+		{3, 0, 0, 0, math.NaN()}, {3, 0, 0, 0, 1.5}, {3, 0, 0, 0, -0.5}, {5, ms, int64(time.Hour), 3, 0.9},
+	} {
+		f.Add("fuzz", s.attempts, s.initial, s.max, s.multiplier, s.jitter)
+	}
+	f.Fuzz(func(t *testing.T, name string, attempts int, initial, maxInterval int64, multiplier, jitter float64) {
+		cfg := retry.Config{
+			Name: name, MaxAttempts: attempts, InitialInterval: time.Duration(initial),
+			MaxInterval: time.Duration(maxInterval), Multiplier: multiplier, Jitter: jitter,
+		}
+		// The documented rules, in the documented order.
+		resAttempts, resInitial, resMax, resMult := attempts, initial, maxInterval, multiplier
+		if resAttempts == 0 {
+			resAttempts = retry.DefaultMaxAttempts
+		}
+		if resInitial == 0 {
+			resInitial = int64(retry.DefaultInitialInterval)
+		}
+		if resMax == 0 {
+			resMax = int64(retry.DefaultMaxInterval)
+		}
+		if resMult == 0 {
+			resMult = retry.DefaultMultiplier
+		}
+		var wantField string
+		switch {
+		case resAttempts < 1:
+			wantField = "MaxAttempts"
+		case resInitial < 0:
+			wantField = "InitialInterval"
+		case resMax < 0, resMax < resInitial:
+			wantField = "MaxInterval"
+		case !(resMult >= 1) || math.IsInf(resMult, 0):
+			wantField = "Multiplier"
+		case jitter != 0 && jitter != retry.NoJitter && !(jitter >= 0 && jitter <= 1):
+			wantField = "Jitter"
+		}
+		var waits []time.Duration
+		cfg.OnRetry = func(_ context.Context, _ int, _ error, wait time.Duration) { waits = append(waits, wait) }
+		r, err := retry.New(cfg)
+		if err != nil {
+			if r != nil {
+				t.Fatal("New returned a Retry and an error")
+			}
+			prefix := "retry: Config." + wantField
+			if wantField == "" || !strings.HasPrefix(err.Error(), prefix+" ") {
+				t.Fatalf("New(%+v) = %q; want an error starting %q", cfg, err, prefix)
+			}
+			return
+		}
+		if wantField != "" {
+			t.Fatalf("New(%+v) accepted an invalid %s", cfg, wantField)
+		}
+		if r.MaxAttempts() != resAttempts {
+			t.Fatalf("MaxAttempts() = %d; want %d", r.MaxAttempts(), resAttempts)
+		}
+		if err := r.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Execute = %v", err)
+		}
+		if resMax > int64(time.Hour) {
+			return
+		}
+		synctest.Test(t, func(t *testing.T) {
+			waits = waits[:0]
+			n := 0
+			err := r.Execute(context.Background(), func(ctx context.Context) error {
+				n++
+				if retry.Attempt(ctx) != n {
+					t.Errorf("Attempt = %d in attempt %d", retry.Attempt(ctx), n)
+				}
+				if n > 3 {
+					return retry.Permanent(errFuzzStop)
+				}
+				return errFuzzAttempt
+			})
+			wantN := min(resAttempts, 4)
+			if n != wantN {
+				t.Fatalf("fn ran %d times; want %d", n, wantN)
+			}
+			if resAttempts <= 3 {
+				var ex *retry.ExhaustedError
+				if !errors.As(err, &ex) || ex.Attempts != resAttempts || !errors.Is(err, errFuzzAttempt) {
+					t.Fatalf("Execute = %v; want exhausted after %d attempts", err, resAttempts)
+				}
+			} else if err != errFuzzStop {
+				t.Fatalf("Execute = %v; want the permanent error itself", err)
+			}
+			if len(waits) != wantN-1 {
+				t.Fatalf("%d waits for %d attempts", len(waits), wantN)
+			}
+			for _, w := range waits {
+				if w < 0 || w > time.Duration(resMax) {
+					t.Fatalf("wait %v outside [0, %v]", w, time.Duration(resMax))
+				}
+			}
+		})
+	})
+}
