@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Runs every check and test of every module in this repository: gofmt, go vet,
-# and go test -race. Usage: ./test.sh  (from the repository root).
+# go test -race -short, then every fuzz target for FUZZTIME each (default 2s
+# here; see fuzz.sh). Usage: ./test.sh  (from the repository root).
+#
+# Longer runs, not part of CI:
+#   go test -run Soak -count=1 ./internal/reliability/   # the full soak: 1 000 000 calls
+#   FUZZTIME=60s ./fuzz.sh                               # long fuzzing
+#   go test -run TestModel -count=1 ./bulkhead/ ./breaker/ -rapid.checks=10000
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,6 +21,7 @@ fi
 for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
 	dir=$(dirname "$mod")
 	echo "== $dir"
-	(cd "$dir" && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+	(cd "$dir" && go vet ./... && go test -race -short -count=1 -timeout 10m ./...)
 done
+FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh
 echo "all tests passed"

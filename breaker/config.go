@@ -189,6 +189,9 @@ func isExcluded(err error) bool {
 	return err != nil && excluded(err)
 }
 
+// maxWindow caps the rolling window handed to gobreaker: see settings.
+const maxWindow = 100 * 365 * 24 * time.Hour
+
 // settings returns the gobreaker settings of r, without OnStateChange.
 func (r *resolved) settings(name string) gobreaker.Settings {
 	st := gobreaker.Settings{
@@ -204,8 +207,13 @@ func (r *resolved) settings(name string) gobreaker.Settings {
 		Timeout: max(r.openTimeout-1, 1),
 	}
 	if r.window > 0 {
-		st.Interval = r.window
-		st.BucketPeriod = max(r.window/10, 1)
+		// gobreaker rounds Interval up to a multiple of BucketPeriod with
+		// Interval+BucketPeriod-1, which overflows near math.MaxInt64 and
+		// leaves it no buckets (every call would panic). A window of a
+		// century forgets nothing a longer one would remember.
+		w := min(r.window, maxWindow)
+		st.Interval = w
+		st.BucketPeriod = max(w/10, 1)
 	}
 	return st
 }

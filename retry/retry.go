@@ -141,7 +141,14 @@ func (r *Retry) Next(ctx context.Context, n int, err error, state any) (again bo
 			return false, state, r.exhaust(ctx, n, ReasonStopped, 0, err)
 		}
 		// backoff caps its interval before randomising it: cap the result.
-		wait = min(max(wait, 0), r.s.max)
+		// The exponential schedule randomises in float64, and near
+		// math.MaxInt64 the conversion back overflows to a negative
+		// Duration: such a wait is as long as allowed, not none.
+		if wait < 0 && r.s.newBackOff == nil {
+			wait = r.s.max
+		}
+		wait = max(wait, 0) // a custom schedule's negative wait means none
+		wait = min(wait, r.s.max)
 	}
 	// 7. Fail now rather than sleep into the deadline (as x/time/rate does).
 	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {

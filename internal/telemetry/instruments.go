@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"reflect"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -30,7 +32,7 @@ var DurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 
 // MeterProvider if mp is nil. Instruments taken from the global provider
 // before an SDK is installed are connected to it when it is.
 func NewInstruments(mp metric.MeterProvider) *Instruments {
-	if mp == nil {
+	if mp == nil || isNilPointer(mp) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
@@ -56,6 +58,14 @@ func NewInstruments(mp metric.MeterProvider) *Instruments {
 		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	handle(err)
 	return in
+}
+
+// isNilPointer reports whether v holds a nil pointer, such as a
+// (*sdkmetric.MeterProvider)(nil) in a Config: treated as unset rather than
+// left to panic in the first call, since New must never panic.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 func handle(err error) {

@@ -85,6 +85,13 @@ func TestRejectionRecord(t *testing.T) {
 	}
 }
 
+// A typed nil provider in a Config means "unset", not a panic at New.
+func TestTypedNilProviders(t *testing.T) {
+	in := telemetry.NewInstruments((*sdkmetric.MeterProvider)(nil))
+	in.Rejections.Add(context.Background(), 1)
+	telemetry.NewTracer((*sdktrace.TracerProvider)(nil)).Tracer()
+}
+
 func TestTracerNoop(t *testing.T) {
 	if telemetry.NewTracer(noop.NewTracerProvider()).Tracer() != nil {
 		t.Error("a no-op provider gave a tracer")

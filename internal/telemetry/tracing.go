@@ -30,7 +30,7 @@ type Tracer struct {
 
 // NewTracer returns the Tracer of tp, or of the global provider if tp is nil.
 func NewTracer(tp trace.TracerProvider) Tracer {
-	if tp == nil {
+	if tp == nil || isNilPointer(tp) {
 		return Tracer{tracer: otel.GetTracerProvider().Tracer(ScopeName), global: true}
 	}
 	if _, ok := tp.(noop.TracerProvider); ok {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target in this repository (found with grep, so new ones
+# are picked up) for FUZZTIME each (default 3s). go test -fuzz takes one
+# target per run, so each target gets its own run. Usage:
+#   ./fuzz.sh                 # 3s per target
+#   FUZZTIME=60s ./fuzz.sh    # a longer run
+#   ./fuzz.sh ./bulkhead      # only the targets under some directories
+# New interesting inputs go to the Go build cache ($(go env GOCACHE)/fuzz),
+# not to testdata: copy a failing input from testdata/fuzz/<Fuzz>/ (where go
+# test writes it) into the corpus you commit.
+set -euo pipefail
+cd "$(dirname "$0")"
+fuzztime=${FUZZTIME:-3s}
+roots=("${@:-.}")
+
+failed=0
+count=0
+start=$SECONDS
+while IFS=: read -r file name; do
+	dir=$(dirname "$file")
+	# The module the package belongs to: the nearest go.mod above it.
+	mod=$dir
+	while [ ! -f "$mod/go.mod" ]; do mod=$(dirname "$mod"); done
+	pkg=./${dir#"$mod"}
+	pkg=${pkg/#.\/\//./}
+	count=$((count + 1))
+	echo "== $name in $dir ($fuzztime)"
+	if ! out=$(cd "$mod" && go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" 2>&1); then
+		echo "$out"
+		echo "FAIL: $name in $dir" >&2
+		failed=$((failed + 1))
+	else
+		# The last progress line: execs and new inputs.
+		echo "$out" | grep -E '^fuzz: elapsed' | tail -1 || true
+	fi
+done < <(grep -rHo --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' "${roots[@]}" |
+	grep -v '/\.git/' | sed -E 's/:func (Fuzz[A-Za-z0-9_]*)\($/:\1/' | sort -u)
+
+echo "fuzzed $count targets in $((SECONDS - start))s, $failed failed"
+[ "$count" -gt 0 ] && [ "$failed" -eq 0 ]
