@@ -223,11 +223,13 @@ func (r report) targets() {
 	sdk, sdk2 := ns("Floor/op=sdk-span+metrics"), ns("Floor/op=sdk-2spans+histogram")
 	// What telemetry adds is on - off; the floor is what the SDK alone costs
 	// for the same records.
-	r.check("telemetry on: added cost (on - off)", fmt.Sprintf("<= SDK floor %s + 500 ns", fmtNum(sdk)),
-		fmt.Sprintf("%s - %s = %s ns (%+.0f; %+.0f above the 2-span floor %s), %s allocs", fmtNum(on), fmtNum(off), fmtNum(on-off),
-			on-off-sdk, on-off-sdk2, fmtNum(sdk2), fmtNum(allocs("Telemetry/otel=on"))), on-off <= sdk+500)
-	r.check("telemetry on: whole call", fmt.Sprintf("<= SDK floor %s + 500 ns", fmtNum(sdk)),
-		fmt.Sprintf("%s ns (%+.0f)", fmtNum(on), on-sdk), on <= sdk+500)
+	// The pipeline records two spans (the call and its attempt) and one
+	// timed histogram Record per successful call: sdk-2spans+histogram is
+	// that, done by hand with the SDK. sdk-span+metrics (one span, a counter
+	// and a histogram) is shown for reference.
+	r.check("telemetry on: added cost (on - off)", fmt.Sprintf("<= SDK floor %s + 500 ns", fmtNum(sdk2)),
+		fmt.Sprintf("%s - %s = %s ns (%+.0f above the floor; 1-span floor %s), %s allocs", fmtNum(on), fmtNum(off), fmtNum(on-off),
+			on-off-sdk2, fmtNum(sdk), fmtNum(allocs("Telemetry/otel=on"))), on-off <= sdk2+500)
 
 	for _, n := range []string{"ScaleQueued", "ScaleWaiterTimeout", "ScaleWaiterCancel"} {
 		lo, hi := ns(n+"/waiters=10/lib=watertight"), ns(n+"/waiters=10000/lib=watertight")
