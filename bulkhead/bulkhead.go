@@ -98,9 +98,10 @@ func (b *Bulkhead) Enter(ctx context.Context) (context.Context, any, error) {
 }
 
 // Exit is the second phase of [policy.Stage]: it frees the slot Enter took
-// (handing it to the oldest waiter, if any) and returns err unchanged. It
-// panics if no slot is held: an Exit without a matching Enter is a
-// programmer error that would otherwise corrupt the count.
+// (handing it to the oldest waiter, if any) and returns err unchanged. Each
+// Enter must be matched by exactly one Exit; Exit panics if no slot at all
+// is held, which is such a programmer error caught (a second Exit while
+// other calls hold slots cannot be told apart and frees one of theirs).
 func (b *Bulkhead) Exit(_ context.Context, _ any, err error) error {
 	b.release()
 	return err

@@ -3,6 +3,7 @@ package compose
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,7 +29,8 @@ type Pipeline struct {
 	attemptOpts [][]trace.SpanStartOption // by attempt number - 1, prebuilt
 	duration    metric.Float64Histogram
 	okOpts      []metric.RecordOption
-	errOpts     map[string][]metric.RecordOption
+	errOpts     map[string][]metric.RecordOption // prebuilt at New, read-only
+	moreOpts    sync.Map                         // error.type -> []metric.RecordOption, for types outside errOpts
 	pipelineKV  attribute.KeyValue
 }
 
@@ -158,7 +160,14 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 		if err != nil {
 			var ok bool
 			if opts, ok = p.errOpts[errType]; !ok {
-				opts = p.recordOptions(errType)
+				// Error types from user errors (an HTTP status, say) are
+				// few but unknown at New: build each once.
+				if v, found := p.moreOpts.Load(errType); found {
+					opts = v.([]metric.RecordOption)
+				} else {
+					opts = p.recordOptions(errType)
+					p.moreOpts.Store(errType, opts)
+				}
 			}
 		}
 		p.duration.Record(ctx, time.Since(start).Seconds(), opts...)

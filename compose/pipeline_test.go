@@ -175,6 +175,10 @@ func TestNewErrors(t *testing.T) {
 	if _, err := compose.New("x", compose.Policies{Deadline: &timed{d: time.Second}, Attempt: &timed{d: time.Second}}); err != nil {
 		t.Errorf("equal timeouts rejected: %v", err)
 	}
+	// A Deadline of timeout 0 imposes none: any Attempt timeout fits.
+	if _, err := compose.New("x", compose.Policies{Deadline: &timed{}, Attempt: &timed{d: time.Second}}); err != nil {
+		t.Errorf("attempt under a zero deadline rejected: %v", err)
+	}
 }
 
 func TestNilPanics(t *testing.T) {

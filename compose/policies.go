@@ -60,7 +60,8 @@ func (p Policies) validate() error {
 	}
 	d, dok := p.Deadline.(timeouter)
 	a, aok := p.Attempt.(timeouter)
-	if dok && aok && a.Timeout() > d.Timeout() {
+	// A Deadline of timeout 0 (the zero deadline.Deadline) imposes none.
+	if dok && aok && d.Timeout() > 0 && a.Timeout() > d.Timeout() {
 		return fmt.Errorf("compose: Policies.Attempt timeout %v is longer than Policies.Deadline timeout %v", a.Timeout(), d.Timeout())
 	}
 	return nil

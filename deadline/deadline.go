@@ -118,8 +118,11 @@ func (d *Deadline) Exit(ctx context.Context, token any, err error) error {
 	if !ok {
 		return err
 	}
+	// Read the cause before cancel: once fn has returned, only a timer
+	// that fired while it ran should make its error a timeout.
+	fired := context.Cause(ctx) == d.cause
 	cancel()
-	if err == nil || err == policy.ErrAborted || context.Cause(ctx) != d.cause {
+	if err == nil || err == policy.ErrAborted || !fired {
 		return err
 	}
 	return d.exceeded(ctx, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel"
 
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
@@ -144,7 +145,11 @@ func (x *exchange) run(ctx context.Context) {
 		}
 		// A panic (or runtime.Goexit) below: the policies have freed what
 		// they held. Hand the panic to RoundTrip's caller if it still
-		// waits; otherwise there is no one to give it to.
+		// waits. Otherwise the caller has the response, and the panic came
+		// from a policy's work after the body ended (a user hook such as
+		// OnStateChange or OnTimeout): re-raising it on this goroutine,
+		// which nobody can recover, would kill the process, so it is
+		// reported to otel.Handle instead.
 		v := recover()
 		x.discardPending()
 		x.closeUnsentBody()
@@ -154,7 +159,7 @@ func (x *exchange) run(ctx context.Context) {
 			return
 		}
 		if v != nil {
-			panic(v)
+			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v", v))
 		}
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)

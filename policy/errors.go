@@ -52,16 +52,27 @@ type RejectedError struct {
 	Reason string
 
 	sentinel error
+	msg      string // Error's result, built by NewRejectedError
 }
 
 // NewRejectedError returns a RejectedError that matches sentinel (which may
 // be nil) as well as [ErrRejected] with [errors.Is].
 func NewRejectedError(kind, name, reason string, sentinel error) *RejectedError {
-	return &RejectedError{Kind: kind, Name: name, Reason: reason, sentinel: sentinel}
+	e := &RejectedError{Kind: kind, Name: name, Reason: reason, sentinel: sentinel}
+	// Built once: a rejection's message is read for every traced rejection.
+	e.msg = e.message()
+	return e
 }
 
 // Error returns a message such as `bulkhead "llm" rejected the call: full`.
 func (e *RejectedError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return e.message()
+}
+
+func (e *RejectedError) message() string {
 	kind := e.Kind
 	if kind == "" {
 		kind = "policy"

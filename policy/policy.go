@@ -21,11 +21,18 @@ type Policy interface {
 // an attempt that failed is never returned: only the value of the attempt
 // that succeeded.
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+	if p == nil {
+		panic("policy: nil Policy")
+	}
 	if fn == nil {
 		panic("policy: nil fn")
 	}
 	var out T
 	err := p.Execute(ctx, func(ctx context.Context) error {
+		// A value kept from an earlier attempt must not outlive that
+		// attempt's result, whatever a policy makes of the outcome.
+		var zero T
+		out = zero
 		v, err := fn(ctx)
 		if err != nil {
 			return err

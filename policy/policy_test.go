@@ -204,6 +204,9 @@ func TestNilPanics(t *testing.T) {
 		{"Repeat nil ctx", func() { policy.Repeat(nil, countRepeater{1}, fn) }}, //nolint:staticcheck
 		{"Repeat nil fn", func() { policy.Repeat(context.Background(), countRepeater{1}, nil) }},
 		{"Do nil fn", func() { policy.Do[int](context.Background(), &recStage{}, nil) }},
+		{"Do nil Policy", func() {
+			policy.Do(context.Background(), nil, func(context.Context) (int, error) { return 0, nil })
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +218,32 @@ func TestNilPanics(t *testing.T) {
 			}()
 			tt.call()
 		})
+	}
+}
+
+// fallback turns a failed first attempt into success and a successful
+// second into failure: Do must not return the first attempt's value.
+type fallback struct{}
+
+func (fallback) Execute(ctx context.Context, fn policy.Func) error {
+	fn(ctx) // the first attempt's error is ignored: "fallback"
+	if err := fn(ctx); err == nil {
+		return errors.New("second attempt rejected by a strict policy")
+	}
+	return nil
+}
+
+func TestDoClearsEarlierValue(t *testing.T) {
+	n := 0
+	v, err := policy.Do(context.Background(), fallback{}, func(context.Context) (string, error) {
+		n++
+		if n == 1 {
+			return "first", nil
+		}
+		return "second", errors.New("boom")
+	})
+	if err != nil || v != "" {
+		t.Errorf("Do = %q, %v; want the zero value: no attempt that the policy accepted succeeded", v, err)
 	}
 }
 

@@ -20,7 +20,7 @@
 //	condition                                  outcome                                      error returned
 //	the call's ctx is done                     stop                                         err, unchanged
 //	errors.Is(err, policy.ErrRejected)         stop: rejections are never retried           err, unchanged
-//	err marked with Permanent                  stop                                         the marked error itself
+//	err marked with Permanent                  stop                                         the marked error (unwrapped if the marker is outermost)
 //	Config.ShouldRetry(err) == false           stop                                         err, unchanged
 //	n >= MaxAttempts                           stop, exhausted                              *ExhaustedError
 //	RetryAfter() > MaxInterval                 stop, exhausted, without waiting             *ExhaustedError

@@ -90,7 +90,10 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
 
 // Permanent marks err as not to be retried: when an attempt returns it (or an
-// error wrapping it), the call ends at once with err itself, unwrapped. It
+// error wrapping it), the call ends at once. If the marker is the error the
+// attempt returned, the call returns err itself, unwrapped; if something
+// wraps the marker (an attempt deadline's ExceededError, say), the call
+// returns that wrapper, which still matches err with errors.Is. It
 // returns nil if err is nil. It is backoff.Permanent, so errors marked with
 // either are honoured by both packages; the result is a
 // *backoff.PermanentError.
