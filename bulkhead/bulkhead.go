@@ -3,6 +3,7 @@ package bulkhead
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -17,12 +18,20 @@ import (
 //
 // A Bulkhead is safe for concurrent use by multiple goroutines.
 type Bulkhead struct {
-	mu sync.Mutex
 	// active counts slots held, including slots handed to a waiter that has
-	// not woken yet. Invariant (under mu): waiters.len > 0 implies
-	// active == limit, because a release hands its slot to the oldest
-	// waiter instead of freeing it.
-	active  int
+	// not woken yet. It changes with atomics so that the path with nobody
+	// waiting takes no lock: an acquire moves it up by compare-and-swap
+	// while it is below limit and queued is 0, a release moves it down
+	// while queued is 0. Under contention from many goroutines a failed
+	// swap just retries, where a mutex would park and wake goroutines.
+	active atomic.Int64
+	// queued mirrors waiters.len; it is written under mu and read without.
+	queued atomic.Int64
+
+	// mu guards waiters and every hand-off of a slot to a waiter. While
+	// anyone waits, every acquire and release goes through it, so slots go
+	// to waiters in FIFO order.
+	mu      sync.Mutex
 	waiters waitList
 
 	limit    int
@@ -110,18 +119,12 @@ func (b *Bulkhead) Exit(_ context.Context, _ any, err error) error {
 // Active returns the number of calls holding a slot now, including a waiter
 // that has been handed a slot and has not yet woken. It is exact.
 func (b *Bulkhead) Active() int {
-	b.mu.Lock()
-	n := b.active
-	b.mu.Unlock()
-	return n
+	return int(b.active.Load())
 }
 
 // Queued returns the number of callers waiting for a slot now. It is exact.
 func (b *Bulkhead) Queued() int {
-	b.mu.Lock()
-	n := b.waiters.len
-	b.mu.Unlock()
-	return n
+	return int(b.queued.Load())
 }
 
 // Limit returns Config.Limit.
@@ -133,26 +136,49 @@ func (b *Bulkhead) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	// By the invariant on active, a free slot means nobody is waiting, so
-	// taking it cannot jump the queue.
-	if b.active < b.limit {
-		b.active++
-		b.mu.Unlock()
+	// Fast path: nobody waits and a slot is free. Once someone waits, every
+	// newcomer goes through mu and queues behind them: no queue jumping.
+	if b.queued.Load() == 0 && b.tryTake() {
 		return nil
 	}
+	b.mu.Lock()
 	return b.acquireSlow(ctx)
 }
 
-// acquireSlow is acquire's path when every slot is taken. b.mu is held on
-// entry and released before it returns.
+// tryTake takes a free slot, if there is one.
+func (b *Bulkhead) tryTake() bool {
+	limit := int64(b.limit)
+	for {
+		a := b.active.Load()
+		if a >= limit {
+			return false
+		}
+		if b.active.CompareAndSwap(a, a+1) {
+			return true
+		}
+	}
+}
+
+// acquireSlow is acquire's path when every slot seemed taken or someone
+// waits. b.mu is held on entry and released before it returns.
 func (b *Bulkhead) acquireSlow(ctx context.Context) error {
+	if b.waiters.len == 0 && b.tryTake() {
+		b.mu.Unlock()
+		return nil
+	}
 	if b.waiters.len >= b.queueCap {
 		b.mu.Unlock()
 		return b.reject(ctx, b.full)
 	}
 	w := &waiter{ready: make(chan struct{}, 1)}
 	b.waiters.pushBack(w)
+	b.queued.Store(int64(b.waiters.len))
+	// A release on the fast path may have freed a slot between our tryTake
+	// and the Store above, having seen queued == 0. Both sides write one
+	// atomic and then read the other's (sequentially consistent in Go), so
+	// either that release sees queued > 0 and grants under mu, or we see its
+	// free slot here and grant it: to the oldest waiter, maybe not us.
+	b.grantLocked()
 	b.mu.Unlock()
 	return b.wait(ctx, w)
 }
@@ -200,6 +226,7 @@ func (b *Bulkhead) abandon(w *waiter) {
 		b.handOffLocked()
 	} else {
 		b.waiters.remove(w)
+		b.queued.Store(int64(b.waiters.len))
 	}
 	b.mu.Unlock()
 }
@@ -215,6 +242,7 @@ func (b *Bulkhead) expire(w *waiter) (granted bool) {
 	granted = w.granted
 	if !granted {
 		b.waiters.remove(w)
+		b.queued.Store(int64(b.waiters.len))
 	}
 	b.mu.Unlock()
 	return granted
@@ -222,8 +250,23 @@ func (b *Bulkhead) expire(w *waiter) (granted bool) {
 
 // release frees one slot held by the caller.
 func (b *Bulkhead) release() {
+	if b.queued.Load() == 0 {
+		// Fast path: nobody waits, so the slot goes back to the pool.
+		if b.active.Add(-1) < 0 {
+			b.active.Add(1)
+			panic("bulkhead: Exit without a matching Enter")
+		}
+		// A caller may have queued between the Load and the Add, having
+		// seen no free slot: see acquireSlow. Hand it the slot now.
+		if b.queued.Load() != 0 {
+			b.mu.Lock()
+			b.grantLocked()
+			b.mu.Unlock()
+		}
+		return
+	}
 	b.mu.Lock()
-	if b.active == 0 {
+	if b.active.Load() <= 0 {
 		b.mu.Unlock()
 		panic("bulkhead: Exit without a matching Enter")
 	}
@@ -236,11 +279,23 @@ func (b *Bulkhead) release() {
 // cannot jump the queue), otherwise back to the pool. b.mu must be held.
 func (b *Bulkhead) handOffLocked() {
 	if w := b.waiters.popFront(); w != nil {
+		b.queued.Store(int64(b.waiters.len))
 		w.granted = true
 		w.ready <- struct{}{} // buffered, and sent once: never blocks
 		return
 	}
-	b.active--
+	b.active.Add(-1)
+}
+
+// grantLocked hands free slots, if any, to the oldest waiters. b.mu must be
+// held.
+func (b *Bulkhead) grantLocked() {
+	for b.waiters.len > 0 && b.tryTake() {
+		w := b.waiters.popFront()
+		b.queued.Store(int64(b.waiters.len))
+		w.granted = true
+		w.ready <- struct{}{}
+	}
 }
 
 // reject records a rejection for r and calls the OnReject hook. It must be

@@ -511,6 +511,7 @@ func enqueue(b *Bulkhead) *waiter {
 	w := &waiter{ready: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.waiters.pushBack(w)
+	b.queued.Store(int64(b.waiters.len))
 	b.mu.Unlock()
 	return w
 }

@@ -32,11 +32,8 @@ func (b *Bulkhead) registerObservers(m metric.Meter, name string) metric.Registr
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(telemetry.PolicyAttrs(Kind, name)...))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		b.mu.Lock()
-		a, q := b.active, b.waiters.len
-		b.mu.Unlock()
-		o.ObserveInt64(active, int64(a), opt)
-		o.ObserveInt64(queued, int64(q), opt)
+		o.ObserveInt64(active, b.active.Load(), opt)
+		o.ObserveInt64(queued, b.queued.Load(), opt)
 		return nil
 	}, active, queued)
 	if err != nil {
