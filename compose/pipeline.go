@@ -121,7 +121,7 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 	timed := p.duration.Enabled(ctx)
 	if tr == nil && !timed {
 		// Nothing to observe: no span, no clock reads.
-		return p.run(ctx, 0, fn)
+		return p.run(ctx, 0, fn, nil)
 	}
 	return p.executeObserved(ctx, fn, tr, timed)
 }
@@ -144,7 +144,12 @@ func (p *Pipeline) executeObserved(ctx context.Context, fn policy.Func, tr trace
 			p.observe(ctx, span, start, timed, policy.ErrAborted)
 		}
 	}()
-	err = p.run(ctx, 0, fn)
+	// Attempt spans are started only while the call's span records.
+	var attempts trace.Tracer
+	if span != nil && span.IsRecording() {
+		attempts = tr
+	}
+	err = p.run(ctx, 0, fn, attempts)
 	finished = true
 	p.observe(ctx, span, start, timed, err)
 	return err
@@ -183,25 +188,25 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 
 // run executes stages[i:] around fn. Stages run in two phases where they
 // can; only a user-written policy that is neither a Stage nor a Repeater
-// costs a closure.
-func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func) error {
+// costs a closure. attempts, if not nil, starts a span per retry attempt.
+func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
 	if i == len(p.stages) {
 		return fn(ctx)
 	}
 	st := &p.stages[i]
 	switch {
 	case st.stage != nil:
-		return p.runStage(ctx, i, st.stage, fn)
+		return p.runStage(ctx, i, st.stage, fn, attempts)
 	case st.repeater != nil:
-		return p.loop(ctx, i, st.repeater, fn)
+		return p.loop(ctx, i, st.repeater, fn, attempts)
 	default:
 		return st.policy.Execute(ctx, func(ctx context.Context) error {
-			return p.run(ctx, i+1, fn)
+			return p.run(ctx, i+1, fn, attempts)
 		})
 	}
 }
 
-func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn policy.Func) error {
+func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn policy.Func, attempts trace.Tracer) error {
 	inner, token, err := s.Enter(ctx)
 	if err != nil {
 		return err
@@ -215,18 +220,14 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn polic
 			s.Exit(inner, token, policy.ErrAborted)
 		}
 	}()
-	err = p.run(inner, i+1, fn)
+	err = p.run(inner, i+1, fn, attempts)
 	finished = true
 	return s.Exit(inner, token, err)
 }
 
 // loop drives a Repeater as policy.Repeat does, and wraps each attempt in a
-// child span while the call's span is recording.
-func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy.Func) error {
-	var tr trace.Tracer
-	if t := p.tracer.Tracer(); t != nil && trace.SpanFromContext(ctx).IsRecording() {
-		tr = t
-	}
+// child span if tr is not nil (the call's span is recording).
+func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy.Func, tr trace.Tracer) error {
 	var state any
 	for n := 1; ; n++ {
 		actx := r.AttemptContext(ctx, n)
@@ -234,7 +235,7 @@ func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy
 		if tr != nil {
 			err = p.tracedAttempt(actx, tr, n, i+1, fn)
 		} else {
-			err = p.run(actx, i+1, fn)
+			err = p.run(actx, i+1, fn, nil)
 		}
 		if err == nil {
 			return nil
@@ -277,7 +278,7 @@ func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int,
 		}
 		span.End()
 	}()
-	err = p.run(ctx, i, fn)
+	err = p.run(ctx, i, fn, nil)
 	finished = true
 	return err
 }
