@@ -37,20 +37,31 @@
 //
 // # Concurrency design
 //
-// The state is a mutex, a count of held slots and an intrusive doubly linked
-// list of waiters. A buffered channel used as a semaphore (the usual Go
-// bulkhead) would be simpler, but it cannot give what this package promises:
+// The state is a count of held slots and a count of waiters (both atomic),
+// and, under a mutex, an intrusive doubly linked list of waiters. A buffered
+// channel used as a semaphore (the usual Go bulkhead) would be simpler, but
+// it cannot give what this package promises:
 //
-//   - FIFO hand-off. A release with waiters does not free its slot: under the
-//     mutex it unlinks the oldest waiter, marks it granted and wakes it, and
-//     the count of held slots does not change. A caller arriving between the
-//     release and the waiter waking finds no free slot, so it cannot jump the
-//     queue. Hence the invariant: while anyone waits, every slot is held.
+//   - FIFO hand-off. While nobody waits, a call takes a slot with a
+//     compare-and-swap on the count and gives it back with a decrement: no
+//     lock, and under contention a failed swap retries instead of parking
+//     the goroutine. Once anyone waits, every acquire and release goes
+//     through the mutex: a release does not free its slot but unlinks the
+//     oldest waiter, marks it granted and wakes it, and the count does not
+//     change. A caller arriving between the release and the waiter waking
+//     finds no free slot, so it cannot jump the queue. A release on the fast
+//     path and a caller starting to wait at the same instant each write one
+//     atomic and then read the other's (Go's atomics are sequentially
+//     consistent), so at least one of them sees the other and hands the
+//     freed slot to the oldest waiter under the mutex: no slot sits free
+//     while someone waits.
 //   - O(1) removal. A waiter that gives up (MaxWait or its ctx) unlinks itself
 //     through its own prev and next pointers; the cost of cancelling does not
 //     grow with the queue.
-//   - Exact counts. Active and Queued read the same mutex-guarded state that
-//     decides admission, so they are exact at every moment.
+//   - Exact counts. Active and Queued read the atomics that decide
+//     admission: once calls settle they equal the slots held and the callers
+//     waiting (in the instant between a fast release and its hand-off,
+//     Active may show the freed slot).
 //
 // The race between a waiter giving up and a release handing it the slot is
 // settled under the mutex, by the waiter's granted flag: a waiter that was
@@ -59,8 +70,9 @@
 // and returns ctx.Err(); a waiter woken by MaxWait that was granted got its
 // slot in time, so it keeps it and runs fn.
 //
-// The uncontended path is a lock, a compare, an increment and an unlock, and
-// allocates nothing; so does a rejection. Only waiting allocates: the waiter,
+// The uncontended path is a load, a compare-and-swap and, on release, a
+// decrement and a load, and allocates nothing; a rejection takes the mutex
+// and allocates nothing either. Only waiting allocates: the waiter,
 // its 1-buffered channel and, with MaxWait, a timer. They are not pooled on
 // purpose: a channel or timer made inside a testing/synctest bubble must not
 // be used outside it, and a shared pool would carry them from one bubble (or
