@@ -109,25 +109,10 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("breaker: nil fn")
 	}
-	// policy.Run, written out so that Enter and Exit are direct calls rather
-	// than calls through the Stage interface.
-	ctx, token, err := b.Enter(ctx)
-	if err != nil {
-		return err
-	}
-	// finished stays false if fn panics or calls runtime.Goexit: the
-	// deferred Exit then reports the probe as failed (policy.ErrAborted), so
-	// a half-open breaker can never be left waiting for an outcome. The
-	// panic is not recovered.
-	finished := false
-	defer func() {
-		if !finished {
-			b.Exit(ctx, token, policy.ErrAborted)
-		}
-	}()
-	err = fn(ctx)
-	finished = true
-	return b.Exit(ctx, token, err)
+	// policy.Run reports a panic or runtime.Goexit in fn as a failure
+	// (policy.ErrAborted) through Exit, so a half-open breaker can never be
+	// left waiting for a probe's outcome.
+	return policy.Run(ctx, b, fn)
 }
 
 // Enter admits one call, as [policy.Stage] asks: it returns ctx unchanged
