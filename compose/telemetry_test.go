@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -12,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/watertight/watertight/compose"
@@ -193,5 +196,38 @@ func TestGlobalProviderLateInstall(t *testing.T) {
 	p.Execute(context.Background(), fn)
 	if got := len(sr.Ended()); got != 1 {
 		t.Errorf("%d spans after the global provider became a no-op, want still 1", got)
+	}
+}
+
+// The duration histogram records the call's duration whether it is read
+// from a recording SDK span's own timestamps or from the clock.
+func TestDurationValue(t *testing.T) {
+	for _, traced := range []bool{true, false} {
+		t.Run(map[bool]string{true: "from the span", false: "from the clock"}[traced], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := sdkmetric.NewManualReader()
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+				defer mp.Shutdown(context.Background())
+				var tp trace.TracerProvider = noop.NewTracerProvider()
+				if traced {
+					sdk := sdktrace.NewTracerProvider()
+					defer sdk.Shutdown(context.Background())
+					tp = sdk
+				}
+				p, _ := compose.New("llm", compose.Policies{}, compose.WithMeterProvider(mp), compose.WithTracerProvider(tp))
+				p.Execute(context.Background(), func(context.Context) error {
+					time.Sleep(150 * time.Millisecond)
+					return nil
+				})
+				var rm metricdata.ResourceMetrics
+				if err := r.Collect(context.Background(), &rm); err != nil {
+					t.Fatal(err)
+				}
+				dp := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints[0]
+				if dp.Count != 1 || dp.Sum != 0.15 {
+					t.Errorf("count %d, sum %v; want 1 call of 0.15 s", dp.Count, dp.Sum)
+				}
+			})
+		})
 	}
 }
