@@ -59,5 +59,6 @@
 // span's status to Error with error.type. The histogram
 // watertight.call.duration (seconds) records each call, with error.type on
 // failure. When no SDK is installed (the default global providers, or no-op
-// ones passed as options) a call starts no span and reads no clock.
+// ones passed as options) the pipeline itself starts no span
+// and reads no clock (a Deadline in a slot still reads it once per call).
 package compose
