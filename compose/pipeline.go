@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,6 +32,7 @@ type Pipeline struct {
 	okOpts      []metric.RecordOption
 	errOpts     map[string][]metric.RecordOption // prebuilt at New, read-only
 	moreOpts    sync.Map                         // error.type -> []metric.RecordOption, for types outside errOpts
+	moreCount   atomic.Int32                     // entries in moreOpts, capped at maxMoreOpts
 	pipelineKV  attribute.KeyValue
 }
 
@@ -98,6 +100,9 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	}
 	return pl, nil
 }
+
+// maxMoreOpts caps the cache of record options for error types met after New.
+const maxMoreOpts = 64
 
 func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(p.pipelineKV, telemetry.KeyError.String(errorType)))}
@@ -171,7 +176,12 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 					opts = v.([]metric.RecordOption)
 				} else {
 					opts = p.recordOptions(errType)
-					p.moreOpts.Store(errType, opts)
+					// Capped, so that an error type that is not the
+					// low-cardinality value it should be cannot grow the
+					// cache without bound.
+					if p.moreCount.Load() < maxMoreOpts && p.moreCount.Add(1) <= maxMoreOpts {
+						p.moreOpts.Store(errType, opts)
+					}
 				}
 			}
 		}
