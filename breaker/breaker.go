@@ -22,6 +22,13 @@ const kind = "breaker"
 // machine is the gobreaker state machine a Breaker drives in two steps.
 type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
 
+// engine is one machine and its one-step face (see onestep.go), nil if
+// unavailable.
+type engine struct {
+	two *machine
+	one *oneStep
+}
+
 // Breaker is a circuit breaker: it stops calling a dependency that keeps
 // failing, and tries it again after a while. Build one with [New]; the zero
 // value is not usable. A Breaker is safe for concurrent use by multiple
@@ -29,11 +36,12 @@ type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
 type Breaker struct {
 	settings gobreaker.Settings // template for every machine, less OnStateChange
 
-	cb       atomic.Pointer[machine] // the current machine; Reset swaps in a new one
-	forced   atomic.Bool             // ForceOpen until Reset; written under mu
-	openFast atomic.Bool             // the machine is open and will be for a while; written under mu
-	queued   atomic.Bool             // pending is not empty (maybe); written under mu
-	fastFor  time.Duration           // how long openFast stays set after opening; 0: never set
+	cb       atomic.Pointer[engine] // the current machine; Reset swaps in a new one
+	forced   atomic.Bool            // ForceOpen until Reset; written under mu
+	openFast atomic.Bool            // the machine is open and will be for a while; written under mu
+	queued   atomic.Bool            // pending is not empty (maybe); written under mu
+	fastFor  time.Duration          // how long openFast stays set after opening; 0: never set
+	twoStep  bool                   // tests only: Execute takes the two-step path (see onestep.go)
 
 	// mu guards pending, last, draining and openGen, and the writes of cb,
 	// forced, openFast and queued. It is taken inside gobreaker's lock (from
@@ -81,20 +89,23 @@ func New(cfg Config) (*Breaker, error) {
 
 // newMachine returns a fresh closed gobreaker whose state changes are queued
 // for as long as it is b's current machine and b is not forced open.
-func (b *Breaker) newMachine() *machine {
-	var m *machine
+func (b *Breaker) newMachine() *engine {
+	e := new(engine)
 	st := b.settings
 	// Called under m's lock: it only queues the change (see doc.go).
 	st.OnStateChange = func(_ string, _, to gobreaker.State) {
 		b.mu.Lock()
-		if b.cb.Load() == m && !b.forced.Load() {
+		if b.cb.Load() == e && !b.forced.Load() {
 			b.setOpenFast(State(to) == Open)
 			b.queue(State(to))
 		}
 		b.mu.Unlock()
 	}
-	m = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
-	return m
+	e.two = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	if !b.twoStep {
+		e.one = oneStepOf(e.two)
+	}
+	return e
 }
 
 // Execute runs fn if the breaker lets the call through, and returns fn's
@@ -108,6 +119,12 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	}
 	if fn == nil {
 		panic("breaker: nil fn")
+	}
+	if b.forced.Load() || b.openFast.Load() {
+		return b.reject(ctx, b.rejOpen)
+	}
+	if one := b.cb.Load().one; one != nil {
+		return b.executeOneStep(ctx, one, fn)
 	}
 	// policy.Run reports a panic or runtime.Goexit in fn as a failure
 	// (policy.ErrAborted) through Exit, so a half-open breaker can never be
@@ -124,7 +141,7 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
 	if b.forced.Load() || b.openFast.Load() {
 		return ctx, nil, b.reject(ctx, b.rejOpen)
 	}
-	done, err := b.cb.Load().Allow()
+	done, err := b.cb.Load().two.Allow()
 	if b.queued.Load() {
 		b.flushAdmitted(ctx, done)
 	}
@@ -167,7 +184,7 @@ func (b *Breaker) State() State {
 	if b.forced.Load() {
 		return Open
 	}
-	s := State(b.cb.Load().State())
+	s := State(b.cb.Load().two.State())
 	if b.queued.Load() {
 		b.flush(context.Background())
 	}

@@ -477,39 +477,41 @@ func TestAbortedProbeDoesNotWedge(t *testing.T) {
 		{"panic, IsFailure only errBoom", onlyBoom, func(context.Context) error { panic("probe") }},
 		{"goexit, IsFailure only errBoom", onlyBoom, func(context.Context) error { runtime.Goexit(); return nil }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var log hookLog
-				b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, IsFailure: tt.isFailure, OnStateChange: log.hook})
-				call(b, errBoom)
-				time.Sleep(time.Second)
-				var wg sync.WaitGroup
-				var recovered any
-				wg.Go(func() {
-					defer func() { recovered = recover() }()
-					b.Execute(context.Background(), tt.fn)
+	for _, path := range executePaths {
+		for _, tt := range tests {
+			t.Run(path+"/"+tt.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var log hookLog
+					b := newBreakerOn(t, path, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, IsFailure: tt.isFailure, OnStateChange: log.hook})
+					call(b, errBoom)
+					time.Sleep(time.Second)
+					var wg sync.WaitGroup
+					var recovered any
+					wg.Go(func() {
+						defer func() { recovered = recover() }()
+						b.Execute(context.Background(), tt.fn)
+					})
+					wg.Wait()
+					if tt.name[0] == 'p' && recovered != "probe" {
+						t.Fatalf("panic not passed on: recovered %v", recovered)
+					}
+					if s := b.State(); s != Open {
+						t.Fatalf("after an aborted probe: %v, want open", s)
+					}
+					time.Sleep(time.Second)
+					if err, ran := call(b, nil); err != nil || !ran {
+						t.Fatalf("next probe: err %v, ran %v", err, ran)
+					}
+					if s := b.State(); s != Closed {
+						t.Fatalf("state = %v, want closed", s)
+					}
+					want := []string{"closed->open", "open->half-open", "half-open->open", "open->half-open", "half-open->closed"}
+					if got := log.list(); !slices.Equal(got, want) {
+						t.Fatalf("transitions = %v, want %v", got, want)
+					}
 				})
-				wg.Wait()
-				if tt.name[0] == 'p' && recovered != "probe" {
-					t.Fatalf("panic not passed on: recovered %v", recovered)
-				}
-				if s := b.State(); s != Open {
-					t.Fatalf("after an aborted probe: %v, want open", s)
-				}
-				time.Sleep(time.Second)
-				if err, ran := call(b, nil); err != nil || !ran {
-					t.Fatalf("next probe: err %v, ran %v", err, ran)
-				}
-				if s := b.State(); s != Closed {
-					t.Fatalf("state = %v, want closed", s)
-				}
-				want := []string{"closed->open", "open->half-open", "half-open->open", "open->half-open", "half-open->closed"}
-				if got := log.list(); !slices.Equal(got, want) {
-					t.Fatalf("transitions = %v, want %v", got, want)
-				}
 			})
-		})
+		}
 	}
 }
 
@@ -675,10 +677,16 @@ func TestHooksMayCallBreaker(t *testing.T) {
 }
 
 func TestPanickingHook(t *testing.T) {
+	for _, path := range executePaths {
+		t.Run(path, func(t *testing.T) { testPanickingHook(t, path) })
+	}
+}
+
+func testPanickingHook(t *testing.T, path string) {
 	synctest.Test(t, func(t *testing.T) {
 		var log hookLog
 		panicOn := "open->half-open"
-		b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OnStateChange: func(from, to State) {
+		b := newBreakerOn(t, path, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OnStateChange: func(from, to State) {
 			log.hook(from, to)
 			if from.String()+"->"+to.String() == panicOn {
 				panicOn = ""

@@ -179,14 +179,17 @@ func (r *resolved) readyToTrip(c gobreaker.Counts) bool {
 	return false
 }
 
-// isSuccessful is gobreaker's IsSuccessful, called after isExcluded.
+// isSuccessful is gobreaker's IsSuccessful, called after isExcluded. classify
+// turns gobreaker's report of a panic in Execute's one-step path back into
+// the outcome it stands for.
 func (r *resolved) isSuccessful(err error) bool {
+	err = classify(err)
 	return err == nil || (err != policy.ErrAborted && !r.isFailure(err))
 }
 
 // isExcluded is gobreaker's IsExcluded.
 func isExcluded(err error) bool {
-	return err != nil && excluded(err)
+	return err != nil && excluded(classify(err))
 }
 
 // maxWindow caps the rolling window handed to gobreaker: see settings.

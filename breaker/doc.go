@@ -4,9 +4,10 @@
 // turns half-open, lets [Config.HalfOpenRequests] probes through, and closes
 // again once that many have succeeded; one failed probe opens it again.
 //
-// The state machine is github.com/sony/gobreaker/v2, driven in two steps
-// ([Breaker.Enter] asks it to admit the call, [Breaker.Exit] reports the
-// outcome), with its traps handled: see Concurrency below.
+// The state machine is github.com/sony/gobreaker/v2, driven in one step by
+// [Breaker.Execute] or in two ([Breaker.Enter] asks it to admit the call,
+// [Breaker.Exit] reports the outcome), with its traps handled: see
+// Concurrency below.
 //
 // # Trip rules
 //
@@ -83,11 +84,15 @@
 // Breaker.
 //
 // A call admitted by gobreaker must report its outcome, or a half-open
-// breaker waits for its probe forever. [Breaker.Execute] runs fn through
-// [policy.Run], whose deferred [Breaker.Exit] reports [policy.ErrAborted] (a
-// failure) when fn panics or calls runtime.Goexit (t.FailNow in a test), so
-// such a probe opens the breaker again instead of wedging it. No lock is held
-// while fn runs.
+// breaker waits for its probe forever. When fn panics or calls
+// runtime.Goexit (t.FailNow in a test), the call is reported as
+// [policy.ErrAborted] (a failure), so such a probe opens the breaker again
+// instead of wedging it; the panic goes on with fn's own value, raised again
+// before the stack unwinds so that a crash report still shows where fn
+// panicked. [Breaker.Enter] and [Breaker.Exit] use gobreaker's two-step
+// Allow; [Breaker.Execute] uses its one-step Execute on the same machine,
+// which allocates nothing (see onestep.go for how, and for the fallback to
+// the two-step path). No lock is held while fn runs.
 //
 // gobreaker turns open into half-open when it is asked after the timeout,
 // not on a timer; [Breaker.State] asks it, so State and the gauge report
@@ -103,11 +108,11 @@
 // # Cost
 //
 // The success path of Execute costs gobreaker's two locked steps, each with
-// a clock read, and one allocation: the closure gobreaker's two-step Allow
-// returns. A rejection allocates nothing. An open breaker rejects without
-// asking gobreaker (no lock, no clock read) until a timer clears a fast-path
-// flag a tenth of OpenTimeout (at most 100 ms) before OpenTimeout ends;
-// from then on gobreaker answers, and it alone decides when half-open
-// begins, so the flag never makes the open period longer unless the timer
-// runs later than that margin.
+// a clock read, and allocates nothing; Enter allocates the closure that
+// gobreaker's two-step Allow returns. A rejection allocates nothing. An open
+// breaker rejects without asking gobreaker (no lock, no clock read) until a
+// timer clears a fast-path flag a tenth of OpenTimeout (at most 100 ms)
+// before OpenTimeout ends; from then on gobreaker answers, and it alone
+// decides when half-open begins, so the flag never makes the open period
+// longer unless the timer runs later than that margin.
 package breaker

@@ -185,6 +185,9 @@ func newBreakerModel(rt *rapid.T) *breakerModel {
 	if err != nil {
 		rt.Fatalf("New: %v", err)
 	}
+	if rapid.Bool().Draw(rt, "twoStep") {
+		breaker.UseTwoStep(b)
+	}
 	m.b = b
 	rt.Cleanup(func() {
 		for _, h := range m.held {

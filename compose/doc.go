@@ -47,7 +47,11 @@
 // in package policy. Policies that implement [policy.Stage] or
 // [policy.Repeater], as the built-in ones do, run in two phases, so a
 // pipeline of built-in policies allocates no closure per call; any other
-// policy is called through its Execute method.
+// policy is called through its Execute method. The innermost policy (unless
+// it is a Repeater) is always called through its Execute, with the fn given
+// to [Pipeline.Execute] itself: that needs no closure, and lets a policy's
+// own Execute be cheaper than its two phases (the breaker's allocates
+// nothing).
 //
 // # Telemetry
 //

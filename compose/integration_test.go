@@ -195,3 +195,29 @@ func TestPermanentAttemptTimeoutKeepsExceeded(t *testing.T) {
 		}
 	})
 }
+
+// A bulkhead and a breaker, the breaker innermost, allocate nothing per call
+// with no SDK installed: the breaker runs fn through its one-step Execute.
+func TestBulkheadBreakerAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	bh, err := bulkhead.New(bulkhead.Config{Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	p, err := compose.New("x", compose.Policies{Bulkhead: bh, Breaker: cb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(1000, func() { p.Execute(ctx, fn) }); n != 0 {
+		t.Errorf("allocs per call = %v, want 0", n)
+	}
+}
