@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: runs the watertight vs failsafe-go benchmarks and writes
-#   out/raw.txt          go test -bench output (COUNT runs of each, -cpu 2)
+#   out/raw.txt          go test -bench output (COUNT interleaved rounds, -cpu 2)
 #   out/policies.txt     benchstat -col /lib (side by side)
 #   out/telemetry.txt    benchstat -col /otel (watertight, telemetry off/on)
 #   out/floors.txt       benchstat (plain)
@@ -24,8 +24,19 @@ mkdir -p out
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 export LOADAVG_START COUNT
 
-echo "go test -bench=$BENCH -count=$COUNT -benchtime=$BENCHTIME -cpu 2 (load average $LOADAVG_START)" >&2
-go test -run='^$' -bench="$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -cpu 2 -timeout 30m ./... | tee out/raw.txt >&2
+# The suite runs COUNT times, each benchmark once per round, rather than
+# each benchmark COUNT times in a row: on a shared machine a slow spell then
+# spreads over every benchmark instead of landing on one, and the ratios
+# (watertight to failsafe-go, to the floors) compare runs made moments apart.
+echo "bench.test -test.bench=$BENCH -test.benchtime=$BENCHTIME -test.cpu 2, $COUNT interleaved rounds (load average $LOADAVG_START)" >&2
+go test -c -o out/bench.test .
+: >out/raw.txt
+for round in $(seq 1 "$COUNT"); do
+	echo "round $round of $COUNT" >&2
+	./out/bench.test -test.run='^$' -test.bench="$BENCH" -test.benchmem -test.count=1 \
+		-test.benchtime="$BENCHTIME" -test.cpu 2 -test.timeout 30m | tee -a out/raw.txt >&2
+done
+rm -f out/bench.test
 
 # subset NAME REGEX: the header lines and the benchmarks matching REGEX.
 subset() {
