@@ -5,8 +5,11 @@
 #   out/telemetry.txt    benchstat -col /otel (watertight, telemetry off/on)
 #   out/floors.txt       benchstat (plain)
 #   out/scaling.txt      benchstat (plain), and scaling-by-lib.txt (-col /lib)
-#   out/table.md         Markdown summary: machine, medians, ratios, targets
-# Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .).
+#   out/table.md         Markdown summary: machine, medians, ratios, targets,
+#                        also spliced into ../README.md (README=0: not)
+# Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .),
+# README (1: splice the report into ../README.md; default 1 for a full run,
+# 0 for a subset).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -59,3 +62,28 @@ rm -f out/*.raw
 
 go run ./cmd/benchtable out/raw.txt >out/table.md
 cat out/table.md
+
+# With README=1, the report replaces what stands between the markers
+# <!-- bench:begin --> and <!-- bench:end --> in ../README.md (its title
+# dropped, its sections demoted to fit under Performance), so that the
+# figures there are always a real run's.
+README=${README:-$([ "$BENCH" = . ] && echo 1 || echo 0)}
+if [ "$README" != 0 ] && grep -q '<!-- bench:begin -->' ../README.md; then
+	awk -v table=out/table.md '
+		/<!-- bench:begin -->/ {
+			print
+			first = 1
+			while ((getline line < table) > 0) {
+				if (first) { first = 0; continue }
+				sub(/^## /, "#### ", line)
+				print line
+			}
+			skip = 1
+			next
+		}
+		/<!-- bench:end -->/ { skip = 0 }
+		!skip
+	' ../README.md >out/README.md.new
+	mv out/README.md.new ../README.md
+	echo "updated ../README.md between the bench markers" >&2
+fi
