@@ -9,7 +9,7 @@
 #                        also spliced into ../README.md (README=0: not)
 # Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .),
 # README (1: splice the report into ../README.md; default 1 for a full run,
-# 0 for a subset).
+# 0 for a subset), REPORT_ONLY (1: skip the run, report on out/raw.txt).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -24,22 +24,34 @@ if ! command -v benchstat >/dev/null 2>&1; then
 fi
 
 mkdir -p out
-LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
-export LOADAVG_START COUNT
+if [ "${REPORT_ONLY:-0}" = 1 ]; then
+	echo "REPORT_ONLY=1: reporting on the existing out/raw.txt" >&2
+	LOADAVG_START=$(cat out/loadavg-start 2>/dev/null || echo unknown)
+	LOADAVG_END=$(cat out/loadavg-end 2>/dev/null || echo unknown)
+	COUNT=$(grep -c '^BenchmarkFloor/op=gobreaker' out/raw.txt || true)
+	export LOADAVG_START LOADAVG_END COUNT
+else
+	LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+	export LOADAVG_START COUNT
 
-# The suite runs COUNT times, each benchmark once per round, rather than
-# each benchmark COUNT times in a row: on a shared machine a slow spell then
-# spreads over every benchmark instead of landing on one, and the ratios
-# (watertight to failsafe-go, to the floors) compare runs made moments apart.
-echo "bench.test -test.bench=$BENCH -test.benchtime=$BENCHTIME -test.cpu 2, $COUNT interleaved rounds (load average $LOADAVG_START)" >&2
-go test -c -o out/bench.test .
-: >out/raw.txt
-for round in $(seq 1 "$COUNT"); do
-	echo "round $round of $COUNT" >&2
-	./out/bench.test -test.run='^$' -test.bench="$BENCH" -test.benchmem -test.count=1 \
-		-test.benchtime="$BENCHTIME" -test.cpu 2 -test.timeout 30m | tee -a out/raw.txt >&2
-done
-rm -f out/bench.test
+	# The suite runs COUNT times, each benchmark once per round, rather than
+	# each benchmark COUNT times in a row: on a shared machine a slow spell then
+	# spreads over every benchmark instead of landing on one, and the ratios
+	# (watertight to failsafe-go, to the floors) compare runs made moments apart.
+	echo "bench.test -test.bench=$BENCH -test.benchtime=$BENCHTIME -test.cpu 2, $COUNT interleaved rounds (load average $LOADAVG_START)" >&2
+	go test -c -o out/bench.test .
+	: >out/raw.txt
+	for round in $(seq 1 "$COUNT"); do
+		echo "round $round of $COUNT" >&2
+		./out/bench.test -test.run='^$' -test.bench="$BENCH" -test.benchmem -test.count=1 \
+			-test.benchtime="$BENCHTIME" -test.cpu 2 -test.timeout 30m | tee -a out/raw.txt >&2
+	done
+	rm -f out/bench.test
+	LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
+	export LOADAVG_END
+	echo "$LOADAVG_START" >out/loadavg-start
+	echo "$LOADAVG_END" >out/loadavg-end
+fi
 
 # subset NAME REGEX: the header lines and the benchmarks matching REGEX.
 subset() {

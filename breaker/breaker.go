@@ -19,11 +19,12 @@ var _ policy.Stage = (*Breaker)(nil)
 // kind is the watertight.policy.kind of a Breaker.
 const kind = "breaker"
 
-// machine is the gobreaker state machine a Breaker drives in two steps.
+// machine is the gobreaker state machine a Breaker drives in two steps
+// (Enter, Exit); Execute drives its one-step face.
 type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
 
-// engine is one machine and its one-step face (see onestep.go), nil if
-// unavailable.
+// engine is one machine and its one-step face (see onestep.go); one is nil
+// when that face is unavailable.
 type engine struct {
 	two *machine
 	one *oneStep
@@ -92,7 +93,8 @@ func New(cfg Config) (*Breaker, error) {
 func (b *Breaker) newMachine() *engine {
 	e := new(engine)
 	st := b.settings
-	// Called under m's lock: it only queues the change (see doc.go).
+	// Called under the machine's lock: it only queues the change (see
+	// doc.go).
 	st.OnStateChange = func(_ string, _, to gobreaker.State) {
 		b.mu.Lock()
 		if b.cb.Load() == e && !b.forced.Load() {

@@ -198,7 +198,8 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 
 // run executes stages[i:] around fn. Stages run in two phases where they
 // can; only a user-written policy that is neither a Stage nor a Repeater,
-// and not the innermost, costs a closure. attempts, if not nil, starts a span per retry attempt.
+// and not the innermost, costs a closure. attempts, if not nil, starts a
+// span per retry attempt.
 func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
 	if i == len(p.stages) {
 		return fn(ctx)
