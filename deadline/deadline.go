@@ -118,11 +118,17 @@ func (d *Deadline) Exit(ctx context.Context, token any, err error) error {
 	if !ok {
 		return err
 	}
+	if err == nil || err == policy.ErrAborted {
+		// Nothing to classify: skip the cause lookup (a walk up ctx and a
+		// lock) on the success path.
+		cancel()
+		return err
+	}
 	// Read the cause before cancel: once fn has returned, only a timer
 	// that fired while it ran should make its error a timeout.
 	fired := context.Cause(ctx) == d.cause
 	cancel()
-	if err == nil || err == policy.ErrAborted || !fired {
+	if !fired {
 		return err
 	}
 	return d.exceeded(ctx, err)
