@@ -163,12 +163,39 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
 // ignored.
 func (b *Breaker) Exit(ctx context.Context, token any, err error) error {
 	if done, ok := token.(func(error)); ok && done != nil {
-		done(err)
+		reportOutcome(done, err)
 	}
 	if b.queued.Load() {
 		b.flush(ctx)
 	}
 	return err
+}
+
+// reportOutcome gives gobreaker the outcome err through done. If IsFailure panics
+// or calls runtime.Goexit in it (callIsFailure turns either into an
+// *aborted), nothing was counted: the call is reported again as excluded,
+// which frees a half-open probe's place, and what IsFailure did goes on.
+func reportOutcome(done func(error), err error) {
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		if panicNilIsNil { // nothing was converted, nothing may be recovered
+			done(errNotRun)
+			return
+		}
+		r := recover()
+		done(errNotRun)
+		if a, isA := r.(*aborted); isA {
+			a.reraise()
+		}
+		if r != nil {
+			panic(r)
+		}
+	}()
+	done(err)
+	ok = true
 }
 
 // reject records a rejection and calls OnReject.

@@ -87,7 +87,9 @@ type Config struct {
 	// excluded, neither success nor failure, because they say nothing about
 	// the dependency; [policy.ErrAborted] (fn panicked or called
 	// runtime.Goexit) is always a failure. It is called under gobreaker's
-	// lock: it must be fast and must not call the Breaker.
+	// lock: it must be fast and must not call the Breaker. If it panics or
+	// calls runtime.Goexit, the call is not counted (a half-open probe's
+	// place is freed) and the panic or Goexit goes on up through the call.
 	IsFailure func(err error) bool
 
 	// MeterProvider provides the breaker's instruments. Nil means the global
@@ -184,7 +186,28 @@ func (r *resolved) readyToTrip(c gobreaker.Counts) bool {
 // the outcome it stands for.
 func (r *resolved) isSuccessful(err error) bool {
 	err = classify(err)
-	return err == nil || (err != policy.ErrAborted && !r.isFailure(err))
+	return err == nil || (err != policy.ErrAborted && !r.callIsFailure(err))
+}
+
+// callIsFailure returns r.isFailure(err). If IsFailure panics or calls
+// runtime.Goexit, that becomes a panic with an *aborted, which the breaker
+// reports as an excluded outcome before raising the original again (see
+// onestep.go), so that the call frees its half-open place instead of
+// holding it for ever.
+func (r *resolved) callIsFailure(err error) (failure bool) {
+	if panicNilIsNil {
+		return r.isFailure(err) // nothing can be recovered safely
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			v := recover() // nil only for runtime.Goexit
+			panic(&aborted{value: v, goexit: v == nil, kind: isFailurePanicked})
+		}
+	}()
+	failure = r.isFailure(err)
+	ok = true
+	return failure
 }
 
 // isExcluded is gobreaker's IsExcluded.

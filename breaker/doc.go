@@ -89,10 +89,13 @@
 // [policy.ErrAborted] (a failure), so such a probe opens the breaker again
 // instead of wedging it; the panic goes on with fn's own value, raised again
 // before the stack unwinds so that a crash report still shows where fn
-// panicked. [Breaker.Enter] and [Breaker.Exit] use gobreaker's two-step
-// Allow; [Breaker.Execute] uses its one-step Execute on the same machine,
-// which allocates nothing (see onestep.go for how, and for the fallback to
-// the two-step path). No lock is held while fn runs.
+// panicked (on Execute's one-step path, the breaker's own frames sit above
+// fn's in that trace). A panic or Goexit in IsFailure leaves the call
+// uncounted and goes on too. [Breaker.Enter] and [Breaker.Exit] use
+// gobreaker's two-step Allow; [Breaker.Execute] uses its one-step Execute on
+// the same machine, which allocates nothing (see onestep.go for how, and for
+// the fallback to the two-step path, with the same outcomes). No lock is
+// held while fn runs.
 //
 // gobreaker turns open into half-open when it is asked after the timeout,
 // not on a timer; [Breaker.State] asks it, so State and the gauge report
@@ -108,11 +111,12 @@
 // # Cost
 //
 // The success path of Execute costs gobreaker's two locked steps, each with
-// a clock read, and allocates nothing; Enter allocates the closure that
-// gobreaker's two-step Allow returns. A rejection allocates nothing. An open
-// breaker rejects without asking gobreaker (no lock, no clock read) until a
-// timer clears a fast-path flag a tenth of OpenTimeout (at most 100 ms)
-// before OpenTimeout ends; from then on gobreaker answers, and it alone
-// decides when half-open begins, so the flag never makes the open period
-// longer unless the timer runs later than that margin.
+// a clock read, and allocates nothing (unless the one-step path is off: see
+// onestep.go); Enter allocates the closure that gobreaker's two-step Allow
+// returns. A rejection allocates nothing. An open breaker rejects without
+// asking gobreaker (no lock, no clock read) until a timer clears a
+// fast-path flag a tenth of OpenTimeout (at most 100 ms) before OpenTimeout
+// ends; from then on gobreaker answers, and it alone decides when half-open
+// begins, so the flag never makes the open period longer unless the timer
+// runs later than that margin.
 package breaker

@@ -51,7 +51,7 @@
 // it is a Repeater) is always called through its Execute, with the fn given
 // to [Pipeline.Execute] itself: that needs no closure, and lets a policy's
 // own Execute be cheaper than its two phases (the breaker's allocates
-// nothing).
+// nothing where its Enter allocates once).
 //
 // # Telemetry
 //
