@@ -171,8 +171,8 @@ func (b *Breaker) Exit(ctx context.Context, token any, err error) error {
 	return err
 }
 
-// reportOutcome gives gobreaker the outcome err through done. If IsFailure panics
-// or calls runtime.Goexit in it (callIsFailure turns either into an
+// reportOutcome gives gobreaker the outcome err through done. If IsFailure
+// panics or calls runtime.Goexit in it (callIsFailure turns either into an
 // *aborted), nothing was counted: the call is reported again as excluded,
 // which frees a half-open probe's place, and what IsFailure did goes on.
 func reportOutcome(done func(error), err error) {

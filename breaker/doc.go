@@ -34,6 +34,8 @@
 //	fn returned a timeout (deadline's      err, unchanged                   failure (by DefaultIsFailure)
 //	ErrExceeded, DeadlineExceeded)
 //	fn panicked or called runtime.Goexit   the panic goes on up             failure, always (policy.ErrAborted)
+//	IsFailure panicked or called           the panic goes on up             excluded
+//	runtime.Goexit
 //	open, by its rules or ForceOpen        *policy.RejectedError, Reason    watertight.rejections{reason=open}
 //	                                       "open"; fn not called
 //	half-open, all probes taken            *policy.RejectedError, Reason    watertight.rejections
