@@ -148,10 +148,7 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
 		b.flushAdmitted(ctx, done)
 	}
 	if err != nil {
-		if err == gobreaker.ErrTooManyRequests {
-			return ctx, nil, b.reject(ctx, b.rejFull)
-		}
-		return ctx, nil, b.reject(ctx, b.rejOpen)
+		return ctx, nil, b.rejectRefused(ctx, err)
 	}
 	return ctx, done, nil
 }
@@ -196,6 +193,15 @@ func reportOutcome(done func(error), err error) {
 	}()
 	done(err)
 	ok = true
+}
+
+// rejectRefused records the rejection of a call gobreaker refused with err
+// (ErrOpenState or ErrTooManyRequests) and calls OnReject.
+func (b *Breaker) rejectRefused(ctx context.Context, err error) error {
+	if err == gobreaker.ErrTooManyRequests {
+		return b.reject(ctx, b.rejFull)
+	}
+	return b.reject(ctx, b.rejOpen)
 }
 
 // reject records a rejection and calls OnReject.

@@ -190,15 +190,13 @@ func (b *Breaker) executeOneStep(ctx context.Context, cb *oneStep, fn policy.Fun
 		if (!ok || a.kind != hookBeforeFn) && b.queued.Load() {
 			b.flush(ctx)
 		}
-		switch {
-		case !ok:
-			if r == nil { // nothing to recover: a Goexit that got here as is
-				runtime.Goexit()
-			}
-			panic(r) // not ours (nothing else we call should panic)
-		default:
+		if ok {
 			a.reraise()
 		}
+		if r == nil { // nothing to recover: a Goexit that got here as is
+			runtime.Goexit()
+		}
+		panic(r) // not ours (nothing else we call should panic)
 	}()
 	admitted := false
 	_, err = cb.Execute(func() (struct{}, error) {
@@ -231,10 +229,7 @@ func (b *Breaker) executeOneStep(ctx context.Context, cb *oneStep, fn policy.Fun
 	if !admitted {
 		// err is gobreaker's, not fn's (fn may return gobreaker's errors
 		// too, from a breaker of its own).
-		if err == gobreaker.ErrTooManyRequests {
-			return b.reject(ctx, b.rejFull)
-		}
-		return b.reject(ctx, b.rejOpen)
+		return b.rejectRefused(ctx, err)
 	}
 	return err
 }
