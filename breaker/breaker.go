@@ -10,11 +10,12 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
 
-var _ policy.Stage = (*Breaker)(nil)
+var _ stage.Stage = (*twoPhase)(nil)
 
 // kind is the watertight.policy.kind of a Breaker.
 const kind = "breaker"
@@ -129,14 +130,14 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 		return b.executeOneStep(ctx, one, fn)
 	}
 	// policy.Run reports a panic or runtime.Goexit in fn as a failure
-	// (policy.ErrAborted) through Exit, so a half-open breaker can never be
+	// (stage.ErrAborted) through Exit, so a half-open breaker can never be
 	// left waiting for a probe's outcome.
-	return policy.Run(ctx, b, fn)
+	return stage.Run(ctx, (*twoPhase)(b), fn)
 }
 
-// Enter admits one call, as [policy.Stage] asks: it returns ctx unchanged
+// Enter admits one call, as [stage.Stage] asks: it returns ctx unchanged
 // and a token for [Breaker.Exit], or the rejection. It panics if ctx is nil.
-func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
+func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("breaker: nil Context")
 	}
@@ -158,7 +159,7 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, any, error) {
 // exactly once per admitted call (an admitted call that never reports holds
 // a half-open probe's place). A token that is not one of Enter's is
 // ignored.
-func (b *Breaker) Exit(ctx context.Context, token any, err error) error {
+func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
 	if done, ok := token.(func(error)); ok && done != nil {
 		reportOutcome(done, err)
 	}

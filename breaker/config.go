@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -85,7 +86,7 @@ type Config struct {
 	// [DefaultIsFailure]. Whatever it says, three outcomes are fixed: a
 	// rejection ([policy.ErrRejected]) and [context.Canceled] are always
 	// excluded, neither success nor failure, because they say nothing about
-	// the dependency; [policy.ErrAborted] (fn panicked or called
+	// the dependency; [stage.ErrAborted] (fn panicked or called
 	// runtime.Goexit) is always a failure. It is called under gobreaker's
 	// lock: it must be fast and must not call the Breaker. If it panics or
 	// calls runtime.Goexit, the call is not counted (a half-open probe's
@@ -186,7 +187,7 @@ func (r *resolved) readyToTrip(c gobreaker.Counts) bool {
 // the outcome it stands for.
 func (r *resolved) isSuccessful(err error) bool {
 	err = classify(err)
-	return err == nil || (err != policy.ErrAborted && !r.callIsFailure(err))
+	return err == nil || (err != stage.ErrAborted && !r.callIsFailure(err))
 }
 
 // callIsFailure returns r.isFailure(err). If IsFailure panics or calls

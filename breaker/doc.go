@@ -33,7 +33,7 @@
 //	policy's) or context.Canceled
 //	fn returned a timeout (deadline's      err, unchanged                   failure (by DefaultIsFailure)
 //	ErrExceeded, DeadlineExceeded)
-//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always (policy.ErrAborted)
+//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always (stage.ErrAborted)
 //	IsFailure panicked or called           the panic goes on up             excluded
 //	runtime.Goexit
 //	open, by its rules or ForceOpen        *policy.RejectedError, Reason    watertight.rejections{reason=open}
@@ -88,7 +88,7 @@
 // A call admitted by gobreaker must report its outcome, or a half-open
 // breaker waits for its probe forever. When fn panics or calls
 // runtime.Goexit (t.FailNow in a test), the call is reported as
-// [policy.ErrAborted] (a failure), so such a probe opens the breaker again
+// [stage.ErrAborted] (a failure), so such a probe opens the breaker again
 // instead of wedging it; the panic goes on with fn's own value, raised again
 // before the stack unwinds so that a crash report still shows where fn
 // panicked (on Execute's one-step path, the breaker's own frames sit above

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -72,8 +73,8 @@ const (
 	outBenign   // an error IsFailure says is not a failure: a success
 	outCanceled // context.Canceled: excluded
 	outRejected // an inner policy's rejection: excluded
-	outPanic    // failure (policy.ErrAborted)
-	outGoexit   // failure (policy.ErrAborted)
+	outPanic    // failure (stage.ErrAborted)
+	outGoexit   // failure (stage.ErrAborted)
 )
 
 var (
@@ -94,7 +95,7 @@ func outcomeErr(o int) error {
 	case outRejected:
 		return errInner
 	case outPanic, outGoexit:
-		return policy.ErrAborted
+		return stage.ErrAborted
 	}
 	return nil
 }
@@ -149,7 +150,7 @@ func newBreakerModel(rt *rapid.T) *breakerModel {
 		Window:              rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond}).Draw(rt, "window"),
 		OpenTimeout:         rapid.SampledFrom([]time.Duration{0, 50 * time.Millisecond}).Draw(rt, "openTimeout"),
 		HalfOpenRequests:    uint32(rapid.IntRange(0, 3).Draw(rt, "halfOpen")),
-		// Only errFail is a failure: policy.ErrAborted must still count
+		// Only errFail is a failure: stage.ErrAborted must still count
 		// as one, whatever IsFailure says.
 		IsFailure: func(err error) bool { return errors.Is(err, errFail) },
 	}

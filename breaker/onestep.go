@@ -9,6 +9,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -33,7 +34,7 @@ import (
 // taken forever. So the request executeOneStep hands it turns both into a
 // panic with an *aborted, whose text gobreaker's error then carries: the
 // breaker's IsExcluded and IsSuccessful (classify) recognise that text and
-// count the call as a failure (policy.ErrAborted) or, if a state-change
+// count the call as a failure (stage.ErrAborted) or, if a state-change
 // hook panicked before fn ran, exclude it (errNotRun). executeOneStep then
 // recovers the *aborted as it comes out of gobreaker and re-raises what fn
 // did: the original panic value, or runtime.Goexit. Every re-raise happens
@@ -97,7 +98,7 @@ func oneStepBehaves() (ok bool) {
 	})
 	a := &aborted{}
 	defer func() {
-		ok = recover() == a && len(seen) == 2 && seen[0] == policy.ErrAborted && seen[1] == policy.ErrAborted
+		ok = recover() == a && len(seen) == 2 && seen[0] == stage.ErrAborted && seen[1] == stage.ErrAborted
 	}()
 	cb.Execute(func() (struct{}, error) { panic(a) })
 	return false
@@ -136,7 +137,7 @@ const (
 // that did return (or pass to Exit) an error with exactly such a text would
 // be counted as a panic (a failure) or excluded.
 const (
-	abortedText   = "breaker: fn panicked or called runtime.Goexit (counted as policy.ErrAborted)"
+	abortedText   = "breaker: fn panicked or called runtime.Goexit (counted as stage.ErrAborted)"
 	notRunText    = "breaker: a state-change hook panicked before fn ran (call excluded)"
 	isFailureText = "breaker: Config.IsFailure panicked (call excluded)"
 )
@@ -164,7 +165,7 @@ func classify(err error) error {
 	}
 	switch err.Error() {
 	case abortedText:
-		return policy.ErrAborted
+		return stage.ErrAborted
 	case notRunText, isFailureText:
 		return errNotRun
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -281,7 +282,7 @@ func TestAbortedTextIsRecognised(t *testing.T) {
 	}{
 		{nil, nil},
 		{errBoom, errBoom},
-		{errors.New(abortedText), policy.ErrAborted},
+		{errors.New(abortedText), stage.ErrAborted},
 		{errors.New(notRunText), errNotRun},
 		{errors.New("breaker: fn panicked"), nil}, // want: unchanged
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -46,7 +47,7 @@ type Bulkhead struct {
 	reg       metric.Registration // nil if registration failed
 }
 
-var _ policy.Stage = (*Bulkhead)(nil)
+var _ stage.Stage = (*twoPhase)(nil)
 
 // New returns a Bulkhead configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics.
@@ -74,7 +75,7 @@ func New(cfg Config) (*Bulkhead, error) {
 // if ctx is done on entry or while waiting, in which case fn is not run.
 // Execute panics if ctx or fn is nil.
 //
-// Execute is equivalent to policy.Run(ctx, b, fn), written out so that the
+// Execute is equivalent to stage.Run(ctx, b, fn), written out so that the
 // success path costs one deferred call and no interface dispatch.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
@@ -92,11 +93,11 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	return fn(ctx)
 }
 
-// Enter is the first phase of [policy.Stage]: it takes a slot, waiting for
+// enter is the first phase compose runs (see internal/stage): it takes a slot, waiting for
 // one if the queue allows, with the same outcomes as Execute. On success it
-// returns ctx unchanged and a nil token, and the caller must call Exit
+// returns ctx unchanged and a nil token, and the caller must call exit
 // exactly once. It panics if ctx is nil.
-func (b *Bulkhead) Enter(ctx context.Context) (context.Context, any, error) {
+func (b *Bulkhead) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("bulkhead: nil Context")
 	}
@@ -106,12 +107,12 @@ func (b *Bulkhead) Enter(ctx context.Context) (context.Context, any, error) {
 	return ctx, nil, nil
 }
 
-// Exit is the second phase of [policy.Stage]: it frees the slot Enter took
+// exit is the second phase: it frees the slot enter took
 // (handing it to the oldest waiter, if any) and returns err unchanged. Each
-// Enter must be matched by exactly one Exit; Exit panics if no slot at all
-// is held, which is such a programmer error caught (a second Exit while
+// enter must be matched by exactly one exit; exit panics if no slot at all
+// is held, which is such a programmer error caught (a second exit while
 // other calls hold slots cannot be told apart and frees one of theirs).
-func (b *Bulkhead) Exit(_ context.Context, _ any, err error) error {
+func (b *Bulkhead) exit(_ context.Context, _ stage.Token, err error) error {
 	b.release()
 	return err
 }
@@ -254,7 +255,7 @@ func (b *Bulkhead) release() {
 		// Fast path: nobody waits, so the slot goes back to the pool.
 		if b.active.Add(-1) < 0 {
 			b.active.Add(1)
-			panic("bulkhead: Exit without a matching Enter")
+			panic("bulkhead: slot released twice")
 		}
 		// A caller may have queued between the Load and the Add, having
 		// seen no free slot: see acquireSlow. Hand it the slot now.
@@ -268,7 +269,7 @@ func (b *Bulkhead) release() {
 	b.mu.Lock()
 	if b.active.Load() <= 0 {
 		b.mu.Unlock()
-		panic("bulkhead: Exit without a matching Enter")
+		panic("bulkhead: slot released twice")
 	}
 	b.handOffLocked()
 	b.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -647,8 +648,8 @@ func TestStage(t *testing.T) {
 	}
 	checkCounts(t, b, 0, 0)
 	b.Enter(ctx)
-	if got := b.Exit(ctx, nil, policy.ErrAborted); got != policy.ErrAborted {
-		t.Errorf("Exit = %v; want policy.ErrAborted unchanged", got)
+	if got := b.Exit(ctx, nil, stage.ErrAborted); got != stage.ErrAborted {
+		t.Errorf("Exit = %v; want stage.ErrAborted unchanged", got)
 	}
 	checkCounts(t, b, 0, 0)
 }
@@ -668,10 +669,10 @@ func TestPolicyRun(t *testing.T) {
 	b := mustNew(t, Config{Limit: 1})
 	func() {
 		defer func() { recover() }()
-		policy.Run(context.Background(), b, func(context.Context) error { panic("x") })
+		stage.Run(context.Background(), b, func(context.Context) error { panic("x") })
 	}()
 	checkCounts(t, b, 0, 0)
-	if err := policy.Run(context.Background(), b, func(context.Context) error { return nil }); err != nil {
+	if err := stage.Run(context.Background(), b, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -44,7 +44,7 @@ type Config struct {
 
 	// OnReject, if not nil, is called once for every rejection, after the
 	// bulkhead has released its lock, on the rejected caller's goroutine,
-	// with the caller's ctx and the error Execute or Enter returns. It must
+	// with the caller's ctx and the error Execute returns. It must
 	// not modify the error.
 	OnReject func(ctx context.Context, err *policy.RejectedError)
 }

@@ -32,8 +32,8 @@
 // at each collection until [Bulkhead.Close].
 //
 // A panic or runtime.Goexit in fn frees its slot; the panic goes on up the
-// stack. Bulkhead implements [policy.Stage], so package compose can run it
-// without a closure per call.
+// stack. Package compose runs a Bulkhead in two phases (take a slot, then
+// free it), without a closure per call.
 //
 // # Concurrency design
 //

@@ -68,10 +68,17 @@ func Example_queue() {
 	}
 	defer b.Close()
 
-	// Take the only slot by hand (the two-phase form package compose uses).
-	if _, _, err := b.Enter(context.Background()); err != nil {
-		panic(err)
-	}
+	// A first call takes the only slot and holds it until release closes.
+	release, holding := make(chan struct{}), make(chan struct{})
+	first := make(chan error)
+	go func() {
+		first <- b.Execute(context.Background(), func(ctx context.Context) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
 	done := make(chan error)
 	go func() {
 		done <- b.Execute(context.Background(), func(ctx context.Context) error {
@@ -83,13 +90,14 @@ func Example_queue() {
 		runtime.Gosched()
 	}
 	fmt.Println("active:", b.Active(), "queued:", b.Queued())
-	b.Exit(context.Background(), nil, nil) // hands the slot to the waiter
-	fmt.Println("waiter:", <-done)
+	close(release) // the first call ends and hands its slot to the waiter
+	firstErr, waiterErr := <-first, <-done
+	fmt.Println("first:", firstErr, "waiter:", waiterErr)
 	fmt.Println("active:", b.Active(), "queued:", b.Queued())
 	// Output:
 	// active: 1 queued: 1
 	// waiter runs
-	// waiter: <nil>
+	// first: <nil> waiter: <nil>
 	// active: 0 queued: 0
 }
 

@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -288,7 +289,7 @@ func (m *bulkheadModel) finish(rt *rapid.T) {
 		case endErr:
 			fnErr, want = errModelFn, errModelFn
 		default:
-			fnErr, want = policy.ErrAborted, policy.ErrAborted
+			fnErr, want = stage.ErrAborted, stage.ErrAborted
 		}
 		if got := m.b.Exit(c.ctx, nil, fnErr); got != want {
 			rt.Fatalf("Exit(%v) = %v", fnErr, got)
@@ -311,7 +312,7 @@ func (m *bulkheadModel) finish(rt *rapid.T) {
 		m.want[id] = errGoexit
 	}
 	if c.stage && how >= endPanic {
-		m.want[id] = policy.ErrAborted
+		m.want[id] = stage.ErrAborted
 	}
 	// FIFO hand-off: the slot goes to the oldest waiter.
 	if len(m.queue) > 0 {
@@ -426,7 +427,7 @@ func (m *bulkheadModel) check(rt *rapid.T) {
 		holding := slices.Contains(m.holders, c.id)
 		want, ended := m.want[c.id]
 		wantRuns := int32(0)
-		if holding || (ended && (want == nil || want == errModelFn || want == errPanicked || want == errGoexit || (c.stage && want == policy.ErrAborted))) {
+		if holding || (ended && (want == nil || want == errModelFn || want == errPanicked || want == errGoexit || (c.stage && want == stage.ErrAborted))) {
 			wantRuns = 1
 		}
 		if r := c.runs.Load(); r != wantRuns {

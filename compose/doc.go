@@ -44,14 +44,12 @@
 //
 // Every slot is optional (nil slots are skipped) and takes any
 // [policy.Policy]: the built-in ones, or a user's own that keeps the contract
-// in package policy. Policies that implement [policy.Stage] or
-// [policy.Repeater], as the built-in ones do, run in two phases, so a
-// pipeline of built-in policies allocates no closure per call; any other
-// policy is called through its Execute method. The innermost policy (unless
-// it is a Repeater) is always called through its Execute, with the fn given
-// to [Pipeline.Execute] itself: that needs no closure, and lets a policy's
-// own Execute be cheaper than its two phases (the breaker's allocates
-// nothing where its Enter allocates once).
+// in package policy. The built-in policies run in two phases (before fn,
+// after fn) through an interface internal to this module, so a pipeline of
+// them allocates no closure per call; any other policy is called through
+// its Execute method, at the cost of one closure. The innermost policy
+// (unless it is a retry) is always called through its Execute, with the fn
+// given to [Pipeline.Execute] itself, which needs no closure.
 //
 // # Telemetry
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -37,9 +38,9 @@ type fakeStage struct {
 	reject error
 }
 
-func (s *fakeStage) Execute(ctx context.Context, fn policy.Func) error { return policy.Run(ctx, s, fn) }
+func (s *fakeStage) Execute(ctx context.Context, fn policy.Func) error { return stage.Run(ctx, s, fn) }
 
-func (s *fakeStage) Enter(ctx context.Context) (context.Context, any, error) {
+func (s *fakeStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if s.j != nil {
 		s.j.add("enter %s", s.name)
 	}
@@ -49,7 +50,7 @@ func (s *fakeStage) Enter(ctx context.Context) (context.Context, any, error) {
 	return ctx, nil, nil
 }
 
-func (s *fakeStage) Exit(ctx context.Context, _ any, err error) error {
+func (s *fakeStage) Exit(ctx context.Context, _ stage.Token, err error) error {
 	if s.j != nil {
 		s.j.add("exit %s %v", s.name, err)
 	}
@@ -78,7 +79,7 @@ type fakeRepeater struct {
 type attemptKey struct{}
 
 func (r *fakeRepeater) Execute(ctx context.Context, fn policy.Func) error {
-	return policy.Repeat(ctx, r, fn)
+	return stage.Repeat(ctx, r, fn)
 }
 
 func (r *fakeRepeater) AttemptContext(ctx context.Context, n int) context.Context {
@@ -88,7 +89,7 @@ func (r *fakeRepeater) AttemptContext(ctx context.Context, n int) context.Contex
 	return context.WithValue(ctx, attemptKey{}, n)
 }
 
-func (r *fakeRepeater) Next(ctx context.Context, n int, err error, state any) (bool, any, error) {
+func (r *fakeRepeater) Next(ctx context.Context, n int, err error, state stage.Token) (bool, stage.Token, error) {
 	if n >= r.max || ctx.Err() != nil {
 		return false, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -21,7 +22,7 @@ import (
 // for concurrent use by multiple goroutines. The zero value is not usable.
 type Pipeline struct {
 	name   string
-	stages []stage
+	stages []slot
 
 	tracer      telemetry.Tracer
 	spanName    string
@@ -36,12 +37,12 @@ type Pipeline struct {
 	pipelineKV  attribute.KeyValue
 }
 
-// stage is one slot of the pipeline, with the fastest way to run it found
-// once at New.
-type stage struct {
+// slot is one filled slot of the pipeline, with the fastest way to run it
+// found once at New.
+type slot struct {
 	policy   policy.Policy
-	stage    policy.Stage    // non-nil: run in two phases
-	repeater policy.Repeater // non-nil: compose drives the loop
+	twoPhase stage.Stage    // non-nil: run in two phases
+	repeater stage.Repeater // non-nil: compose drives the loop
 }
 
 var _ policy.Policy = (*Pipeline)(nil)
@@ -74,12 +75,8 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		if s.p == nil {
 			continue
 		}
-		st := stage{policy: s.p}
-		if r, ok := s.p.(policy.Repeater); ok {
-			st.repeater = r
-		} else if sg, ok := s.p.(policy.Stage); ok {
-			st.stage = sg
-		}
+		st := slot{policy: s.p}
+		st.twoPhase, st.repeater = stage.Of(s.p)
 		pl.stages = append(pl.stages, st)
 	}
 	pl.spanOpts = []trace.SpanStartOption{
@@ -146,7 +143,7 @@ func (p *Pipeline) executeObserved(ctx context.Context, fn policy.Func, tr trace
 	finished := false
 	defer func() {
 		if !finished {
-			p.observe(ctx, span, start, timed, policy.ErrAborted)
+			p.observe(ctx, span, start, timed, stage.ErrAborted)
 		}
 	}()
 	// Attempt spans are started only while the call's span records.
@@ -196,9 +193,9 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 	}
 }
 
-// run executes stages[i:] around fn. Stages run in two phases where they
-// can; only a user-written policy that is neither a Stage nor a Repeater,
-// and not the innermost, costs a closure. attempts, if not nil, starts a
+// run executes stages[i:] around fn. The built-in policies run in two
+// phases (see internal/stage); only a user-written policy that is not the
+// innermost costs a closure. attempts, if not nil, starts a
 // span per retry attempt.
 func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
 	if i == len(p.stages) {
@@ -211,8 +208,8 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 		// its own Execute is cheapest (the breaker's allocates nothing,
 		// where its Enter allocates gobreaker's done closure).
 		return st.policy.Execute(ctx, fn)
-	case st.stage != nil:
-		return p.runStage(ctx, i, st.stage, fn, attempts)
+	case st.twoPhase != nil:
+		return p.runStage(ctx, i, st.twoPhase, fn, attempts)
 	case st.repeater != nil:
 		return p.loop(ctx, i, st.repeater, fn, attempts)
 	default:
@@ -222,7 +219,7 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 	}
 }
 
-func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn policy.Func, attempts trace.Tracer) error {
+func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy.Func, attempts trace.Tracer) error {
 	inner, token, err := s.Enter(ctx)
 	if err != nil {
 		return err
@@ -233,7 +230,7 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn polic
 	finished := false
 	defer func() {
 		if !finished {
-			s.Exit(inner, token, policy.ErrAborted)
+			s.Exit(inner, token, stage.ErrAborted)
 		}
 	}()
 	err = p.run(inner, i+1, fn, attempts)
@@ -241,10 +238,10 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s policy.Stage, fn polic
 	return s.Exit(inner, token, err)
 }
 
-// loop drives a Repeater as policy.Repeat does, and wraps each attempt in a
+// loop drives a Repeater as stage.Repeat does, and wraps each attempt in a
 // child span if tr is not nil (the call's span is recording).
-func (p *Pipeline) loop(ctx context.Context, i int, r policy.Repeater, fn policy.Func, tr trace.Tracer) error {
-	var state any
+func (p *Pipeline) loop(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer) error {
+	var state stage.Token
 	for n := 1; ; n++ {
 		actx := r.AttemptContext(ctx, n)
 		var err error
@@ -286,7 +283,7 @@ func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int,
 	finished := false
 	defer func() {
 		if !finished {
-			err = policy.ErrAborted
+			err = stage.ErrAborted
 		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -121,7 +122,7 @@ func TestPanicFreesEveryStage(t *testing.T) {
 		}()
 		p.Execute(context.Background(), func(context.Context) error { panic("kaboom") })
 	}()
-	ab := policy.ErrAborted.Error()
+	ab := stage.ErrAborted.Error()
 	want := "[enter bulkhead enter deadline attempt 1 enter breaker enter attempt " +
 		"exit attempt " + ab + " exit breaker " + ab + " exit deadline " + ab + " exit bulkhead " + ab + "]"
 	if got := j.String(); got != want {
@@ -138,7 +139,7 @@ func TestGoexitFreesEveryStage(t *testing.T) {
 		p.Execute(context.Background(), func(context.Context) error { runtime.Goexit(); return nil })
 	}()
 	<-done
-	if got := j.String(); strings.Count(got, "exit ") != 4 || strings.Count(got, policy.ErrAborted.Error()) != 4 {
+	if got := j.String(); strings.Count(got, "exit ") != 4 || strings.Count(got, stage.ErrAborted.Error()) != 4 {
 		t.Errorf("not every stage exited with ErrAborted: %s", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -27,12 +28,12 @@ import (
 type rejectingStage struct{ r *telemetry.Rejection }
 
 func (s *rejectingStage) Execute(ctx context.Context, fn policy.Func) error {
-	return policy.Run(ctx, s, fn)
+	return stage.Run(ctx, s, fn)
 }
-func (s *rejectingStage) Enter(ctx context.Context) (context.Context, any, error) {
+func (s *rejectingStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
 	return nil, nil, s.r.Record(ctx)
 }
-func (s *rejectingStage) Exit(ctx context.Context, _ any, err error) error { return err }
+func (s *rejectingStage) Exit(ctx context.Context, _ stage.Token, err error) error { return err }
 
 func newTracing(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	sr := tracetest.NewSpanRecorder()

@@ -26,7 +26,7 @@ type Config struct {
 
 	// OnTimeout, if not nil, is called when the Deadline's own timer fired
 	// and fn returned an error, after the timeout has been recorded and
-	// before Execute (or Exit) returns, on the caller's goroutine. ctx is
+	// before Execute returns, on the caller's goroutine. ctx is
 	// the context fn ran with (done by then; it carries the caller's values
 	// and span) and timeout is Config.Timeout. It must be safe for
 	// concurrent use.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -12,7 +13,7 @@ import (
 // kind is the watertight.policy.kind of every Deadline.
 const kind = "deadline"
 
-var _ policy.Stage = (*Deadline)(nil)
+var _ stage.Stage = (*twoPhase)(nil)
 
 // Deadline runs calls with a timeout; see the package documentation for the
 // outcomes. Create one with [New]. It is safe for concurrent use by
@@ -51,7 +52,7 @@ func (d *Deadline) Timeout() time.Duration { return d.timeout }
 // returns when fn returns: fn's error, or an [*ExceededError] wrapping it
 // if the Deadline's own timeout fired and fn failed. A panic in fn goes on
 // up the stack once the timer has been released. Execute panics if ctx or
-// fn is nil. It behaves exactly as policy.Run(ctx, d, fn).
+// fn is nil. It behaves exactly as stage.Run(ctx, d, fn).
 func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if ctx == nil {
 		panic("deadline: nil Context")
@@ -59,9 +60,9 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("deadline: nil fn")
 	}
-	inner, token, _ := d.Enter(ctx)
+	inner, token, _ := d.enter(ctx)
 	if token == nil {
-		// No timer: Exit would return err unchanged, and there is nothing
+		// No timer: exit would return err unchanged, and there is nothing
 		// to release if fn panics.
 		return fn(inner)
 	}
@@ -71,21 +72,21 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			d.Exit(inner, token, policy.ErrAborted)
+			d.exit(inner, token, stage.ErrAborted)
 		}
 	}()
 	err = fn(inner)
 	finished = true
-	return d.Exit(inner, token, err)
+	return d.exit(inner, token, err)
 }
 
-// Enter starts one call, as [policy.Stage] describes, and never fails. If
+// enter starts one call, as internal/stage describes, and never fails. If
 // the caller's deadline is as soon as now + Timeout or sooner, or now +
 // Timeout is past what time can represent in int64 nanoseconds (the year
 // 2262), it returns ctx itself and a nil token: no timer is set. Otherwise
 // it returns a context that is done at now + Timeout, and its CancelFunc as
-// the token. Enter panics if ctx is nil.
-func (d *Deadline) Enter(ctx context.Context) (context.Context, any, error) {
+// the token. enter panics if ctx is nil.
+func (d *Deadline) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("deadline: nil Context")
 	}
@@ -107,18 +108,18 @@ func (d *Deadline) Enter(ctx context.Context) (context.Context, any, error) {
 	return inner, cancel, nil
 }
 
-// Exit ends a call started by [Deadline.Enter], as [policy.Stage]
+// exit ends a call started by enter, as internal/stage
 // describes: it releases the timer and returns err, or an [*ExceededError]
-// wrapping err if err is not nil and the timer set by Enter fired (the
+// wrapping err if err is not nil and the timer set by enter fired (the
 // cause of ctx is the Deadline's own, so a cancellation or deadline of the
-// caller's is returned unchanged). Given [policy.ErrAborted], it releases
+// caller's is returned unchanged). Given [stage.ErrAborted], it releases
 // the timer and returns it.
-func (d *Deadline) Exit(ctx context.Context, token any, err error) error {
+func (d *Deadline) exit(ctx context.Context, token stage.Token, err error) error {
 	cancel, ok := token.(context.CancelFunc)
 	if !ok {
 		return err
 	}
-	if err == nil || err == policy.ErrAborted {
+	if err == nil || err == stage.ErrAborted {
 		// Nothing to classify: skip the cause lookup (a walk up ctx and a
 		// lock) on the success path.
 		cancel()

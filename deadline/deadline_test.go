@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -122,7 +123,7 @@ type runner struct {
 
 var runners = []runner{
 	{"Execute", func(d *Deadline, ctx context.Context, fn policy.Func) error { return d.Execute(ctx, fn) }},
-	{"policy.Run", func(d *Deadline, ctx context.Context, fn policy.Func) error { return policy.Run(ctx, d, fn) }},
+	{"policy.Run", func(d *Deadline, ctx context.Context, fn policy.Func) error { return stage.Run(ctx, d, fn) }},
 }
 
 // TestOutcomes covers the outcomes table of the package documentation, with
@@ -367,8 +368,8 @@ func TestExitAborted(t *testing.T) {
 			OnTimeout: func(context.Context, time.Duration) { hooks.Add(1) }})
 		ctx, token, _ := d.Enter(context.Background())
 		time.Sleep(2 * time.Second) // our timer fires
-		if got := d.Exit(ctx, token, policy.ErrAborted); got != policy.ErrAborted {
-			t.Errorf("Exit(ErrAborted) = %v, want policy.ErrAborted", got)
+		if got := d.Exit(ctx, token, stage.ErrAborted); got != stage.ErrAborted {
+			t.Errorf("Exit(ErrAborted) = %v, want stage.ErrAborted", got)
 		}
 		if got := collect(t, reader, telemetry.MetricTimeouts)["api"]; got != 0 || hooks.Load() != 0 {
 			t.Errorf("aborted call counted as a timeout: counter %d, hooks %d", got, hooks.Load())

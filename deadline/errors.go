@@ -16,7 +16,7 @@ import (
 var ErrExceeded error = &sentinel{msg: "deadline: timeout exceeded"}
 
 // newCause returns the cause of the contexts one Deadline creates: the one
-// value by which its Exit tells its own timer from the caller's cancellation
+// value by which it tells its own timer from the caller's cancellation
 // or deadline (fn sees it through context.Cause). Each Deadline has its own,
 // because a cause propagates to child contexts: with a shared one, an inner
 // Deadline (an attempt timeout) could take an outer Deadline's firing for its

@@ -21,8 +21,8 @@
 // success: the caller chose to stop), fails to read (that error: a failure),
 // or the context ends (its error). Keeping the attempt open is what keeps
 // the request's context, and every policy above it, alive while the caller
-// reads. Two-phase policies ([policy.Stage]) would not need the goroutine,
-// but a compose.Pipeline is not one: its retry wraps the attempts. The
+// reads. A policy's Execute must not return before fn has, so the exchange
+// needs a goroutine of its own for the call to outlive RoundTrip. The
 // final Read (EOF or error) and Close return only once Execute has returned,
 // so when they return the slot is free and the breaker has counted.
 //

@@ -28,15 +28,16 @@
 //     the panic propagate;
 //   - hold no lock while fn runs, and call user callbacks outside its locks.
 //
-// # Two-phase policies
+// # Why Execute is the whole contract
 //
-// Wrapping a call costs one closure per level when each level calls the
-// next through Execute, because the closure escapes through the Policy
-// interface. A policy that only needs to act before and after fn can also
-// implement [Stage] (Enter, then Exit with the outcome); a policy that runs
-// fn several times can implement [Repeater]. Package compose uses these
-// optional interfaces where present, so a pipeline of built-in policies
-// allocates no closure per call, and falls back to Execute otherwise. [Run]
-// and [Repeat] are the reference executions of the two interfaces: a
-// Stage's or Repeater's Execute must behave exactly as they do.
+// A Policy has one method. The built-in policies also run in two phases
+// (act before fn, act after fn) so that package compose can chain them
+// without a closure per level, but that two-phase interface is internal to
+// this module, not part of this contract, and decided so on purpose: it is
+// still moving (hedged attempts run side by side, an adaptive limit needs
+// each attempt's latency reported from below), and a public interface with
+// opaque tokens would freeze it before anyone could depend on it safely.
+// Nothing is lost to a user-written policy but speed: compose calls it
+// through Execute, which costs one closure (one allocation) per call when
+// it is not the innermost slot, and nothing when it is.
 package policy

@@ -14,11 +14,6 @@ import (
 // as a failure of the dependency.
 var ErrRejected = errors.New("policy: call rejected")
 
-// ErrAborted is what [Stage.Exit] is given in place of fn's error when fn
-// panicked or called runtime.Goexit. A Stage counts it as a failure and frees
-// what it holds; the panic then goes on up the stack.
-var ErrAborted = errors.New("policy: fn panicked or exited its goroutine")
-
 // NewSentinel returns a sentinel error with the message msg that also matches
 // [ErrRejected] with [errors.Is]. Policy packages use it for their rejection
 // sentinels (bulkhead.ErrFull, breaker.ErrOpen).

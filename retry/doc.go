@@ -1,7 +1,7 @@
 // Package retry runs a call again, after a growing wait, when it fails with
-// an error worth retrying. A [Retry] is a [policy.Repeater]: package compose
-// drives its loop with the inner policies run once per attempt, and
-// [Retry.Execute] runs the same loop on its own.
+// an error worth retrying. Package compose drives a [Retry]'s loop itself,
+// with the inner policies run once per attempt, and [Retry.Execute] runs the
+// same loop on its own.
 //
 // The schedule is github.com/cenkalti/backoff/v4's ExponentialBackOff,
 // configured from [Config]: by default waits of 100ms, 200ms, 400ms ...

@@ -9,10 +9,11 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
-var _ policy.Repeater = (*Retry)(nil)
+var _ stage.Repeater = (*repeater)(nil)
 
 // Retry runs a call again, after a wait, when it fails with an error worth
 // retrying; see the package documentation for the rules. Build one with
@@ -65,16 +66,16 @@ func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("retry: nil fn")
 	}
-	return policy.Repeat(ctx, r, fn)
+	return stage.Repeat(ctx, (*repeater)(r), fn)
 }
 
 // attemptKey is the context key of the attempt number.
 type attemptKey struct{}
 
-// AttemptContext returns the context attempt n (1-based) runs with: ctx
+// attemptContext returns the context attempt n (1-based) runs with: ctx
 // carrying n for [Attempt]. It is the only allocation of a call that
 // succeeds at once.
-func (r *Retry) AttemptContext(ctx context.Context, n int) context.Context {
+func (r *Retry) attemptContext(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, attemptKey{}, n)
 }
 
@@ -89,15 +90,15 @@ func Attempt(ctx context.Context) int {
 	return n
 }
 
-// Next decides what follows the failure of attempt n with err, ctx being the
+// next decides what follows the failure of attempt n with err, ctx being the
 // call's context (not the attempt's). It either waits (counting the retry,
 // adding a span event and calling OnRetry first) and returns again = true
-// with the state for the next call of Next, or returns again = false with
-// the error the call ends with. state must be nil on the first call of Next
+// with the state for the next call of next, or returns again = false with
+// the error the call ends with. state must be nil on the first call of next
 // for a call and the returned next afterwards. It is what [Retry.Execute]
-// runs between attempts, exported for pipelines that drive the loop
-// themselves ([policy.Repeater]).
-func (r *Retry) Next(ctx context.Context, n int, err error, state any) (again bool, next any, final error) {
+// runs between attempts, and what package compose calls when it drives the
+// loop itself (see internal/stage).
+func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (again bool, next stage.Token, final error) {
 	if err == nil {
 		return false, state, nil
 	}

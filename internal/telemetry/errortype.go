@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -28,7 +29,7 @@ const (
 func ErrorType(err error) string {
 	var typer ErrorTyper
 	switch {
-	case errors.Is(err, policy.ErrAborted):
+	case errors.Is(err, stage.ErrAborted):
 		return TypeAborted
 	case errors.As(err, &typer):
 		return typer.ErrorType()

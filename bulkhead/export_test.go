@@ -1,0 +1,16 @@
+package bulkhead
+
+import (
+	"context"
+
+	"github.com/watertight/watertight/internal/stage"
+)
+
+// Enter and Exit give the tests the two phases compose runs.
+func (b *Bulkhead) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+	return b.enter(ctx)
+}
+
+func (b *Bulkhead) Exit(ctx context.Context, token stage.Token, err error) error {
+	return b.exit(ctx, token, err)
+}

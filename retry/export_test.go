@@ -1,0 +1,16 @@
+package retry
+
+import (
+	"context"
+
+	"github.com/watertight/watertight/internal/stage"
+)
+
+// Next and AttemptContext give the tests the loop compose drives.
+func (r *Retry) Next(ctx context.Context, n int, err error, state stage.Token) (bool, stage.Token, error) {
+	return r.next(ctx, n, err, state)
+}
+
+func (r *Retry) AttemptContext(ctx context.Context, n int) context.Context {
+	return r.attemptContext(ctx, n)
+}
