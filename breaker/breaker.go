@@ -17,8 +17,9 @@ import (
 
 var _ stage.Stage = (*twoPhase)(nil)
 
-// kind is the watertight.policy.kind of a Breaker.
-const kind = "breaker"
+// Kind is the watertight.policy.kind of every Breaker, and the Kind of its
+// [policy.RejectedError]s.
+const Kind = "breaker"
 
 // machine is the gobreaker state machine a Breaker drives in two steps
 // (Enter, Exit); Execute drives its one-step face.
@@ -77,8 +78,8 @@ func New(cfg Config) (*Breaker, error) {
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	b := &Breaker{
 		settings:      r.settings(cfg.Name),
-		rejOpen:       telemetry.NewRejection(in, kind, cfg.Name, ReasonOpen, ErrOpen),
-		rejFull:       telemetry.NewRejection(in, kind, cfg.Name, ReasonHalfOpenFull, ErrOpen),
+		rejOpen:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonOpen, ErrOpen),
+		rejFull:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonHalfOpenFull, ErrOpen),
 		onReject:      cfg.OnReject,
 		onStateChange: cfg.OnStateChange,
 		tel:           newRecorder(in, cfg.Name),

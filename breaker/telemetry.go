@@ -23,7 +23,7 @@ type recorder struct {
 func newRecorder(in *telemetry.Instruments, name string) recorder {
 	rec := recorder{
 		transitions: in.Transitions,
-		kind:        telemetry.KeyKind.String(kind),
+		kind:        telemetry.KeyKind.String(Kind),
 		name:        telemetry.KeyName.String(name),
 	}
 	for s := Closed; s <= Open; s++ {

@@ -657,7 +657,7 @@ func TestStage(t *testing.T) {
 func TestExitWithoutEnterPanics(t *testing.T) {
 	b := mustNew(t, Config{Limit: 2})
 	defer func() {
-		if r := recover(); r != "bulkhead: Exit without a matching Enter" {
+		if r := recover(); r != "bulkhead: slot released twice" {
 			t.Errorf("panic = %v", r)
 		}
 		checkCounts(t, b, 0, 0)

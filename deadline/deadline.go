@@ -10,8 +10,9 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// kind is the watertight.policy.kind of every Deadline.
-const kind = "deadline"
+// Kind is the watertight.policy.kind of every Deadline (on its
+// watertight.timeouts counter and timeout events).
+const Kind = "deadline"
 
 var _ stage.Stage = (*twoPhase)(nil)
 
@@ -40,7 +41,7 @@ func New(cfg Config) (*Deadline, error) {
 		name:      cfg.Name,
 		timeout:   cfg.Timeout,
 		cause:     newCause(cfg.Name, cfg.Timeout),
-		record:    telemetry.NewTimeout(in, kind, cfg.Name),
+		record:    telemetry.NewTimeout(in, Kind, cfg.Name),
 		onTimeout: cfg.OnTimeout,
 	}, nil
 }

@@ -781,7 +781,7 @@ func TestTelemetry(t *testing.T) {
 			kindV, _ := set.Value(telemetry.KeyKind)
 			nameV, _ := set.Value(telemetry.KeyName)
 			attV, _ := set.Value(telemetry.KeyAttempt)
-			waitV, _ := set.Value(KeyWait)
+			waitV, _ := set.Value(telemetry.KeyWait)
 			if e.Name != telemetry.EventRetry || kindV.AsString() != "retry" || nameV.AsString() != "llm" ||
 				attV.AsInt64() != want[i].attempt || waitV.AsFloat64() != want[i].wait || set.Len() != 4 {
 				t.Errorf("event %d = %s %v, want attempt %d wait %v", i, e.Name, e.Attributes, want[i].attempt, want[i].wait)

@@ -11,12 +11,9 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// kind is the watertight.policy.kind of a Retry.
-const kind = "retry"
-
-// KeyWait is the attribute of a watertight.retry span event that holds the
-// wait before the next attempt, in seconds.
-const KeyWait = attribute.Key("watertight.retry.wait")
+// Kind is the watertight.policy.kind of every Retry (on its counters and
+// span events).
+const Kind = "retry"
 
 // recorder holds the telemetry of one Retry, prepared at New so that
 // recording builds no attribute set per call.
@@ -33,8 +30,8 @@ func newRecorder(mp metric.MeterProvider, name string) recorder {
 	return recorder{
 		attempts:  in.Attempts,
 		exhausted: in.Exhausted,
-		opts:      telemetry.AddOptions(telemetry.PolicyAttrs(kind, name)...),
-		kind:      telemetry.KeyKind.String(kind),
+		opts:      telemetry.AddOptions(telemetry.PolicyAttrs(Kind, name)...),
+		kind:      telemetry.KeyKind.String(Kind),
 		name:      telemetry.KeyName.String(name),
 	}
 }
@@ -46,7 +43,7 @@ func (rec *recorder) scheduled(ctx context.Context, attempt int, wait time.Durat
 		span.AddEvent(telemetry.EventRetry, trace.WithAttributes(
 			rec.kind, rec.name,
 			telemetry.KeyAttempt.Int(attempt),
-			KeyWait.Float64(wait.Seconds()),
+			telemetry.KeyWait.Float64(wait.Seconds()),
 		))
 	}
 }

@@ -15,6 +15,7 @@ const (
 	KeyAttempt  = attribute.Key("watertight.retry.attempt")
 	KeyState    = attribute.Key("watertight.breaker.state")
 	KeyFrom     = attribute.Key("watertight.breaker.from")
+	KeyWait     = attribute.Key("watertight.retry.wait") // seconds, on watertight.retry events
 	KeyError    = attribute.Key("error.type")
 )
 
