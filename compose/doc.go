@@ -12,7 +12,7 @@
 //	  │  (one slot held for the whole call, every retry and wait included)
 //	  ▼
 //	Deadline ─── the budget for the whole call: every attempt and every wait
-//	  │          (time spent queued in the bulkhead is not counted)
+//	  │          (time queued in the bulkhead is not counted: MaxWait bounds it)
 //	  ▼
 //	Retry ────── repeats what is below; stops on a rejection, a permanent error,
 //	  │   ▲      the caller's cancellation, or when the budget is spent

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/watertight/watertight/internal/pipeopt"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
@@ -58,15 +59,10 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := pipeopt.Apply(opts)
 	pl := &Pipeline{
 		name:        name,
-		tracer:      telemetry.NewTracer(o.tp),
+		tracer:      telemetry.NewTracer(o.TracerProvider),
 		spanName:    "watertight " + name,
 		attemptName: "watertight " + name + " attempt",
 		pipelineKV:  telemetry.KeyPipeline.String(name),
@@ -88,7 +84,7 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	for n := 1; n <= prebuiltAttempts; n++ {
 		pl.attemptOpts = append(pl.attemptOpts, attemptOptions(n))
 	}
-	pl.duration = telemetry.NewInstruments(o.mp).CallDuration
+	pl.duration = telemetry.NewInstruments(o.MeterProvider).CallDuration
 	pl.okOpts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pl.pipelineKV))}
 	pl.errOpts = make(map[string][]metric.RecordOption)
 	for _, t := range []string{telemetry.TypeRejected, telemetry.TypeTimeout, telemetry.TypeCanceled,

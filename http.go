@@ -1,0 +1,88 @@
+package watertight
+
+import (
+	"net/http"
+
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/httppolicy"
+)
+
+// HTTPOptions are the settings of the httppolicy.Transport that
+// [NewHTTPClient] builds. The zero value is valid: failures are 5xx, 408 and
+// 429 ([httppolicy.DefaultIsFailure]), and requests that are not idempotent
+// are retried only when the server plainly did not process them.
+type HTTPOptions struct {
+	// IsFailure is httppolicy.Transport.IsFailure: whether a response is a
+	// failure of the dependency. Nil means httppolicy.DefaultIsFailure.
+	IsFailure func(*http.Response) bool
+
+	// RetryUnsafe is httppolicy.Transport.RetryUnsafe: retry POST and
+	// PATCH requests without an idempotency key after any failure.
+	RetryUnsafe bool
+}
+
+// Client is an *http.Client whose every request runs through Pipeline, over
+// a connection pool of its own. Build one with [NewHTTPClient]; it is safe
+// for concurrent use by multiple goroutines. Hand Client.Client to an SDK
+// (openai-go's and anthropic-sdk-go's option.WithHTTPClient) or use it
+// directly.
+type Client struct {
+	*http.Client
+	// Pipeline is the pipeline every request runs through, one call per
+	// request: its bulkhead slot and deadline last until the response body
+	// has been read to its end or closed.
+	Pipeline *Pipeline
+
+	base *http.Transport
+}
+
+// NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
+// an *http.Client whose Transport (an httppolicy.Transport with the
+// settings of h) runs every request through it. The requests go out over a
+// transport of their own, httppolicy.NewDependencyTransport sized to the
+// bulkhead's Limit (or, without a bulkhead, a clone of
+// http.DefaultTransport's settings), so an admitted call never waits unseen
+// for a connection and no other dependency shares its pool. The client has
+// no Timeout of its own: the pipeline's deadlines bound each request, its
+// body included.
+//
+// Its errors are New's. Call [Client.Close] when done with the client.
+func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
+	p, err := New(name, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var base *http.Transport
+	if bh := p.Bulkhead(); bh != nil {
+		base = httppolicy.NewDependencyTransport(bh.Limit())
+	} else {
+		// No bulkhead to match: http.DefaultTransport's settings, caps
+		// included (none on connections, net/http's default on idle ones).
+		base = httppolicy.NewDependencyTransport(1)
+		base.MaxConnsPerHost = 0
+		base.MaxIdleConnsPerHost = 0
+	}
+	return &Client{
+		Client: &http.Client{Transport: &httppolicy.Transport{
+			Base:        base,
+			Policy:      p,
+			IsFailure:   h.IsFailure,
+			RetryUnsafe: h.RetryUnsafe,
+		}},
+		Pipeline: p,
+		base:     base,
+	}, nil
+}
+
+// Close closes the client's idle connections and its Pipeline. It is safe
+// on a nil Client and may be called more than once; the client keeps
+// working afterwards, opening connections as it needs them.
+func (c *Client) Close() error {
+	if c == nil {
+		return nil
+	}
+	if c.base != nil {
+		c.base.CloseIdleConnections()
+	}
+	return c.Pipeline.Close()
+}
