@@ -6,13 +6,14 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/watertight/watertight"
 )
 
 // Anthropic is an anthropic-sdk-go v2 client whose every request runs
 // through its own watertight pipeline. It is safe for concurrent use.
 type Anthropic struct {
 	client anthropic.Client
-	guard  *Guard
+	guard  *watertight.Client
 	model  anthropic.Model
 }
 
@@ -29,7 +30,7 @@ func NewAnthropic(baseURL, apiKey string, l Limits) (*Anthropic, error) {
 	client := anthropic.NewClient(
 		option.WithBaseURL(baseURL),
 		option.WithAPIKey(apiKey),
-		option.WithHTTPClient(g.HTTPClient),
+		option.WithHTTPClient(g.Client),
 		// Off, as for OpenAI: otherwise attempts multiply (3 of ours x 3 of
 		// the SDK's = 9 requests), and the SDK's backoff waits between our
 		// Executes, bounded by no deadline of ours and counted by no
@@ -44,7 +45,7 @@ func NewAnthropic(baseURL, apiKey string, l Limits) (*Anthropic, error) {
 }
 
 // Guard returns the client's pipeline.
-func (c *Anthropic) Guard() *Guard { return c.guard }
+func (c *Anthropic) Guard() *watertight.Client { return c.guard }
 
 // Close closes the pipeline's idle connections and instruments.
 func (c *Anthropic) Close() error { return c.guard.Close() }

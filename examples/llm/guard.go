@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"time"
 
+	"github.com/watertight/watertight"
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
-	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -52,77 +49,24 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Guard is the pipeline for one provider and the HTTP client that runs every
-// request of its SDK through it.
-type Guard struct {
-	Bulkhead *bulkhead.Bulkhead
-	Breaker  *breaker.Breaker
-	Pipeline *compose.Pipeline
-	// HTTPClient is what the SDK gets with option.WithHTTPClient.
-	HTTPClient *http.Client
-
-	base *http.Transport
-}
-
 // NewGuard builds the pipeline named name, outermost first: bulkhead,
-// deadline (whole call), retry, breaker, attempt deadline. Each provider
-// gets its own, so one provider's trouble fills its own bulkhead and trips
-// its own breaker, and no other's.
-func NewGuard(name string, l Limits) (*Guard, error) {
-	bh, err := bulkhead.New(bulkhead.Config{Name: name, Limit: l.Slots, MaxQueue: l.Queue, MaxWait: l.QueueWait})
-	if err != nil {
-		return nil, err
-	}
-	call, err := deadline.New(deadline.Config{Name: name, Timeout: l.CallTimeout})
-	if err != nil {
-		bh.Close()
-		return nil, err
-	}
-	attempt, err := deadline.New(deadline.Config{Name: name + ".attempt", Timeout: l.AttemptTimeout})
-	if err != nil {
-		bh.Close()
-		return nil, err
-	}
-	rcfg := retry.Config{Name: name, MaxAttempts: l.Attempts, InitialInterval: l.Backoff, MaxInterval: l.MaxWait}
+// deadline (whole call), retry, breaker, attempt deadline, and the HTTP
+// client that runs every request of a provider's SDK through it, over a
+// connection pool capped at the bulkhead's limit. Each provider gets its
+// own, so one provider's trouble fills its own bulkhead and trips its own
+// breaker, and no other's.
+func NewGuard(name string, l Limits) (*watertight.Client, error) {
+	rcfg := retry.Config{MaxAttempts: l.Attempts, InitialInterval: l.Backoff, MaxInterval: l.MaxWait}
 	if l.OnRetry != nil {
 		rcfg.OnRetry = func(_ context.Context, n int, err error, wait time.Duration) { l.OnRetry(n, err, wait) }
 	}
-	rt, err := retry.New(rcfg)
-	if err != nil {
-		bh.Close()
-		return nil, err
-	}
-	br, err := breaker.New(breaker.Config{Name: name, ConsecutiveFailures: l.TripAfter, OpenTimeout: l.OpenFor, OnStateChange: l.OnState})
-	if err != nil {
-		bh.Close()
-		return nil, err
-	}
-	pl, err := compose.New(name, compose.Policies{Bulkhead: bh, Deadline: call, Retry: rt, Breaker: br, Attempt: attempt})
-	if err != nil {
-		bh.Close()
-		br.Close()
-		return nil, err
-	}
-	// One connection pool per provider, capped at the bulkhead's limit: an
-	// admitted call never queues unseen for a connection.
-	base := httppolicy.NewDependencyTransport(l.Slots)
-	return &Guard{
-		Bulkhead: bh,
-		Breaker:  br,
-		Pipeline: pl,
-		HTTPClient: &http.Client{Transport: &httppolicy.Transport{
-			Base:   base,
-			Policy: pl,
-		}},
-		base: base,
-	}, nil
-}
-
-// Close drops the idle connections and the policies' observable
-// instruments. The Guard keeps working afterwards.
-func (g *Guard) Close() error {
-	g.base.CloseIdleConnections()
-	return errors.Join(g.Bulkhead.Close(), g.Breaker.Close())
+	return watertight.NewHTTPClient(name, watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: l.Slots, MaxQueue: l.Queue, MaxWait: l.QueueWait},
+		Deadline: &deadline.Config{Timeout: l.CallTimeout},
+		Retry:    &rcfg,
+		Breaker:  &breaker.Config{ConsecutiveFailures: l.TripAfter, OpenTimeout: l.OpenFor, OnStateChange: l.OnState},
+		Attempt:  &deadline.Config{Timeout: l.AttemptTimeout},
+	}, watertight.HTTPOptions{})
 }
 
 // Chat is the little the demo and the tests ask of each provider's client:
@@ -135,5 +79,5 @@ type Chat interface {
 	// ended and been closed.
 	Stream(ctx context.Context, prompt string, onDelta func(string)) (string, error)
 	// Guard returns the pipeline the client's requests run through.
-	Guard() *Guard
+	Guard() *watertight.Client
 }

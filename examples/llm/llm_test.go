@@ -102,7 +102,7 @@ func TestCompleteAndStream(t *testing.T) {
 			if n := p.fake.Requests(); n != 2 {
 				t.Errorf("fake saw %d requests, want 2", n)
 			}
-			if a := p.chat.Guard().Bulkhead.Active(); a != 0 {
+			if a := p.chat.Guard().Pipeline.Bulkhead().Active(); a != 0 {
 				t.Errorf("Active() = %d after the calls, want 0", a)
 			}
 		})
@@ -123,7 +123,7 @@ func TestSlowProviderFillsOnlyItsOwnBulkhead(t *testing.T) {
 			for i := range calls {
 				wg.Go(func() { _, errs[i] = slow.chat.Complete(ctx, "hi") })
 			}
-			bh := slow.chat.Guard().Bulkhead
+			bh := slow.chat.Guard().Pipeline.Bulkhead()
 			waitFor(t, "the slow provider's bulkhead to fill", func() bool { return bh.Active() == bh.Limit() })
 
 			// The other provider answers while the slow one's bulkhead is full.
@@ -157,7 +157,7 @@ func TestSlowProviderFillsOnlyItsOwnBulkhead(t *testing.T) {
 			if a := bh.Active(); a != 0 {
 				t.Errorf("slow bulkhead Active() = %d at the end, want 0", a)
 			}
-			if s := slow.chat.Guard().Breaker.State(); s != breaker.Closed {
+			if s := slow.chat.Guard().Pipeline.Breaker().State(); s != breaker.Closed {
 				t.Errorf("slow provider's breaker is %v: rejections must not count as failures", s)
 			}
 		})
@@ -266,7 +266,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 			}
 			p := newTestPair(t, api, FakeConfig{}, l)
 			healthy := newTestPair(t, other(api), FakeConfig{}, testLimits())
-			br := p.chat.Guard().Breaker
+			br := p.chat.Guard().Pipeline.Breaker()
 			ctx := context.Background()
 
 			p.fake.SetMode(Fail)
@@ -291,7 +291,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 			if _, err := healthy.chat.Complete(ctx, "hi"); err != nil {
 				t.Errorf("other provider: %v", err)
 			}
-			if s := healthy.chat.Guard().Breaker.State(); s != breaker.Closed {
+			if s := healthy.chat.Guard().Pipeline.Breaker().State(); s != breaker.Closed {
 				t.Errorf("other provider's breaker %v, want closed", s)
 			}
 
@@ -319,7 +319,7 @@ func TestStreamHoldsItsSlotUntilItEnds(t *testing.T) {
 			l := testLimits()
 			l.Slots = 1
 			p := newTestPair(t, api, FakeConfig{ChunkGap: 20 * time.Millisecond}, l)
-			bh := p.chat.Guard().Bulkhead
+			bh := p.chat.Guard().Pipeline.Bulkhead()
 			ctx := context.Background()
 
 			var during []int
@@ -375,7 +375,7 @@ func TestHungProviderIsCut(t *testing.T) {
 			if n := p.fake.Requests(); n != 1 {
 				t.Errorf("fake saw %d requests, want 1: a POST that timed out may have been processed", n)
 			}
-			if a := p.chat.Guard().Bulkhead.Active(); a != 0 {
+			if a := p.chat.Guard().Pipeline.Bulkhead().Active(); a != 0 {
 				t.Errorf("Active() = %d after the call, want 0", a)
 			}
 		})

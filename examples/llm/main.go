@@ -175,7 +175,7 @@ func slowProvider() error {
 			results <- outcome{err, time.Since(start)}
 		})
 	}
-	bh := oa.chat.Guard().Bulkhead
+	bh := oa.chat.Guard().Pipeline.Bulkhead()
 	for bh.Active() < bh.Limit() {
 		time.Sleep(time.Millisecond)
 	}
@@ -258,10 +258,10 @@ func breakerCycle() error {
 	fmt.Printf("   the fake saw %d requests (a POST answered 500 is not retried: it may have been processed)\n",
 		an.fake.Requests())
 	_, err = oa.chat.Complete(ctx, "hi")
-	fmt.Printf("   openai meanwhile: %s, its breaker %s\n", describe(err), oa.chat.Guard().Breaker.State())
+	fmt.Printf("   openai meanwhile: %s, its breaker %s\n", describe(err), oa.chat.Guard().Pipeline.Breaker().State())
 
 	an.fake.SetMode(OK)
-	br := an.chat.Guard().Breaker
+	br := an.chat.Guard().Pipeline.Breaker()
 	start := time.Now()
 	for br.State() == breaker.Open {
 		time.Sleep(5 * time.Millisecond)
@@ -281,7 +281,7 @@ func streamSlot() error {
 		if err != nil {
 			return err
 		}
-		bh := p.chat.Guard().Bulkhead
+		bh := p.chat.Guard().Pipeline.Bulkhead()
 		var during []int
 		start := time.Now()
 		_, err = p.chat.Stream(context.Background(), "hi", func(string) { during = append(during, bh.Active()) })
@@ -308,7 +308,7 @@ func hung() error {
 		start := time.Now()
 		_, err = p.chat.Complete(context.Background(), "hi")
 		took := time.Since(start)
-		active := p.chat.Guard().Bulkhead.Active()
+		active := p.chat.Guard().Pipeline.Bulkhead().Active()
 		p.close()
 		fmt.Printf("   %-9s %s after %s (attempt timeout 500ms); slots held after: %d\n", api, describe(err), ms(took), active)
 	}

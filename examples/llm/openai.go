@@ -6,13 +6,14 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/watertight/watertight"
 )
 
 // OpenAI is an openai-go v3 client whose every request runs through its own
 // watertight pipeline. It is safe for concurrent use.
 type OpenAI struct {
 	client openai.Client
-	guard  *Guard
+	guard  *watertight.Client
 	model  string
 }
 
@@ -31,7 +32,7 @@ func NewOpenAI(baseURL, apiKey string, l Limits) (*OpenAI, error) {
 		// Every attempt goes through httppolicy.Transport: the bulkhead, the
 		// deadline, the retry (which honours Retry-After-Ms and Retry-After)
 		// and the breaker.
-		option.WithHTTPClient(g.HTTPClient),
+		option.WithHTTPClient(g.Client),
 		// The SDK's own retries are off. Left on (2 by default), they run
 		// around our transport: each SDK try is a whole Execute of the
 		// pipeline, so our 3 attempts become up to 3 x 3 = 9 requests, and
@@ -44,7 +45,7 @@ func NewOpenAI(baseURL, apiKey string, l Limits) (*OpenAI, error) {
 }
 
 // Guard returns the client's pipeline.
-func (c *OpenAI) Guard() *Guard { return c.guard }
+func (c *OpenAI) Guard() *watertight.Client { return c.guard }
 
 // Close closes the pipeline's idle connections and instruments.
 func (c *OpenAI) Close() error { return c.guard.Close() }

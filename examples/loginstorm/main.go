@@ -49,8 +49,8 @@
 // With the bulkhead, a login never waits for a chat; what is left is the
 // cost of the wave itself: 50 requests on 50 new connections at once, client
 // and server in one process on two cores, while the 20 chats that waited
-// 1 s are answered 503. Measured, that is 4-9 ms of CPU, so a few
-// milliseconds of wall time. The one thing found to double or triple it was
+// 1 s are answered 503: a few milliseconds of CPU, so a few milliseconds
+// of wall time (the README gives the measured figures). The one thing found to double or triple it was
 // a garbage collection landing in the wave: the heap starts at the
 // runtime's 4 MB minimum goal, the 80 chats' connections fill most of it,
 // and the logins tip it over, so the first collection of the process lands
