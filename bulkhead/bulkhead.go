@@ -74,10 +74,9 @@ func New(cfg Config) (*Bulkhead, error) {
 // its queue are full or the call waited Config.MaxWait in vain; or ctx.Err()
 // if ctx is done on entry or while waiting, in which case fn is not run.
 // Execute panics if ctx or fn is nil.
-//
-// Execute is equivalent to stage.Run(ctx, b, fn), written out so that the
-// success path costs one deferred call and no interface dispatch.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
+	// The two phases compose runs (enter, exit), written out so that the
+	// success path costs one deferred call and no interface dispatch.
 	if ctx == nil {
 		panic("bulkhead: nil Context")
 	}

@@ -53,8 +53,10 @@ func (d *Deadline) Timeout() time.Duration { return d.timeout }
 // returns when fn returns: fn's error, or an [*ExceededError] wrapping it
 // if the Deadline's own timeout fired and fn failed. A panic in fn goes on
 // up the stack once the timer has been released. Execute panics if ctx or
-// fn is nil. It behaves exactly as stage.Run(ctx, d, fn).
+// fn is nil.
 func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
+	// The two phases compose runs (enter, exit), as stage.Run would run
+	// them, with the no-timer case short-cut.
 	if ctx == nil {
 		panic("deadline: nil Context")
 	}
