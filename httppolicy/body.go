@@ -2,9 +2,12 @@ package httppolicy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/watertight/watertight/retry"
 )
 
 // streamBody is the body of an accepted response. It tells the attempt
@@ -12,23 +15,67 @@ import (
 // caller's final Read or Close wait until Execute has returned, so that
 // when they return the bulkhead slot is free and the breaker has counted
 // the outcome.
+//
+// When the attempt's context ends the stream (a Deadline, an Attempt
+// timeout, the caller's cancellation), the read error net/http gives is the
+// context's error or its cause, which says neither which policy fired nor
+// that one did (the cause a deadline.Deadline sets matches
+// context.DeadlineExceeded but not deadline.ErrExceeded). The error
+// Execute returned does: a Read that fails then returns that instead, the
+// error RoundTrip would have returned had the context ended before the
+// headers.
 type streamBody struct {
 	rc       io.ReadCloser
 	ended    atomic.Bool
 	done     chan error // 1-buffered: the stream's outcome, sent once
 	finished <-chan struct{}
+
+	// Written on the exchange's goroutine before finished is closed, and
+	// read only after it is (the close orders them): marked is what the
+	// attempt returned when the context ended the stream (nil if it did
+	// not), ctxErr the context's error it marked, and callErr the error
+	// Execute returned then.
+	marked, ctxErr, callErr error
 }
 
 // Read reads from the response body. At EOF the call ends as a success; a
-// read error ends it as a failure.
+// read error ends it as a failure. A read error caused by the end of the
+// attempt's context is replaced by the error the call ended with.
 func (b *streamBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		b.end(nil)
 	} else if err != nil {
-		b.end(err)
+		b.end(err) // returns once finished is closed: callErr is set
+		if b.callErr != nil {
+			err = b.callErr
+		}
 	}
 	return n, err
+}
+
+// endedByContext is what the attempt returns when ctx ended the stream:
+// ctx's error, marked with retry.Permanent (nothing is retried once the
+// caller has the response).
+func (b *streamBody) endedByContext(ctx context.Context) error {
+	b.ctxErr = ctx.Err()
+	b.marked = retry.Permanent(b.ctxErr)
+	return b.marked
+}
+
+// setCallErr records err, the error Execute returned, for the final Read,
+// if the context ended the stream. If err is the attempt's own marked error
+// (no policy changed it: no retry policy took the marker off), the caller
+// gets the context's error without the marker, as RoundTrip's caller does.
+// A policy that turned the error into nil leaves the read error as it is.
+func (b *streamBody) setCallErr(err error) {
+	if b.marked == nil {
+		return
+	}
+	if err == b.marked {
+		err = b.ctxErr
+	}
+	b.callErr = err
 }
 
 // Close closes the response body and ends the call; closing before EOF is

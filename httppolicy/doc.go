@@ -39,6 +39,18 @@
 // http.Transport.ResponseHeaderTimeout in Base (that timeout is a transport
 // error, retried like any other).
 //
+// A timeout gives the same error whether it ends the wait for headers or
+// the stream: when the context ends the stream, the Read that fails
+// returns the error the call ended with, not net/http's read error. A
+// Deadline or Attempt timeout thus gives an error matching
+// deadline.ErrExceeded and context.DeadlineExceeded (a
+// *deadline.ExceededError naming the policy that fired), and the caller's
+// own cancellation context.Canceled, as RoundTrip would have returned.
+//
+// A base RoundTripper that returns neither a response nor an error is
+// broken: the attempt fails with an error naming its type, as http.Client
+// reports it, which a breaker counts and no retry repeats.
+//
 // A caller that never closes the body, and never reads it to the end, holds
 // the bulkhead slot and a goroutine until the request's context (or the
 // Deadline) is done, just as net/http keeps the connection: always close
@@ -54,7 +66,10 @@
 //	failure status (IsFailure)           *StatusError, with RetryAfter       that last response, nil error
 //	success, no body (HEAD, 204...)      nil                                 the response
 //	success with a body                  nil at EOF or early Close,          the response, at once; the body's
-//	                                     the read error if it breaks         Read returns the stream's error
+//	                                     the read error if it breaks,        Read returns the stream's error,
+//	                                     ctx's error if ctx ends it          or the call's if ctx ended it
+//	the base returns nil, nil            an error naming the base,           that error
+//	                                     marked with retry.Permanent
 //	rejected before any attempt          -                                   the rejection (errors.Is policy.ErrRejected)
 //	rejected after a failure status      -                                   the rejection; the response is closed
 //
@@ -107,6 +122,13 @@
 // it gets keeps http.Flusher, http.Hijacker and http.ResponseController
 // working. A panic in the handler frees the policy's hold and goes on to
 // net/http, which recovers it.
+//
+// The handler sets its headers in a map of its own, copied into the
+// response's as it answers (first WriteHeader, Write, Flush...): a 503 or
+// 504 written in its place goes out over the headers as they were when
+// Handler was called, keeping an outer middleware's Content-Encoding and
+// leaving out the handler's Set-Cookie or Cache-Control. Trailers work as
+// net/http documents them.
 //
 // The 503 and 504 bodies are the plain status texts: rejection details
 // (policy names, reasons) stay on the server, in telemetry.

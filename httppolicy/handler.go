@@ -48,6 +48,21 @@ type HandlerConfig struct {
 // (it has an Unwrap method). A panic in h propagates to net/http once p has
 // freed what it held.
 //
+// Until h answers (its first WriteHeader with a final status, Write,
+// ReadFrom, Flush or Hijack), the headers it sets go into a map of its own,
+// a copy of the response's headers as they were when Handler was called;
+// they are copied into the response's headers as h answers, and an
+// informational (1xx) status goes out with them. So the 503 and 504 that
+// Handler writes itself go out over the headers as they were on entry: a
+// header a middleware outside Handler set (a gzip middleware's
+// Content-Encoding) is kept, while the Set-Cookie, Cache-Control or
+// Content-Encoding of an h that ran past the deadline without answering
+// are not sent. Once h has answered, Header returns the response's own
+// map, so trailers work as net/http documents them; trailers h sets after
+// answering in the map it got before are copied when it returns. A handler
+// that unwraps the writer and writes to the server's own writer bypasses
+// its map: the headers it set through Header are not sent.
+//
 // It panics if p or h is nil. The handler is safe for concurrent use if p
 // and h are.
 func Handler(p policy.Policy, h http.Handler, cfg HandlerConfig) http.Handler {
@@ -126,6 +141,7 @@ func (c *serverCall) run(ctx context.Context) error {
 	}
 	c.ran = true
 	c.h.ServeHTTP(&c.rw, c.r.WithContext(ctx))
+	c.rw.mergeTrailers()
 	if c.rw.status >= 500 {
 		return retry.Permanent(&StatusError{StatusCode: c.rw.status})
 	}

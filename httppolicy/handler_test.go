@@ -2,12 +2,15 @@ package httppolicy_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -350,5 +353,251 @@ func TestHandlerNilArguments(t *testing.T) {
 			}()
 			tt.fn()
 		})
+	}
+}
+
+// withHeader is an outer middleware that sets a header on the way in, for
+// every response, as request-id or CORS middlewares do.
+func withHeader(key, value string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(key, value)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// gzipOutside is an outer middleware that compresses the whole response:
+// Content-Encoding is set on entry, whatever the inner handler answers
+// (go.dev/issue/66343).
+func gzipOutside(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		defer gz.Close()
+		next.ServeHTTP(gzipWriter{ResponseWriter: w, gz: gz}, r)
+	})
+}
+
+type gzipWriter struct {
+	http.ResponseWriter
+	gz *gzip.Writer
+}
+
+func (w gzipWriter) Write(b []byte) (int, error) { return w.gz.Write(b) }
+
+// protoServer starts h over HTTP/1.1 or, with TLS, HTTP/2, and returns the
+// server's own client (its idle connections are closed with the server).
+func protoServer(t *testing.T, h http.Handler, h2 bool) (*httptest.Server, *http.Client) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, srv.Client()
+}
+
+// TestHandlerOwnHeaders checks that the headers the inner handler sets go
+// out only if it answers: the 504 that Handler writes in its place goes out
+// over the headers as they were on entry.
+func TestHandlerOwnHeaders(t *testing.T) {
+	const cacheable = "public, max-age=86400"
+	// setAll sets headers that must never reach a 504: an encoding the
+	// plain-text body does not have, a cookie, and a long cache lifetime.
+	setAll := func(w http.ResponseWriter) {
+		h := w.Header()
+		h.Set("Content-Encoding", "gzip")
+		h.Set("Set-Cookie", "session=1")
+		h.Set("Cache-Control", cacheable)
+	}
+	timesOut := func(w http.ResponseWriter, r *http.Request) {
+		setAll(w)
+		<-r.Context().Done()
+	}
+	dropped := map[string]string{"Set-Cookie": "", "Cache-Control": "", "Content-Encoding": ""}
+	tests := []struct {
+		name     string
+		outer    func(http.Handler) http.Handler // nil: none
+		h        http.HandlerFunc
+		wantCode int
+		wantBody string
+		want     map[string]string // header values the client sees; "" means absent
+		wantGzip bool              // the client decompressed the body
+		want1xx  string            // the Link header of a 103, if one is expected
+	}{
+		{"timed out: handler's headers dropped", nil, timesOut, 504, "Gateway Timeout\n", dropped, false, ""},
+		{"timed out: outer header kept", withHeader("X-Outer", "kept"), timesOut, 504, "Gateway Timeout\n",
+			map[string]string{"X-Outer": "kept", "Set-Cookie": "", "Cache-Control": ""}, false, ""},
+		{"timed out under an outer gzip", gzipOutside, timesOut, 504, "Gateway Timeout\n",
+			map[string]string{"Set-Cookie": "", "Cache-Control": ""}, true, ""},
+		{"timed out after a 103", nil, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			setAll(w)
+			<-r.Context().Done()
+		}, 504, "Gateway Timeout\n", map[string]string{"Link": "", "Set-Cookie": "", "Cache-Control": ""}, false, "</a.css>; rel=preload"},
+		{"answered: handler's headers sent", withHeader("X-Outer", "kept"), func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Set-Cookie", "session=1")
+			w.Header().Set("Cache-Control", cacheable)
+			io.WriteString(w, "ok")
+		}, 200, "ok", map[string]string{"X-Outer": "kept", "Set-Cookie": "session=1", "Cache-Control": cacheable}, false, ""},
+		{"answered: outer header deleted by handler", withHeader("X-Outer", "kept"), func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Del("X-Outer")
+			w.WriteHeader(http.StatusAccepted)
+		}, 202, "", map[string]string{"X-Outer": ""}, false, ""},
+		{"status written then timed out: headers kept", nil, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusAccepted)
+			<-r.Context().Done()
+		}, 202, "", map[string]string{"Cache-Control": "no-store"}, false, ""},
+		{"flushed then timed out: headers kept", nil, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-store")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, 200, "", map[string]string{"Cache-Control": "no-store"}, false, ""},
+	}
+	for _, h2 := range []bool{false, true} {
+		for _, tt := range tests {
+			name := "HTTP1/" + tt.name
+			if h2 {
+				name = "HTTP2/" + tt.name
+			}
+			t.Run(name, func(t *testing.T) {
+				var h http.Handler = httppolicy.Handler(newPipeline(t, compose.Policies{Deadline: newDeadline(t, 20*time.Millisecond)}), tt.h, httppolicy.HandlerConfig{})
+				if tt.outer != nil {
+					h = tt.outer(h)
+				}
+				srv, client := protoServer(t, h, h2)
+				var got1xx string
+				trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
+					got1xx = header.Get("Link")
+					return nil
+				}}
+				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", srv.URL, nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatalf("reading the %d: %v", resp.StatusCode, err)
+				}
+				if resp.StatusCode != tt.wantCode || string(body) != tt.wantBody {
+					t.Fatalf("got %d %q, want %d %q", resp.StatusCode, body, tt.wantCode, tt.wantBody)
+				}
+				for k, v := range tt.want {
+					if got := resp.Header.Get(k); got != v {
+						t.Errorf("%s = %q, want %q", k, got, v)
+					}
+				}
+				if resp.Uncompressed != tt.wantGzip {
+					t.Errorf("decompressed %v, want %v", resp.Uncompressed, tt.wantGzip)
+				}
+				if got1xx != tt.want1xx {
+					t.Errorf("1xx Link = %q, want %q", got1xx, tt.want1xx)
+				}
+			})
+		}
+	}
+}
+
+// TestHandlerTrailers checks that trailers still work although the handler
+// writes its headers into a map of its own until it answers: declared with
+// the Trailer header before the first write, or with http.TrailerPrefix
+// after it, through w.Header() or through the map the handler got from it
+// before writing.
+func TestHandlerTrailers(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.HandlerFunc
+	}{
+		{"declared, set after the write", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "abc")
+		}},
+		{"declared, set after WriteHeader", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Sum")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "abc")
+		}},
+		{"declared, set after a flush", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Sum")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "abc")
+		}},
+		// Undeclared trailers need a chunked response over HTTP/1.1: the
+		// flush makes one (a short body would get a Content-Length).
+		{"TrailerPrefix after the write", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "body")
+			w.(http.Flusher).Flush()
+			w.Header().Set(http.TrailerPrefix+"X-Sum", "abc")
+		}},
+		{"declared, set in the map kept from before the write", func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("Trailer", "X-Sum")
+			io.WriteString(w, "body")
+			h.Set("X-Sum", "abc")
+		}},
+		{"TrailerPrefix in the map kept from before the write", func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			io.WriteString(w, "body")
+			w.(http.Flusher).Flush()
+			h.Set(http.TrailerPrefix+"X-Sum", "abc")
+		}},
+	}
+	for _, h2 := range []bool{false, true} {
+		for _, tt := range tests {
+			name := "HTTP1/" + tt.name
+			if h2 {
+				name = "HTTP2/" + tt.name
+			}
+			t.Run(name, func(t *testing.T) {
+				h := httppolicy.Handler(newPipeline(t, compose.Policies{Deadline: newDeadline(t, time.Minute)}), tt.h, httppolicy.HandlerConfig{})
+				srv, client := protoServer(t, h, h2)
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if got := readAll(t, resp.Body); got != "body" {
+					t.Fatalf("body %q", got)
+				}
+				if got := resp.Trailer.Get("X-Sum"); got != "abc" {
+					t.Fatalf("trailer X-Sum = %q, want %q (trailers %v)", got, "abc", resp.Trailer)
+				}
+			})
+		}
+	}
+}
+
+// TestHandlerRejectionKeepsEntryHeaders checks the 503 of a rejection: it
+// goes out over the headers an outer middleware set on entry.
+func TestHandlerRejectionKeepsEntryHeaders(t *testing.T) {
+	bh := newBulkhead(t, 1, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	h := withHeader("X-Outer", "kept")(httppolicy.Handler(newPipeline(t, compose.Policies{Bulkhead: bh}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "session=1")
+		if runs.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	}), httppolicy.HandlerConfig{}))
+	done := make(chan struct{})
+	go func() { serve(h, "GET"); close(done) }()
+	<-entered // the slot is held
+	rec := serve(h, "GET")
+	close(release)
+	<-done
+	if rec.Code != 503 || rec.Header().Get("X-Outer") != "kept" || rec.Header().Get("Set-Cookie") != "" || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("got %d with headers %v", rec.Code, rec.Header())
 	}
 }

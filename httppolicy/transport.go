@@ -61,8 +61,11 @@ type Transport struct {
 // returns that last response with a nil error, as [http.DefaultTransport]
 // would have. The response's body holds the policy's resources (a bulkhead
 // slot, the deadline's context, the breaker's verdict) until it is read to
-// EOF or closed: close it, as net/http requires. It closes req.Body, even on
-// error, and does not modify req.
+// EOF or closed: close it, as net/http requires. If the request's context or
+// a timeout of the policy ends the stream, the body's Read fails with the
+// error the call ended with (a timeout matches deadline.ErrExceeded), as
+// RoundTrip would have returned it before the headers. It closes req.Body,
+// even on error, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
@@ -105,6 +108,7 @@ type exchange struct {
 	bodySent bool           // req.Body was given to the base transport
 	pending  *http.Response // last failure response, body in memory
 	accepted *http.Response // a success without a body, returned at the end
+	stream   *streamBody    // the body of the response handed over, if any
 	handed   bool           // a response has been sent on out
 
 	out      chan result   // 1-buffered: exactly one send per exchange
@@ -164,6 +168,10 @@ func (x *exchange) run(ctx context.Context) {
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)
 	finished = true
+	if x.stream != nil {
+		// Before finished is closed: the body's final Read reads it then.
+		x.stream.setCallErr(err)
+	}
 	x.finish(ctx, err)
 }
 
@@ -227,6 +235,18 @@ func (x *exchange) attempt(ctx context.Context) error {
 	}
 
 	resp, err := x.base.RoundTrip(r)
+	if resp == nil && err == nil {
+		// A broken base, reported as http.Client reports one. It is the
+		// attempt's failure, and a breaker counts it: the dependency's
+		// client stack is broken, and every call through it would fail
+		// alike. For the same reason it is not retried. The base should
+		// have closed the body it was given: close it in its place, as a
+		// RoundTripper must.
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
+	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
@@ -271,6 +291,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 	} else {
 		resp.Body = sb
 	}
+	x.stream = sb
 	x.handed = true
 	x.out <- result{resp: resp}
 	select {
@@ -279,7 +300,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			err = ctx.Err()
+			return sb.endedByContext(ctx)
 		}
 		// Nothing is retried once the caller has the response: a broken
 		// stream is a failure for the breaker, and the end of the call.
@@ -287,7 +308,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 	case <-ctx.Done():
 		// The deadline or the caller's cancellation ends the stream: the
 		// base transport aborts the body, whose reads now fail.
-		return retry.Permanent(ctx.Err())
+		return sb.endedByContext(ctx)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
@@ -847,5 +848,184 @@ func TestSwitchingProtocolsBodyIsWritable(t *testing.T) {
 	}
 	if bh.Active() != 0 {
 		t.Fatal("slot held after the switched connection ended")
+	}
+}
+
+func namedDeadline(t testing.TB, name string, d time.Duration) *deadline.Deadline {
+	t.Helper()
+	dl, err := deadline.New(deadline.Config{Name: name, Timeout: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dl
+}
+
+// TestStreamDeadlineError checks that a deadline gives the same error
+// whether it fires while RoundTrip waits for the headers or while the
+// caller reads the body, and that the caller's own cancellation is still
+// reported as such.
+func TestStreamDeadlineError(t *testing.T) {
+	const short = 50 * time.Millisecond
+	tests := []struct {
+		name     string
+		policies func(t *testing.T) compose.Policies
+		cancel   bool   // the caller cancels instead
+		wantName string // the Deadline that fired
+	}{
+		{"whole-call Deadline", func(t *testing.T) compose.Policies {
+			return compose.Policies{Deadline: namedDeadline(t, "call", short)}
+		}, false, "call"},
+		{"Attempt deadline", func(t *testing.T) compose.Policies {
+			return compose.Policies{Attempt: namedDeadline(t, "attempt", short)}
+		}, false, "attempt"},
+		{"Deadline in a full pipeline", func(t *testing.T) compose.Policies {
+			return compose.Policies{
+				Bulkhead: newBulkhead(t, 1, 0), Deadline: namedDeadline(t, "call", short), Retry: newRetry(t, 2, nil),
+				Breaker: newBreaker(t, 5),
+			}
+		}, false, "call"},
+		{"Attempt deadline in a full pipeline", func(t *testing.T) compose.Policies {
+			return compose.Policies{
+				Bulkhead: newBulkhead(t, 1, 0), Deadline: namedDeadline(t, "call", time.Minute), Retry: newRetry(t, 2, nil),
+				Breaker: newBreaker(t, 5), Attempt: namedDeadline(t, "attempt", short),
+			}
+		}, false, "attempt"},
+		{"caller's cancellation", func(t *testing.T) compose.Policies {
+			return compose.Policies{Deadline: namedDeadline(t, "call", time.Minute), Attempt: namedDeadline(t, "attempt", time.Minute)}
+		}, true, ""},
+	}
+	for _, phase := range []string{"headers", "body"} {
+		for _, tt := range tests {
+			t.Run(phase+"/"+tt.name, func(t *testing.T) {
+				// The server hangs before the headers, or after sending
+				// some of the body, until the client goes away or the
+				// test ends.
+				block := make(chan struct{})
+				srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+					if phase == "body" {
+						io.WriteString(w, "first")
+						http.NewResponseController(w).Flush()
+					}
+					select {
+					case <-r.Context().Done():
+					case <-block:
+					}
+				})
+				t.Cleanup(func() { close(block) }) // runs before srv.Close
+				p := tt.policies(t)
+				tr := &httppolicy.Transport{Base: newBase(t, 1), Policy: newPipeline(t, p)}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+				if tt.cancel && phase == "headers" {
+					// Cancel once the request is in the server's hands.
+					time.AfterFunc(short, cancel)
+				}
+				resp, err := tr.RoundTrip(req)
+				if phase == "body" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer resp.Body.Close()
+					if _, err := io.ReadFull(resp.Body, make([]byte, 5)); err != nil {
+						t.Fatal(err)
+					}
+					if tt.cancel {
+						cancel()
+					}
+					_, err = io.ReadAll(resp.Body)
+				} else if resp != nil {
+					resp.Body.Close()
+				}
+				if tt.cancel {
+					if !errors.Is(err, context.Canceled) || errors.Is(err, deadline.ErrExceeded) || errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("got %v (%T), want context.Canceled and no deadline", err, err)
+					}
+				} else {
+					ee, ok := errors.AsType[*deadline.ExceededError](err)
+					if !errors.Is(err, deadline.ErrExceeded) || !errors.Is(err, context.DeadlineExceeded) || !ok || ee.Name != tt.wantName {
+						t.Fatalf("got %v (%T), want a *deadline.ExceededError of %q", err, err, tt.wantName)
+					}
+				}
+				if bh, ok := p.Bulkhead.(*bulkhead.Bulkhead); ok && bh.Active() != 0 {
+					t.Fatalf("Active = %d after the error, want 0", bh.Active())
+				}
+			})
+		}
+	}
+}
+
+// TestBaseNilResponseNilError checks a broken base RoundTripper, one that
+// returns neither a response nor an error: the attempt fails (as
+// http.Client would report it), is not retried, counts for a breaker, and
+// frees what the call held.
+func TestBaseNilResponseNilError(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     func(t *testing.T) (compose.Policies, func(t *testing.T))
+		sends int // base round trips for the two requests
+	}{
+		{"bulkhead slot freed", func(t *testing.T) (compose.Policies, func(t *testing.T)) {
+			bh := newBulkhead(t, 1, 0)
+			return compose.Policies{Bulkhead: bh}, func(t *testing.T) {
+				if bh.Active() != 0 {
+					t.Fatalf("Active = %d", bh.Active())
+				}
+			}
+		}, 2},
+		{"not retried", func(t *testing.T) (compose.Policies, func(t *testing.T)) {
+			return compose.Policies{Bulkhead: newBulkhead(t, 1, 0), Retry: newRetry(t, 3, nil)}, nil
+		}, 2},
+		{"counted by a breaker", func(t *testing.T) (compose.Policies, func(t *testing.T)) {
+			br := newBreaker(t, 1)
+			return compose.Policies{Breaker: br}, func(t *testing.T) {
+				if br.State() != breaker.Open {
+					t.Fatalf("breaker %v, want open", br.State())
+				}
+			}
+		}, 1}, // the second request is rejected by the open breaker
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sends atomic.Int32
+				// The first round trip is broken, and leaves the request
+				// body unclosed as well; the next ones answer 204.
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if sends.Add(1) == 1 {
+						return nil, nil
+					}
+					if req.Body != nil {
+						req.Body.Close()
+					}
+					return response(http.StatusNoContent, ""), nil
+				})
+				p, check := tt.p(t)
+				tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, p)}
+				body := newTrackBody("payload")
+				req, _ := http.NewRequest("PUT", "http://dep.test/", body)
+				req.GetBody = func() (io.ReadCloser, error) { return newTrackBody("payload"), nil }
+				resp, err := tr.RoundTrip(req)
+				want := "httppolicy: Transport.Base (httppolicy_test.roundTripFunc) returned a nil *http.Response with a nil error"
+				if resp != nil || err == nil || err.Error() != want {
+					t.Fatalf("got %v, %v; want the error %q", resp, err, want)
+				}
+				if !body.closed.Load() {
+					t.Fatal("request body not closed")
+				}
+				if check != nil {
+					check(t)
+				}
+				req, _ = http.NewRequest("GET", "http://dep.test/", nil)
+				if resp, err := tr.RoundTrip(req); err == nil {
+					resp.Body.Close()
+				} else if !errors.Is(err, policy.ErrRejected) {
+					t.Fatalf("second request: %v", err)
+				}
+				if got := sends.Load(); got != int32(tt.sends) {
+					t.Fatalf("%d round trips, want %d", got, tt.sends)
+				}
+			})
+		})
 	}
 }
