@@ -21,16 +21,9 @@ var _ stage.Stage = (*twoPhase)(nil)
 // [policy.RejectedError]s.
 const Kind = "breaker"
 
-// machine is the gobreaker state machine a Breaker drives in two steps
-// (Enter, Exit); Execute drives its one-step face.
+// machine is the gobreaker state machine a Breaker drives, in two steps
+// (Allow, then the done func it returns) for every call.
 type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
-
-// engine is one machine and its one-step face (see onestep.go); one is nil
-// when that face is unavailable.
-type engine struct {
-	two *machine
-	one *oneStep
-}
 
 // Breaker is a circuit breaker: it stops calling a dependency that keeps
 // failing, and tries it again after a while. Build one with [New]; the zero
@@ -39,12 +32,11 @@ type engine struct {
 type Breaker struct {
 	settings gobreaker.Settings // template for every machine, less OnStateChange
 
-	cb       atomic.Pointer[engine] // the current machine; Reset swaps in a new one
-	forced   atomic.Bool            // ForceOpen until Reset; written under mu
-	openFast atomic.Bool            // the machine is open and will be for a while; written under mu
-	queued   atomic.Bool            // pending is not empty (maybe); written under mu
-	fastFor  time.Duration          // how long openFast stays set after opening; 0: never set
-	twoStep  bool                   // tests only: Execute takes the two-step path (see onestep.go)
+	cb       atomic.Pointer[machine] // the current machine; Reset swaps in a new one
+	forced   atomic.Bool             // ForceOpen until Reset; written under mu
+	openFast atomic.Bool             // the machine is open and will be for a while; written under mu
+	queued   atomic.Bool             // pending is not empty (maybe); written under mu
+	fastFor  time.Duration           // how long openFast stays set after opening; 0: never set
 
 	// mu guards pending, last, draining and openGen, and the writes of cb,
 	// forced, openFast and queued. It is taken inside gobreaker's lock (from
@@ -92,24 +84,22 @@ func New(cfg Config) (*Breaker, error) {
 
 // newMachine returns a fresh closed gobreaker whose state changes are queued
 // for as long as it is b's current machine and b is not forced open.
-func (b *Breaker) newMachine() *engine {
-	e := new(engine)
+func (b *Breaker) newMachine() *machine {
+	var m *machine
 	st := b.settings
 	// Called under the machine's lock: it only queues the change (see
-	// doc.go).
+	// doc.go). m is set before the machine is published in b.cb, and so
+	// before any call into it can change its state.
 	st.OnStateChange = func(_ string, _, to gobreaker.State) {
 		b.mu.Lock()
-		if b.cb.Load() == e && !b.forced.Load() {
+		if b.cb.Load() == m && !b.forced.Load() {
 			b.setOpenFast(State(to) == Open)
 			b.queue(State(to))
 		}
 		b.mu.Unlock()
 	}
-	e.two = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
-	if !b.twoStep {
-		e.one = oneStepOf(e.two)
-	}
-	return e
+	m = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	return m
 }
 
 // Execute runs fn if the breaker lets the call through, and returns fn's
@@ -124,20 +114,17 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("breaker: nil fn")
 	}
-	if b.forced.Load() || b.openFast.Load() {
-		return b.reject(ctx, b.rejOpen)
-	}
-	if one := b.cb.Load().one; one != nil {
-		return b.executeOneStep(ctx, one, fn)
-	}
-	// policy.Run reports a panic or runtime.Goexit in fn as a failure
-	// (stage.ErrAborted) through Exit, so a half-open breaker can never be
-	// left waiting for a probe's outcome.
+	// The same two phases compose runs: stage.Run reports a panic or
+	// runtime.Goexit in fn as a failure (stage.ErrAborted) through exit,
+	// from a deferred call and without recovering, so a half-open breaker
+	// is never left waiting for a probe's outcome and the panic goes on
+	// from where fn raised it.
 	return stage.Run(ctx, (*twoPhase)(b), fn)
 }
 
-// Enter admits one call, as [stage.Stage] asks: it returns ctx unchanged
-// and a token for [Breaker.Exit], or the rejection. It panics if ctx is nil.
+// enter admits one call, as [stage.Stage]'s Enter asks: it returns ctx
+// unchanged and a token for exit (gobreaker's done func), or the rejection.
+// It panics if ctx is nil.
 func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("breaker: nil Context")
@@ -145,7 +132,7 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 	if b.forced.Load() || b.openFast.Load() {
 		return ctx, nil, b.reject(ctx, b.rejOpen)
 	}
-	done, err := b.cb.Load().two.Allow()
+	done, err := b.cb.Load().Allow()
 	if b.queued.Load() {
 		b.flushAdmitted(ctx, done)
 	}
@@ -155,10 +142,10 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 	return ctx, done, nil
 }
 
-// Exit reports the outcome err of a call Enter admitted and returns err
-// unchanged. token must be the one Enter returned; Exit must be called
+// exit reports the outcome err of a call enter admitted and returns err
+// unchanged. token must be the one enter returned; exit must be called
 // exactly once per admitted call (an admitted call that never reports holds
-// a half-open probe's place). A token that is not one of Enter's is
+// a half-open probe's place). A token that is not one of enter's is
 // ignored.
 func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
 	if done, ok := token.(func(error)); ok && done != nil {
@@ -170,31 +157,26 @@ func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error 
 	return err
 }
 
-// reportOutcome gives gobreaker the outcome err through done. If IsFailure
-// panics or calls runtime.Goexit in it (callIsFailure turns either into an
-// *aborted), nothing was counted: the call is reported again as excluded,
-// which frees a half-open probe's place, and what IsFailure did goes on.
+// reportOutcome gives gobreaker the outcome err through done.
+//
+// done calls Config.IsFailure under gobreaker's lock. If IsFailure panics
+// or calls runtime.Goexit, gobreaker has counted nothing (it asks
+// IsExcluded, then IsSuccessful, and counts after both answer) and its own
+// deferred Unlock has freed the lock by the time the deferred call below
+// runs. That call reports the call again, as excluded (errNotRun), so that
+// it frees a half-open probe's place instead of holding it for ever, and
+// the panic or Goexit goes on up. Nothing is recovered, so there is no
+// need to tell a panic from a Goexit, panic(nil) included, whatever
+// GODEBUG=panicnil says. errNotRun never reaches IsFailure: it is excluded.
 func reportOutcome(done func(error), err error) {
-	ok := false
+	finished := false
 	defer func() {
-		if ok {
-			return
-		}
-		if panicNilIsNil { // nothing was converted, nothing may be recovered
+		if !finished {
 			done(errNotRun)
-			return
-		}
-		r := recover()
-		done(errNotRun)
-		if a, isA := r.(*aborted); isA {
-			a.reraise()
-		}
-		if r != nil {
-			panic(r)
 		}
 	}()
 	done(err)
-	ok = true
+	finished = true
 }
 
 // rejectRefused records the rejection of a call gobreaker refused with err
@@ -221,11 +203,42 @@ func (b *Breaker) State() State {
 	if b.forced.Load() {
 		return Open
 	}
-	s := State(b.cb.Load().two.State())
+	s := State(b.cb.Load().State())
 	if b.queued.Load() {
 		b.flush(context.Background())
 	}
 	return s
+}
+
+// Counts returns the breaker's counts now: see [Counts] for what they
+// cover. Like [Breaker.State], it first brings the breaker up to now (an
+// open breaker whose OpenTimeout has passed turns half-open, with counts
+// of zero; a closed one's rolling window drops the buckets that aged out),
+// and it may report the changes of state that causes. While the breaker is
+// open, by its rules or by [Breaker.ForceOpen], every count is zero. The
+// counts are read together, under gobreaker's lock, so they agree with each
+// other; Counts is safe for concurrent use, and a call running beside it
+// may or may not be in them.
+func (b *Breaker) Counts() Counts {
+	if b.forced.Load() {
+		return Counts{}
+	}
+	m := b.cb.Load()
+	// gobreaker's Counts reads the counts as they stood after the last
+	// call into the machine; its State first moves the machine to now.
+	m.State()
+	c := m.Counts()
+	if b.queued.Load() {
+		b.flush(context.Background())
+	}
+	return Counts{
+		Requests:             c.Requests,
+		TotalSuccesses:       c.TotalSuccesses,
+		TotalFailures:        c.TotalFailures,
+		TotalExclusions:      c.TotalExclusions,
+		ConsecutiveSuccesses: c.ConsecutiveSuccesses,
+		ConsecutiveFailures:  c.ConsecutiveFailures,
+	}
 }
 
 // ForceOpen opens the breaker by hand: every call is rejected, with reason

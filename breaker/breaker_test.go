@@ -474,45 +474,42 @@ func TestAbortedProbeDoesNotWedge(t *testing.T) {
 		fn        policy.Func
 	}{
 		{"panic", nil, func(context.Context) error { panic("probe") }},
+		{"panic(nil)", nil, func(context.Context) error { panic(nil) }},
 		{"goexit", nil, func(context.Context) error { runtime.Goexit(); return nil }},
 		{"panic, IsFailure only errBoom", onlyBoom, func(context.Context) error { panic("probe") }},
 		{"goexit, IsFailure only errBoom", onlyBoom, func(context.Context) error { runtime.Goexit(); return nil }},
 	}
-	for _, path := range executePaths {
-		for _, tt := range tests {
-			t.Run(path+"/"+tt.name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					var log hookLog
-					b := newBreakerOn(t, path, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, IsFailure: tt.isFailure, OnStateChange: log.hook})
-					call(b, errBoom)
-					time.Sleep(time.Second)
-					var wg sync.WaitGroup
-					var recovered any
-					wg.Go(func() {
-						defer func() { recovered = recover() }()
-						b.Execute(context.Background(), tt.fn)
-					})
-					wg.Wait()
-					if tt.name[0] == 'p' && recovered != "probe" {
-						t.Fatalf("panic not passed on: recovered %v", recovered)
-					}
-					if s := b.State(); s != Open {
-						t.Fatalf("after an aborted probe: %v, want open", s)
-					}
-					time.Sleep(time.Second)
-					if err, ran := call(b, nil); err != nil || !ran {
-						t.Fatalf("next probe: err %v, ran %v", err, ran)
-					}
-					if s := b.State(); s != Closed {
-						t.Fatalf("state = %v, want closed", s)
-					}
-					want := []string{"closed->open", "open->half-open", "half-open->open", "open->half-open", "half-open->closed"}
-					if got := log.list(); !slices.Equal(got, want) {
-						t.Fatalf("transitions = %v, want %v", got, want)
-					}
-				})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log hookLog
+				b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, IsFailure: tt.isFailure, OnStateChange: log.hook})
+				call(b, errBoom)
+				time.Sleep(time.Second)
+				returned, wentOn, recovered := runAborting(func() { b.Execute(context.Background(), tt.fn) })
+				panicked := strings.HasPrefix(tt.name, "panic")
+				if returned || wentOn != panicked {
+					t.Fatalf("Execute returned %v, the caller went on after recovering %v; want the panic or Goexit passed on", returned, wentOn)
+				}
+				if panicked && tt.name != "panic(nil)" && recovered != "probe" {
+					t.Fatalf("panic not passed on as it is: recovered %v", recovered)
+				}
+				if s := b.State(); s != Open {
+					t.Fatalf("after an aborted probe: %v, want open", s)
+				}
+				time.Sleep(time.Second)
+				if err, ran := call(b, nil); err != nil || !ran {
+					t.Fatalf("next probe: err %v, ran %v", err, ran)
+				}
+				if s := b.State(); s != Closed {
+					t.Fatalf("state = %v, want closed", s)
+				}
+				want := []string{"closed->open", "open->half-open", "half-open->open", "open->half-open", "half-open->closed"}
+				if got := log.list(); !slices.Equal(got, want) {
+					t.Fatalf("transitions = %v, want %v", got, want)
+				}
 			})
-		}
+		})
 	}
 }
 
@@ -678,16 +675,10 @@ func TestHooksMayCallBreaker(t *testing.T) {
 }
 
 func TestPanickingHook(t *testing.T) {
-	for _, path := range executePaths {
-		t.Run(path, func(t *testing.T) { testPanickingHook(t, path) })
-	}
-}
-
-func testPanickingHook(t *testing.T, path string) {
 	synctest.Test(t, func(t *testing.T) {
 		var log hookLog
 		panicOn := "open->half-open"
-		b := newBreakerOn(t, path, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OnStateChange: func(from, to State) {
+		b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: time.Second, OnStateChange: func(from, to State) {
 			log.hook(from, to)
 			if from.String()+"->"+to.String() == panicOn {
 				panicOn = ""

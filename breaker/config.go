@@ -182,38 +182,16 @@ func (r *resolved) readyToTrip(c gobreaker.Counts) bool {
 	return false
 }
 
-// isSuccessful is gobreaker's IsSuccessful, called after isExcluded. classify
-// turns gobreaker's report of a panic in Execute's one-step path back into
-// the outcome it stands for.
+// isSuccessful is gobreaker's IsSuccessful, called under its lock after
+// isExcluded said no. If IsFailure panics or calls runtime.Goexit, exit's
+// reportOutcome reports the call again as excluded.
 func (r *resolved) isSuccessful(err error) bool {
-	err = classify(err)
-	return err == nil || (err != stage.ErrAborted && !r.callIsFailure(err))
-}
-
-// callIsFailure returns r.isFailure(err). If IsFailure panics or calls
-// runtime.Goexit, that becomes a panic with an *aborted, which the breaker
-// reports as an excluded outcome before raising the original again (see
-// onestep.go), so that the call frees its half-open place instead of
-// holding it for ever.
-func (r *resolved) callIsFailure(err error) (failure bool) {
-	if panicNilIsNil {
-		return r.isFailure(err) // nothing can be recovered safely
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			v := recover() // nil only for runtime.Goexit
-			panic(&aborted{value: v, goexit: v == nil, kind: isFailurePanicked})
-		}
-	}()
-	failure = r.isFailure(err)
-	ok = true
-	return failure
+	return err == nil || (err != stage.ErrAborted && !r.isFailure(err))
 }
 
 // isExcluded is gobreaker's IsExcluded.
 func isExcluded(err error) bool {
-	return err != nil && excluded(classify(err))
+	return err != nil && excluded(err)
 }
 
 // maxWindow caps the rolling window handed to gobreaker: see settings.

@@ -4,10 +4,11 @@
 // turns half-open, lets [Config.HalfOpenRequests] probes through, and closes
 // again once that many have succeeded; one failed probe opens it again.
 //
-// The state machine is github.com/sony/gobreaker/v2, driven in one step by
-// [Breaker.Execute] or in two ([Breaker.Enter] asks it to admit the call,
-// [Breaker.Exit] reports the outcome), with its traps handled: see
-// Concurrency below.
+// The state machine is github.com/sony/gobreaker/v2, driven in two steps
+// for every call (its TwoStepCircuitBreaker: Allow admits the call, the
+// done func it returns reports the outcome), with its traps handled: see
+// Concurrency below. [Breaker.State] and [Breaker.Counts] show where it
+// stands.
 //
 // # Trip rules
 //
@@ -77,8 +78,9 @@
 // would deadlock, and a slow hook would stall every call. The Breaker
 // therefore only queues each state change, under a small mutex of its own,
 // from gobreaker's OnStateChange. After every call into gobreaker (admit,
-// report, State) the queue is flushed outside every lock: the change is
-// counted, added to the span in ctx, and passed to [Config.OnStateChange].
+// report, State, Counts) the queue is flushed outside every lock: the
+// change is counted, added to the span in ctx, and passed to
+// [Config.OnStateChange].
 // One goroutine flushes at a time, so hooks run in the order of the changes
 // and never concurrently; a goroutine that finds a flush under way leaves
 // its changes to it, which is what lets a hook call the Breaker. IsFailure
@@ -88,15 +90,15 @@
 // A call admitted by gobreaker must report its outcome, or a half-open
 // breaker waits for its probe forever. When fn panics or calls
 // runtime.Goexit (t.FailNow in a test), the call is reported as
-// [stage.ErrAborted] (a failure), so such a probe opens the breaker again
-// instead of wedging it; the panic goes on with fn's own value, raised again
-// before the stack unwinds so that a crash report still shows where fn
-// panicked (on Execute's one-step path, the breaker's own frames sit above
-// fn's in that trace). A panic or Goexit in IsFailure leaves the call
-// uncounted and goes on too. [Breaker.Enter] and [Breaker.Exit] use
-// gobreaker's two-step Allow; [Breaker.Execute] uses its one-step Execute on
-// the same machine, which allocates nothing (see onestep.go for how, and for
-// the fallback to the two-step path, with the same outcomes). No lock is
+// [stage.ErrAborted] (a failure) from a deferred call, so such a probe
+// opens the breaker again instead of wedging it. That deferred call
+// recovers nothing: the panic goes on with fn's own value, and a crash
+// report still shows where fn panicked. A panic or Goexit in IsFailure
+// (which gobreaker calls while the outcome is reported) leaves the call
+// uncounted: the call is reported again as excluded, which frees a
+// half-open probe's place, and the panic or Goexit goes on too. Since
+// nothing is recovered, a panic need never be told from a Goexit, and
+// panic(nil) behaves the same whatever GODEBUG=panicnil says. No lock is
 // held while fn runs.
 //
 // gobreaker turns open into half-open when it is asked after the timeout,
@@ -113,8 +115,7 @@
 // # Cost
 //
 // The success path of Execute costs gobreaker's two locked steps, each with
-// a clock read, and allocates nothing (unless the one-step path is off: see
-// onestep.go); Enter allocates the closure that gobreaker's two-step Allow
+// a clock read, and one allocation: the done func that gobreaker's Allow
 // returns. A rejection allocates nothing. An open breaker rejects without
 // asking gobreaker (no lock, no clock read) until a timer clears a
 // fast-path flag a tenth of OpenTimeout (at most 100 ms) before OpenTimeout

@@ -32,22 +32,6 @@ func newBreaker(t *testing.T, cfg Config) *Breaker {
 	return b
 }
 
-// executePaths names the two ways Execute drives gobreaker (see onestep.go).
-var executePaths = []string{"one-step", "two-step"}
-
-// newBreakerOn is newBreaker with Execute on the named path.
-func newBreakerOn(t *testing.T, path string, cfg Config) *Breaker {
-	t.Helper()
-	b := newBreaker(t, cfg)
-	if path == "two-step" {
-		UseTwoStep(b)
-	}
-	if OneStep(b) != (path == "one-step") {
-		t.Fatalf("Execute is not on the %s path", path)
-	}
-	return b
-}
-
 // call runs one call through b whose fn returns err, and returns Execute's
 // result and whether fn ran.
 func call(b *Breaker, err error) (error, bool) {

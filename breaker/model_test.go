@@ -27,9 +27,10 @@ import (
 // synctest bubble, so time (gobreaker's time.Now, the fast-open timer) is
 // fake and moves only when the model sleeps.
 //
-// After every step: State equals the model's state, the OnStateChange hook
-// has seen exactly the model's transitions in order, and each call was
-// admitted (fn ran once) or rejected with the model's reason.
+// After every step: the OnStateChange hook has seen exactly the model's
+// transitions in order, and each call was admitted (fn ran once) or
+// rejected with the model's reason. The actions "state" and "counts"
+// compare State and Counts with the model's.
 //
 // rapid runs 100 cases per Check (-rapid.checks); the test runs rounds of
 // them, as rare states (half-open with every probe taken) need more.
@@ -55,6 +56,7 @@ func checkModel(t *testing.T) {
 				"call":      m.call,
 				"burst":     m.burst,
 				"state":     m.checkState,
+				"counts":    m.checkCounts,
 				"hold":      m.hold,
 				"release":   m.release,
 				"sleep":     m.sleep,
@@ -109,8 +111,9 @@ type token struct {
 }
 
 type outcome struct {
-	age  int64
-	fail bool
+	age      int64
+	fail     bool
+	excluded bool
 }
 
 type breakerModel struct {
@@ -130,6 +133,7 @@ type breakerModel struct {
 	start    time.Time // last change of state
 	openedAt time.Time
 	closed   []outcome // while closed: outcomes, oldest first
+	admitted []int64   // while closed: the ages of the calls admitted
 	requests int       // while half-open
 	excluded int
 	succ     int
@@ -186,9 +190,6 @@ func newBreakerModel(rt *rapid.T) *breakerModel {
 	if err != nil {
 		rt.Fatalf("New: %v", err)
 	}
-	if rapid.Bool().Draw(rt, "twoStep") {
-		breaker.UseTwoStep(b)
-	}
 	m.b = b
 	rt.Cleanup(func() {
 		for _, h := range m.held {
@@ -214,7 +215,7 @@ func (m *breakerModel) setState(to breaker.State) {
 	m.state = to
 	m.gen++
 	m.start = time.Now()
-	m.closed, m.requests, m.excluded, m.succ = nil, 0, 0, 0
+	m.closed, m.admitted, m.requests, m.excluded, m.succ = nil, nil, 0, 0, 0
 	if to == breaker.Open {
 		m.openedAt = m.start
 	}
@@ -238,23 +239,43 @@ func (m *breakerModel) observe() {
 	}
 }
 
+// inWindow reports whether a call admitted at age is still in the window.
+func (m *breakerModel) inWindow(age int64) bool {
+	return m.window == 0 || age > m.age()-10
+}
+
 // live returns the successes, failures and run of failures (since the last
 // success) that the window still holds.
 func (m *breakerModel) live() (succ, fail, run int) {
-	now := m.age()
-	for _, o := range m.closed {
-		if m.window > 0 && o.age <= now-10 {
-			continue
-		}
-		if o.fail {
-			fail++
-			run++
-		} else {
-			succ++
-			run = 0
+	c := m.closedCounts()
+	return int(c.TotalSuccesses), int(c.TotalFailures), int(c.ConsecutiveFailures)
+}
+
+// closedCounts returns the counts of a closed breaker: those of the calls
+// admitted and outcomes reported that the window still holds.
+func (m *breakerModel) closedCounts() breaker.Counts {
+	var c breaker.Counts
+	for _, age := range m.admitted {
+		if m.inWindow(age) {
+			c.Requests++
 		}
 	}
-	return succ, fail, run
+	for _, o := range m.closed {
+		switch {
+		case !m.inWindow(o.age):
+		case o.excluded:
+			c.TotalExclusions++
+		case o.fail:
+			c.TotalFailures++
+			c.ConsecutiveFailures++
+			c.ConsecutiveSuccesses = 0
+		default:
+			c.TotalSuccesses++
+			c.ConsecutiveSuccesses++
+			c.ConsecutiveFailures = 0
+		}
+	}
+	return c
 }
 
 // admit is Enter: it returns "" if the call is let through, else the reason.
@@ -266,6 +287,8 @@ func (m *breakerModel) admit() string {
 	switch m.state {
 	case breaker.Open:
 		return breaker.ReasonOpen
+	case breaker.Closed:
+		m.admitted = append(m.admitted, m.age())
 	case breaker.HalfOpen:
 		if m.requests-m.excluded >= m.halfOpen {
 			return breaker.ReasonHalfOpenFull
@@ -288,14 +311,11 @@ func (m *breakerModel) outcome(machine int, gen uint64, age int64, o int) {
 	fail := o == outFail || o == outPanic || o == outGoexit
 	switch m.state {
 	case breaker.Closed:
-		if excluded {
-			return
-		}
 		if m.window > 0 && age <= m.age()-10 {
 			return
 		}
-		m.closed = append(m.closed, outcome{age: age, fail: fail})
-		if !fail {
+		m.closed = append(m.closed, outcome{age: age, fail: fail, excluded: excluded})
+		if excluded || !fail {
 			return
 		}
 		succ, failures, run := m.live()
@@ -449,7 +469,7 @@ func (m *breakerModel) reset(*rapid.T) {
 	m.gen++
 	m.state = breaker.Closed
 	m.start = time.Now()
-	m.closed, m.requests, m.excluded, m.succ = nil, 0, 0, 0
+	m.closed, m.admitted, m.requests, m.excluded, m.succ = nil, nil, 0, 0, 0
 	m.report(breaker.Closed)
 }
 
@@ -466,6 +486,31 @@ func (m *breakerModel) checkState(rt *rapid.T) {
 	}
 	if got != want {
 		rt.Fatalf("State = %v; model %v (forced %v)", got, want, m.forced)
+	}
+	m.check(rt)
+}
+
+// checkCounts compares Counts with the model. Like State, Counts moves
+// gobreaker on to now, so it is an action too.
+func (m *breakerModel) checkCounts(rt *rapid.T) {
+	got := m.b.Counts()
+	var want breaker.Counts
+	if !m.forced {
+		m.observe()
+		switch m.state {
+		case breaker.Closed:
+			want = m.closedCounts()
+		case breaker.HalfOpen:
+			want = breaker.Counts{
+				Requests:             uint32(m.requests),
+				TotalSuccesses:       uint32(m.succ),
+				TotalExclusions:      uint32(m.excluded),
+				ConsecutiveSuccesses: uint32(m.succ),
+			}
+		}
+	}
+	if got != want {
+		rt.Fatalf("Counts = %+v; model %+v (state %v, forced %v)", got, want, m.state, m.forced)
 	}
 	m.check(rt)
 }

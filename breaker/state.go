@@ -32,3 +32,36 @@ func (s State) String() string {
 	}
 	return "breaker.State(" + strconv.Itoa(int(s)) + ")"
 }
+
+// Counts are the counts of a [Breaker]'s calls that its trip rules and
+// half-open probes are judged on, as [Breaker.Counts] reports them (gobreaker
+// keeps them). They cover the calls admitted since the breaker's last
+// change of state, or since [New] or [Breaker.Reset]; while closed with a
+// [Config.Window], only those admitted within the rolling window, which
+// forgets them a bucket at a time. A call's outcome is counted in the
+// bucket in which the call was admitted, and not at all if the breaker has
+// changed state since, or if that bucket has left the window. Every change
+// of state clears them and an open breaker admits nothing, so while open
+// every count is zero; while half-open, they are the probes' counts. The
+// counters are 32 bits wide and wrap around: a closed breaker without a
+// Window never clears them.
+type Counts struct {
+	// Requests is the number of calls admitted, whether their outcome is
+	// known yet or not, and whatever it is.
+	Requests uint32
+	// TotalSuccesses is the number of outcomes counted as successes.
+	TotalSuccesses uint32
+	// TotalFailures is the number of outcomes counted as failures.
+	TotalFailures uint32
+	// TotalExclusions is the number of outcomes counted as neither (a
+	// rejection, context.Canceled: see [Config.IsFailure]). While half-open,
+	// Requests - TotalExclusions is the number of probe places taken.
+	TotalExclusions uint32
+	// ConsecutiveSuccesses is the length of the current run of successes:
+	// 0 after a failure. An excluded outcome neither extends nor ends it.
+	ConsecutiveSuccesses uint32
+	// ConsecutiveFailures is the length of the current run of failures,
+	// the one [Config.ConsecutiveFailures] is checked against: 0 after a
+	// success. An excluded outcome neither extends nor ends it.
+	ConsecutiveFailures uint32
+}

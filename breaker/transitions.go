@@ -17,15 +17,18 @@ func (b *Breaker) queue(to State) {
 }
 
 // errNotRun is the outcome reported for a call the breaker admitted but that
-// never ran, because a hook panicked in Enter. It matches policy.ErrRejected,
-// so it is excluded: it frees a half-open probe's place without counting as
-// a failure of the dependency (a hook that always panics must not keep the
-// breaker open forever).
+// never ran, because a hook panicked in enter, or whose outcome could not be
+// classified, because IsFailure panicked or called runtime.Goexit (see
+// reportOutcome). It matches policy.ErrRejected, so it is excluded: it
+// frees a half-open probe's place without counting as a failure of the
+// dependency (a hook that always panics must not keep the breaker open
+// forever).
 var errNotRun = policy.NewSentinel("breaker: admitted call not run")
 
 // flushAdmitted flushes the changes queued by an Allow that admitted the call
-// with done. If a hook panics, done is given errNotRun so that the admitted
-// call, which will never run, does not hold a half-open probe.
+// with done. If a hook panics or calls runtime.Goexit, done is given
+// errNotRun, from a deferred call that recovers nothing, so that the
+// admitted call, which will never run, does not hold a half-open probe.
 func (b *Breaker) flushAdmitted(ctx context.Context, done func(error)) {
 	if done == nil {
 		b.flush(ctx)

@@ -201,8 +201,8 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 	switch {
 	case i == len(p.stages)-1 && st.repeater == nil:
 		// The innermost policy wraps fn itself, which needs no closure:
-		// its own Execute is cheapest (the breaker's allocates nothing,
-		// where its Enter allocates gobreaker's done closure).
+		// its own Execute costs no more than its two phases (the
+		// breaker's is those two phases).
 		return st.policy.Execute(ctx, fn)
 	case st.twoPhase != nil:
 		return p.runStage(ctx, i, st.twoPhase, fn, attempts)
