@@ -173,7 +173,7 @@ func BenchmarkRejectBreakerOpen(b *testing.B) {
 }
 
 // BenchmarkRetryFailing: every attempt fails, 3 attempts, no wait between
-// them (watertight: a ZeroBackOff schedule; failsafe: WithDelay(0)).
+// them (watertight: a schedule of zero waits; failsafe: WithDelay(0)).
 func BenchmarkRetryFailing(b *testing.B) {
 	b.Run("lib=watertight", func(b *testing.B) {
 		r := wtRetry(b, nil)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/failsafe-go/failsafe-go"
 	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
 	fsbreaker "github.com/failsafe-go/failsafe-go/circuitbreaker"
@@ -90,10 +89,13 @@ func wtRetry(tb testing.TB, mp metric.MeterProvider) *retry.Retry {
 	return must[*retry.Retry](tb)(retry.New(retry.Config{
 		Name:          "r",
 		MaxAttempts:   maxAttempts,
-		NewBackOff:    func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+		NewSchedule:   func() retry.Schedule { return retry.ScheduleFunc(noWait) },
 		MeterProvider: mp,
 	}))
 }
+
+// noWait is a retry schedule of zero waits that never stops.
+func noWait() (time.Duration, bool) { return 0, true }
 
 func wtBreaker(tb testing.TB, mp metric.MeterProvider) *breaker.Breaker {
 	b := must[*breaker.Breaker](tb)(breaker.New(breaker.Config{

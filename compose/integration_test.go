@@ -148,8 +148,9 @@ func TestRejectionNotRetried(t *testing.T) {
 }
 
 // The breaker sees every attempt: once it opens, the next attempt is
-// rejected and the retry loop ends with the rejection. Attempt timeouts
-// count as breaker failures.
+// rejected and the retry loop ends. Attempt timeouts count as breaker
+// failures. fn ran, so the call is no rejection: it ends exhausted, with
+// the last attempt's timeout and the breaker's refusal alongside.
 func TestBreakerOpenEndsRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{Name: "llm", ConsecutiveFailures: 2}))
@@ -164,12 +165,50 @@ func TestBreakerOpenEndsRetry(t *testing.T) {
 			<-ctx.Done() // every attempt times out
 			return ctx.Err()
 		})
-		var rej *policy.RejectedError
-		if !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &rej) || rej.Reason != "open" {
-			t.Errorf("err = %v, want the open breaker's rejection", err)
+		var ee *retry.ExhaustedError
+		if errors.Is(err, policy.ErrRejected) || !errors.Is(err, deadline.ErrExceeded) || !errors.As(err, &ee) ||
+			ee.Reason != retry.ReasonRejected || ee.Attempts != 2 || ee.Rejection == nil || ee.Rejection.Reason != "open" {
+			t.Errorf("err = %v, want the last timeout, exhausted by the open breaker's rejection", err)
 		}
 		if n != 2 || br.State() != breaker.Open {
 			t.Errorf("fn ran %d times (want 2), breaker %v", n, br.State())
+		}
+	})
+}
+
+// A rejection means "refused before fn ran": when the failure of attempt 1
+// opens the breaker and attempt 2 is rejected, the caller must not be told
+// that fn never ran. The call's error is fn's, exhausted by the rejection.
+func TestRejectionAfterFailureIsNotARejection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{Name: "llm", ConsecutiveFailures: 1}))
+		defer br.Close()
+		rt := must[*retry.Retry](t)(retry.New(retry.Config{Name: "llm", MaxAttempts: 3, InitialInterval: time.Millisecond}))
+		p := must[*compose.Pipeline](t)(compose.New("llm", compose.Policies{Retry: rt, Breaker: br}))
+		ran := 0
+		err := p.Execute(context.Background(), func(context.Context) error { ran++; return errTransient })
+		if ran != 1 {
+			t.Fatalf("fn ran %d times, want 1", ran)
+		}
+		if errors.Is(err, policy.ErrRejected) || errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("err = %v matches a rejection, but fn ran", err)
+		}
+		if !errors.Is(err, errTransient) || !errors.Is(err, retry.ErrExhausted) {
+			t.Fatalf("err = %v, want fn's error, exhausted", err)
+		}
+		var ee *retry.ExhaustedError
+		if !errors.As(err, &ee) || ee.Reason != retry.ReasonRejected || ee.Attempts != 1 ||
+			ee.Rejection == nil || ee.Rejection.Kind != "breaker" || ee.Rejection.Reason != "open" {
+			t.Fatalf("err = %v (%+v), want an ExhaustedError with Reason rejected and the breaker's rejection", err, ee)
+		}
+		want := `retry "llm": gave up after 1 attempt: attempt 2 was rejected (breaker "llm" rejected the call: open): transient`
+		if err.Error() != want {
+			t.Errorf("message = %q, want %q", err, want)
+		}
+		// The next call is refused before fn runs: that one is a rejection.
+		err = p.Execute(context.Background(), func(context.Context) error { ran++; return nil })
+		if !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, policy.ErrRejected) || ran != 1 {
+			t.Errorf("next call: err = %v, fn ran %d times; want the open breaker's rejection, fn not run", err, ran)
 		}
 	})
 }

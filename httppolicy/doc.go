@@ -71,7 +71,11 @@
 //	the base returns nil, nil            an error naming the base,           that error
 //	                                     marked with retry.Permanent
 //	rejected before any attempt          -                                   the rejection (errors.Is policy.ErrRejected)
-//	rejected after a failure status      -                                   the rejection; the response is closed
+//	rejected after a failure status      -                                   that last response, nil error (the request was sent:
+//	                                                                         no rejection; the policy's error was retry's
+//	                                                                         *ExhaustedError with Reason "rejected")
+//	rejected after a transport error     -                                   retry's *ExhaustedError, Reason "rejected": it
+//	                                                                         matches the transport error, not ErrRejected
 //
 // A failure response's body is read into memory (at most [MaxFailureBody]
 // bytes; longer ones end with [ErrBodyTruncated]) while its attempt is

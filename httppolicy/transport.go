@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.opentelemetry.io/otel"
 
 	"github.com/watertight/watertight/policy"
@@ -203,10 +202,7 @@ func (x *exchange) finish(ctx context.Context, err error) {
 	}
 	// Without a retry policy to take it off, the Permanent marker of an
 	// attempt is still on the error: the caller should not see it.
-	if p, ok := err.(*backoff.PermanentError); ok {
-		err = p.Err
-	}
-	x.out <- result{err: err}
+	x.out <- result{err: retry.Unmark(err)}
 }
 
 // attempt is the policy.Func: one attempt of the exchange.

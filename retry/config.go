@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -66,13 +65,15 @@ type Config struct {
 	// called concurrently.
 	ShouldRetry func(error) bool
 
-	// NewBackOff, if set, replaces the exponential schedule (and with it
+	// NewSchedule, if set, replaces the exponential schedule (and with it
 	// InitialInterval, Multiplier and Jitter): it is called once per call,
-	// after the first failure that needs a scheduled wait, and the BackOff it
-	// returns is used by that call alone, so it need not be safe for
-	// concurrent use. Its waits are still capped at MaxInterval and
-	// backoff.Stop ends the call as exhausted. It must not return nil.
-	NewBackOff func() backoff.BackOff
+	// after the first failure that needs a scheduled wait, and the
+	// [Schedule] it returns is used by that call alone, so it need not be
+	// safe for concurrent use and must not be shared. Its waits are still
+	// capped at MaxInterval, and its stop ends the call as exhausted. It
+	// must not return nil (the call panics if it does). NewSchedule itself
+	// may be called concurrently, by different calls.
+	NewSchedule func() Schedule
 
 	// MeterProvider provides the watertight.retry.attempts and
 	// watertight.retry.exhausted counters. Nil means the global provider.
@@ -94,7 +95,7 @@ type settings struct {
 	multiplier  float64
 	jitter      float64
 	shouldRetry func(error) bool
-	newBackOff  func() backoff.BackOff
+	newSchedule func() Schedule
 	onRetry     func(ctx context.Context, attempt int, err error, wait time.Duration)
 }
 
@@ -109,7 +110,7 @@ func (cfg Config) resolve() (settings, error) {
 		multiplier:  cfg.Multiplier,
 		jitter:      cfg.Jitter,
 		shouldRetry: cfg.ShouldRetry,
-		newBackOff:  cfg.NewBackOff,
+		newSchedule: cfg.NewSchedule,
 		onRetry:     cfg.OnRetry,
 	}
 	if s.maxAttempts == 0 {

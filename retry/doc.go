@@ -3,56 +3,92 @@
 // with the inner policies run once per attempt, and [Retry.Execute] runs the
 // same loop on its own.
 //
-// The schedule is github.com/cenkalti/backoff/v4's ExponentialBackOff,
-// configured from [Config]: by default waits of 100ms, 200ms, 400ms ...
-// times 2 each time, each randomised by +-50% ([Config.Jitter]), and every
-// wait capped at [Config.MaxInterval] (10s) after randomisation, which
-// backoff itself does not do. backoff's 15-minute MaxElapsedTime is switched
-// off: a call ends on MaxAttempts (3 by default) or on its context. An error
-// anywhere in the chain with a method RetryAfter() time.Duration returning a
-// positive value (a server's Retry-After) sets the next wait exactly, without
-// jitter; [Config.NewBackOff] replaces the schedule altogether.
+// The default schedule is exponential, configured from [Config]: waits of
+// 100ms, 200ms, 400ms ... times 2 each time, each randomised by +-50%
+// ([Config.Jitter]), and every wait capped at [Config.MaxInterval] (10s)
+// after randomisation. A call ends on MaxAttempts (3 by default) or on its
+// context, never on the time it has taken. An error anywhere in the chain
+// with a method RetryAfter() time.Duration returning a positive value (a
+// server's Retry-After) sets the next wait exactly, without jitter;
+// [Config.NewSchedule] replaces the schedule altogether with a [Schedule] of
+// your own. (Underneath, the default schedule is
+// github.com/cenkalti/backoff/v4's ExponentialBackOff, with its 15-minute
+// MaxElapsedTime switched off; no type of backoff's is part of this
+// package's API.)
 //
 // # Outcomes
 //
 // After attempt n fails with err, the first rule that applies decides:
 //
 //	condition                                  outcome                                      error returned
+//	errors.Is(err, policy.ErrRejected),        stop: rejections are never retried           err, unchanged
+//	  on attempt 1 (fn never ran)
+//	errors.Is(err, policy.ErrRejected),        stop, exhausted: the call is not a           *ExhaustedError, Reason "rejected",
+//	  after attempts that ran fn                 rejection, since fn ran                      wrapping fn's last error
 //	the call's ctx is done                     stop                                         err, unchanged
-//	errors.Is(err, policy.ErrRejected)         stop: rejections are never retried           err, unchanged
 //	err marked with Permanent                  stop                                         the marked error (unwrapped if the marker is outermost)
 //	Config.ShouldRetry(err) == false           stop                                         err, unchanged
 //	n >= MaxAttempts                           stop, exhausted                              *ExhaustedError
 //	RetryAfter() > MaxInterval                 stop, exhausted, without waiting             *ExhaustedError
-//	the schedule returns backoff.Stop          stop, exhausted                              *ExhaustedError
+//	the Schedule says stop                     stop, exhausted                              *ExhaustedError
 //	now + wait would reach ctx's deadline      stop, exhausted, without waiting             *ExhaustedError
 //	otherwise                                  wait, then attempt n+1
 //	ctx ends during the wait                   stop                                         matches ctx.Err() and err
 //
-// An [*ExhaustedError] matches [ErrExhausted] and unwraps to the last
-// attempt's error, and its message says why, for example
+// An [*ExhaustedError] matches [ErrExhausted] and unwraps to the last error
+// fn returned, and its message says why, for example
 // `retry "llm": gave up after 3 attempts: <last error>`. An attempt that
 // timed out on its own deadline (context.DeadlineExceeded while the call's
 // ctx is still live) is retried by default. Inside fn, [Attempt] returns the
 // attempt number.
+//
+// # Rejections
+//
+// A rejection means "refused before fn ran" (see package policy), so the
+// error of a call matches policy.ErrRejected only if fn never ran in that
+// call. When the policy below the Retry (a breaker, in a compose pipeline)
+// refuses attempt n after attempts 1 to n-1 ran fn and failed (the last
+// failure opened the breaker, say), the call ends with an [*ExhaustedError]
+// with Reason [ReasonRejected]: it unwraps to fn's last error, so errors.Is
+// and errors.As find that error (and an HTTP transport finds the last
+// failure response), and carries the refusal in its Rejection field, outside
+// the Unwrap chain, so that errors.Is(err, policy.ErrRejected) is false.
+// Attempts is n-1, the attempts that ran fn; the message names both, as in
+// `retry "llm": gave up after 1 attempt: attempt 2 was rejected (breaker
+// "llm" rejected the call: open): <last error>`. It is counted as an
+// exhaustion; the policy that refused counts its rejection as usual. This
+// rule comes before the context's: a rejection after attempts that ran fn
+// is never returned unchanged. A Retry takes an attempt's error matching
+// policy.ErrRejected to mean that fn did not run in that attempt.
+//
+// # Permanent errors
+//
+// [Permanent] marks an error as not to be retried; [Unmark] takes the
+// marker off, and a Retry does so on every error it returns, so that a
+// marker fn put on its error never reaches the caller. A Retry also honours
+// (and takes off) the markers of github.com/cenkalti/backoff/v4's
+// Permanent, so errors marked for backoff keep working.
 //
 // # Telemetry
 //
 // Each retry (each attempt after the first) adds 1 to the
 // watertight.retry.attempts counter and a watertight.retry event, with the
 // attempt's number and the wait in seconds, to the span in ctx if it is
-// recording; each exhaustion adds 1 to watertight.retry.exhausted. Both
-// counters carry watertight.policy.kind = "retry" and
-// watertight.policy.name. Retry starts no span of its own.
+// recording; each exhaustion, a rejection after attempts included, adds 1 to
+// watertight.retry.exhausted. Both counters carry
+// watertight.policy.kind = "retry" and watertight.policy.name. Retry starts
+// no span of its own.
 //
 // # Concurrency and cost
 //
 // A Retry holds no mutable state, so it needs no lock: every call builds its
-// own backoff (backoff's types are not safe to share), and only after an
-// attempt has failed, so a call that succeeds at once allocates only the
-// attempt's context (context.WithValue). Waits use a timer and the context's
-// Done channel, so cancelling the call ends a wait at once; the wait is
-// skipped when it could not end before the context's deadline, rather than
-// sleeping into it. OnRetry and ShouldRetry run on the caller's goroutine,
-// with no lock held.
+// own state (its schedule, which is not shared, and the error of its latest
+// attempt), and only at its first failure that is retried, so a call that
+// succeeds at once allocates only the attempt's context (context.WithValue);
+// a call that is retried allocates, besides each attempt's context, its
+// state once (the default schedule lives inside it). Waits use a timer and
+// the context's Done channel, so cancelling the call ends a wait at once;
+// the wait is skipped when it could not end before the context's deadline,
+// rather than sleeping into it. OnRetry and ShouldRetry run on the caller's
+// goroutine, with no lock held.
 package retry

@@ -8,55 +8,73 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
 )
 
 // ErrExhausted is matched, with [errors.Is], by every error a [Retry]
 // returns when it gives up on a call that could otherwise have been retried:
 // out of attempts, the schedule stopped, the next wait would pass the
-// context's deadline, or the server asked for a wait longer than
-// MaxInterval. The error also unwraps to the last attempt's error; see
-// [ExhaustedError].
+// context's deadline, the server asked for a wait longer than MaxInterval,
+// or an attempt was rejected after earlier attempts had run fn. The error
+// also unwraps to the last error fn returned; see [ExhaustedError].
 var ErrExhausted = errors.New("retry: exhausted")
 
 // Reasons an [ExhaustedError] gives for giving up, in its Reason field.
 const (
 	// ReasonMaxAttempts means MaxAttempts attempts have failed.
 	ReasonMaxAttempts = "max_attempts"
-	// ReasonStopped means the schedule (Config.NewBackOff) returned
-	// backoff.Stop.
+	// ReasonStopped means the schedule (Config.NewSchedule) said stop.
 	ReasonStopped = "stopped"
 	// ReasonDeadline means the next wait would reach the context's deadline.
 	ReasonDeadline = "deadline"
 	// ReasonRetryAfter means the error asked for a wait longer than
 	// MaxInterval.
 	ReasonRetryAfter = "retry_after"
+	// ReasonRejected means an attempt was refused (an open breaker, a full
+	// bulkhead: an error matching policy.ErrRejected) after earlier attempts
+	// had run fn and failed. The call is not a rejection, since fn ran:
+	// Err is fn's last error, and the refusal is in the Rejection field.
+	ReasonRejected = "rejected"
 )
 
 // ExhaustedError is the error a [Retry] returns when it gives up. It matches
-// [ErrExhausted] with [errors.Is] and unwraps to the last attempt's error, so
-// errors.Is and errors.As see through it to that error. Its ErrorType is
+// [ErrExhausted] with [errors.Is] and unwraps to the last error fn returned,
+// so errors.Is and errors.As see through it to that error. Its ErrorType is
 // telemetry's "retry_exhausted". A zero ExhaustedError is a valid, if
 // uninformative, exhaustion. It is not modified after it is returned, so it
 // may be read concurrently.
 type ExhaustedError struct {
 	// Name is the Config.Name of the policy that gave up.
 	Name string
-	// Attempts is the number of attempts that ran and failed.
+	// Attempts is the number of attempts that ran fn and failed. With
+	// ReasonRejected, the rejected attempt, which did not run fn, is not
+	// counted.
 	Attempts int
 	// Reason says why it gave up: ReasonMaxAttempts, ReasonStopped,
-	// ReasonDeadline or ReasonRetryAfter.
+	// ReasonDeadline, ReasonRetryAfter or ReasonRejected.
 	Reason string
 	// Wait is the wait that was refused (ReasonDeadline, ReasonRetryAfter);
 	// zero otherwise.
 	Wait time.Duration
 	// MaxInterval is the policy's MaxInterval (for ReasonRetryAfter).
 	MaxInterval time.Duration
-	// Err is the last attempt's error.
+	// Err is the last error fn returned.
 	Err error
+	// Rejection is, with ReasonRejected, the refusal of the attempt after
+	// Err: the *policy.RejectedError that errors.As finds in the rejected
+	// attempt's error. It is nil for the other reasons, and also when the
+	// rejected attempt's error matches policy.ErrRejected without holding a
+	// *policy.RejectedError (a user-written policy's bare sentinel, say).
+	// It is not in the Unwrap chain, on purpose: fn ran, so
+	// errors.Is(err, policy.ErrRejected) is false for an ExhaustedError.
+	// Like every RejectedError, it must not be modified.
+	Rejection *policy.RejectedError
 }
 
 // Error returns a message such as
-// `retry "llm": gave up after 3 attempts: <last error>`.
+// `retry "llm": gave up after 3 attempts: <last error>`, or, with
+// ReasonRejected, `retry "llm": gave up after 1 attempt: attempt 2 was
+// rejected (breaker "llm" rejected the call: open): <last error>`.
 func (e *ExhaustedError) Error() string {
 	msg := "retry"
 	if e.Name != "" {
@@ -68,11 +86,16 @@ func (e *ExhaustedError) Error() string {
 	}
 	switch e.Reason {
 	case ReasonStopped:
-		msg += ": the backoff schedule stopped"
+		msg += ": the schedule stopped"
 	case ReasonDeadline:
 		msg += ": next wait of " + e.Wait.String() + " would pass the deadline"
 	case ReasonRetryAfter:
 		msg += ": server asked to wait " + e.Wait.String() + ", more than MaxInterval " + e.MaxInterval.String()
+	case ReasonRejected:
+		msg += ": attempt " + strconv.Itoa(e.Attempts+1) + " was rejected"
+		if e.Rejection != nil {
+			msg += " (" + e.Rejection.Error() + ")"
+		}
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -80,7 +103,7 @@ func (e *ExhaustedError) Error() string {
 	return msg
 }
 
-// Unwrap returns the last attempt's error.
+// Unwrap returns the last error fn returned.
 func (e *ExhaustedError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrExhausted].
@@ -91,13 +114,72 @@ func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
 
 // Permanent marks err as not to be retried: when an attempt returns it (or an
 // error wrapping it), the call ends at once. If the marker is the error the
-// attempt returned, the call returns err itself, unwrapped; if something
-// wraps the marker (an attempt deadline's ExceededError, say), the call
-// returns that wrapper, which still matches err with errors.Is. It
-// returns nil if err is nil. It is backoff.Permanent, so errors marked with
-// either are honoured by both packages; the result is a
-// *backoff.PermanentError.
-func Permanent(err error) error { return backoff.Permanent(err) }
+// attempt returned, the call returns err itself, unwrapped (see [Unmark]);
+// if something wraps the marker (an attempt deadline's ExceededError, say),
+// the call returns that wrapper, which still matches err with errors.Is.
+//
+// The marker has err's message, and errors.Is and errors.As see through it
+// to err; its type is unexported, so it is recognised only by this package
+// (a Retry finds it anywhere in an attempt's error chain). Permanent returns
+// nil if err is nil, and err itself if err is already such a marker. It is
+// safe for concurrent use.
+//
+// A Retry also honours the markers of github.com/cenkalti/backoff/v4's
+// Permanent, and strips them the same way, so that errors marked for
+// backoff keep working; new code should use Permanent.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*permanentError); ok {
+		return err
+	}
+	return &permanentError{err: err}
+}
+
+// permanentError is the marker [Permanent] puts on an error.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Unmark returns the error that err marks as permanent, if err itself is a
+// marker made by [Permanent] (or by backoff/v4's Permanent, which a Retry
+// also honours), and err unchanged otherwise, nil included. A marker deeper
+// in err's chain is left alone, because what wraps it carries meaning of its
+// own: an attempt deadline's ExceededError around a permanent failure must
+// still match deadline.ErrExceeded. A Retry unmarks every error it returns
+// this way, so that a marker never reaches its caller; code that runs an fn
+// which may mark its errors without a Retry above it (an HTTP transport
+// whose policy may have no retry, say) calls Unmark for the same reason. It
+// is safe for concurrent use.
+func Unmark(err error) error {
+	for {
+		switch p := err.(type) {
+		case *permanentError:
+			err = p.err
+		case *backoff.PermanentError:
+			if p.Err == nil {
+				// A hand-built marker around nothing: an error all the
+				// same, never nil, which would read as success.
+				return err
+			}
+			err = p.Err
+		default:
+			return err
+		}
+	}
+}
+
+// isPermanent reports whether a Permanent marker (retry's or backoff's) is
+// anywhere in err's chain.
+func isPermanent(err error) bool {
+	if _, ok := errors.AsType[*permanentError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*backoff.PermanentError](err)
+	return ok
+}
 
 // retryAfterError is the shape of an error that asks for the next wait, such
 // as an HTTP 429 or 503 with a Retry-After header.

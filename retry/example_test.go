@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/watertight/watertight/retry"
 )
 
@@ -46,7 +44,10 @@ func ExampleErrExhausted() {
 	r, _ := retry.New(retry.Config{
 		Name:        "db",
 		MaxAttempts: 2,
-		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+		// Retries without waits: a ScheduleFunc that keeps no state.
+		NewSchedule: func() retry.Schedule {
+			return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
+		},
 	})
 	err := r.Execute(context.Background(), func(context.Context) error { return errRefused })
 	fmt.Println(err)
@@ -68,4 +69,43 @@ func ExamplePermanent() {
 	fmt.Println(calls, err, err == errBadRequest)
 	// Output:
 	// 1 400 bad request true
+}
+
+// A schedule of fixed waits, then stop. NewSchedule makes one per call, so
+// the closure's state (the waits left) belongs to that call alone.
+func ExampleSchedule() {
+	r, _ := retry.New(retry.Config{
+		Name:        "fixed",
+		MaxAttempts: 10,
+		NewSchedule: func() retry.Schedule {
+			waits := []time.Duration{time.Millisecond, 5 * time.Millisecond}
+			return retry.ScheduleFunc(func() (time.Duration, bool) {
+				if len(waits) == 0 {
+					return 0, false // stop
+				}
+				w := waits[0]
+				waits = waits[1:]
+				return w, true
+			})
+		},
+		OnRetry: func(_ context.Context, attempt int, _ error, wait time.Duration) {
+			fmt.Printf("attempt %d failed; retrying in %v\n", attempt, wait)
+		},
+	})
+	err := r.Execute(context.Background(), func(context.Context) error { return errors.New("unavailable") })
+	fmt.Println(err)
+	// Output:
+	// attempt 1 failed; retrying in 1ms
+	// attempt 2 failed; retrying in 5ms
+	// retry "fixed": gave up after 3 attempts: the schedule stopped: unavailable
+}
+
+// Code that runs an fn which may mark its errors, with no Retry above it to
+// take the marker off, calls Unmark before handing the error on.
+func ExampleUnmark() {
+	errBadRequest := errors.New("400 bad request")
+	err := retry.Permanent(errBadRequest)
+	fmt.Println(err == errBadRequest, retry.Unmark(err) == errBadRequest)
+	// Output:
+	// false true
 }

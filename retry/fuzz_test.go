@@ -131,3 +131,71 @@ func FuzzConfig(f *testing.F) {
 		})
 	})
 }
+
+// FuzzSchedule runs a call, in fake time, whose attempts all fail, with a
+// Config.NewSchedule giving fuzzed waits (negative, zero, past MaxInterval)
+// in turn and saying stop at a fuzzed call of Next, and checks that fn ran
+// as often as MaxAttempts and the stop allow, that every wait is the
+// schedule's clamped to [0, MaxInterval], and that the call ends exhausted
+// for the right reason with the last attempt's error.
+func FuzzSchedule(f *testing.F) {
+	ms := int64(time.Millisecond)
+	f.Add(uint8(3), int64(time.Second), ms, 2*ms, 3*ms, uint8(0))
+	f.Add(uint8(9), int64(time.Second), -ms, 0*ms, int64(time.Hour), uint8(3))
+	f.Add(uint8(1), int64(1), int64(math.MaxInt64), int64(math.MinInt64), int64(1), uint8(1))
+	f.Fuzz(func(t *testing.T, attempts uint8, maxInterval, w1, w2, w3 int64, stopAt uint8) {
+		maxWait := time.Duration(1 + (maxInterval&math.MaxInt64)%int64(time.Hour))
+		maxAttempts := 1 + int(attempts%12)
+		planned := []time.Duration{time.Duration(w1), time.Duration(w2), time.Duration(w3)}
+		var waits []time.Duration
+		schedules := 0
+		r, err := retry.New(retry.Config{
+			MaxAttempts: maxAttempts, InitialInterval: 1, MaxInterval: maxWait,
+			NewSchedule: func() retry.Schedule {
+				schedules++
+				calls := 0
+				return retry.ScheduleFunc(func() (time.Duration, bool) {
+					calls++
+					if calls == int(stopAt) {
+						return 0, false
+					}
+					return planned[(calls-1)%len(planned)], true
+				})
+			},
+			OnRetry: func(_ context.Context, _ int, _ error, wait time.Duration) { waits = append(waits, wait) },
+		})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		synctest.Test(t, func(t *testing.T) {
+			n := 0
+			err := r.Execute(context.Background(), func(context.Context) error { n++; return errFuzzAttempt })
+			wantN, wantReason := maxAttempts, retry.ReasonMaxAttempts
+			if stopAt > 0 && int(stopAt) < maxAttempts {
+				wantN, wantReason = int(stopAt), retry.ReasonStopped
+			}
+			var ex *retry.ExhaustedError
+			if n != wantN || !errors.As(err, &ex) || ex.Attempts != wantN || ex.Reason != wantReason || !errors.Is(err, errFuzzAttempt) {
+				t.Fatalf("fn ran %d times, err = %v; want %d attempts, exhausted (%s)", n, err, wantN, wantReason)
+			}
+			if wantSchedules := min(1, wantN-1+boolInt(wantReason == retry.ReasonStopped)); schedules != wantSchedules {
+				t.Fatalf("%d schedules made, want %d", schedules, wantSchedules)
+			}
+			if len(waits) != wantN-1 {
+				t.Fatalf("%d waits for %d attempts", len(waits), wantN)
+			}
+			for i, w := range waits {
+				if want := min(max(planned[i%len(planned)], 0), maxWait); w != want {
+					t.Fatalf("wait %d = %v, want %v", i+1, w, want)
+				}
+			}
+		})
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

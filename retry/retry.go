@@ -18,13 +18,14 @@ var _ stage.Repeater = (*repeater)(nil)
 // Retry runs a call again, after a wait, when it fails with an error worth
 // retrying; see the package documentation for the rules. Build one with
 // [New]; the zero Retry is not usable. A Retry is immutable and safe for
-// concurrent use by multiple goroutines: everything a call needs, its backoff
+// concurrent use by multiple goroutines: everything a call needs, its
 // schedule included, belongs to that call.
 type Retry struct {
 	s      settings
 	prefix string // "retry" or `retry "name"`, for error messages
-	expo   []backoff.ExponentialBackOffOpts
 	rec    recorder
+	// expo is the default schedule, copied into each call's state.
+	expo backoff.ExponentialBackOff
 }
 
 // New returns a Retry configured by cfg, or an error naming the first invalid
@@ -38,15 +39,18 @@ func New(cfg Config) (*Retry, error) {
 	if s.name != "" {
 		r.prefix += " " + strconv.Quote(s.name)
 	}
-	// Built once: passing them to NewExponentialBackOff then costs nothing.
-	// MaxElapsedTime 0: backoff's 15-minute default must never end a call;
-	// MaxAttempts and the context's deadline do.
-	r.expo = []backoff.ExponentialBackOffOpts{
-		backoff.WithInitialInterval(s.initial),
-		backoff.WithMaxInterval(s.max),
-		backoff.WithMultiplier(s.multiplier),
-		backoff.WithRandomizationFactor(s.jitter),
-		backoff.WithMaxElapsedTime(0),
+	// Copied into each call's state, which holds it in place: no allocation
+	// of its own. MaxElapsedTime 0: backoff's 15-minute default must never
+	// end a call (MaxAttempts and the context's deadline do), and
+	// NextBackOff then never returns Stop.
+	r.expo = backoff.ExponentialBackOff{
+		InitialInterval:     s.initial,
+		RandomizationFactor: s.jitter,
+		Multiplier:          s.multiplier,
+		MaxInterval:         s.max,
+		MaxElapsedTime:      0,
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
 	}
 	return r, nil
 }
@@ -58,7 +62,8 @@ func (r *Retry) MaxAttempts() int { return r.s.maxAttempts }
 // retrying, waiting between attempts as the schedule asks. It returns nil as
 // soon as an attempt succeeds; otherwise the error the rules in the package
 // documentation give. Attempt n runs with a context for which [Attempt]
-// returns n. It panics if ctx or fn is nil. It is [policy.Repeat] with r.
+// returns n. It panics if ctx or fn is nil. It runs the same loop as a
+// compose pipeline with r in its Retry slot.
 func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("retry: nil Context")
@@ -90,6 +95,21 @@ func Attempt(ctx context.Context) int {
 	return n
 }
 
+// call is the state of one call between attempts, built at its first
+// failure that is retried (a call that succeeds at once builds none) and
+// passed from one next to the next as a stage.Token.
+type call struct {
+	// last is the error of the latest attempt that ran fn: once a call is
+	// retried, a later rejection is not the call's outcome (see next).
+	last error
+	// sched is the Config.NewSchedule schedule, nil until first needed.
+	sched Schedule
+	// expo is the default schedule, when there is no NewSchedule; built
+	// says whether it has been reset for this call.
+	expo  backoff.ExponentialBackOff
+	built bool
+}
+
 // next decides what follows the failure of attempt n with err, ctx being the
 // call's context (not the attempt's). It either waits (counting the retry,
 // adding a span event and calling OnRetry first) and returns again = true
@@ -102,18 +122,28 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	if err == nil {
 		return false, state, nil
 	}
-	// 1. The caller's cancellation or the call's deadline ends the loop; an
+	c, _ := state.(*call)
+	// 1. A rejection (an open breaker, a full bulkhead) is never retried.
+	// It is the call's outcome only if fn never ran in this call: after
+	// attempts that ran fn and failed, the call ends exhausted with fn's
+	// last error, the rejection alongside (not in the chain), so that the
+	// caller is not told that fn never ran. c.last is never a rejection
+	// (one ends the loop), but the rule must hold regardless. Before the
+	// context's rule, which would return the rejection unchanged.
+	if errors.Is(err, policy.ErrRejected) {
+		if c != nil && c.last != nil && !errors.Is(c.last, policy.ErrRejected) {
+			return false, state, r.rejected(ctx, n, err, c.last)
+		}
+		return false, state, Unmark(err)
+	}
+	// 2. The caller's cancellation or the call's deadline ends the loop; an
 	// outer deadline policy turns the error into its own.
 	if ctx.Err() != nil {
-		return false, state, unmark(err)
-	}
-	// 2. A rejection (an open breaker, a full bulkhead) is never retried.
-	if errors.Is(err, policy.ErrRejected) {
-		return false, state, unmark(err)
+		return false, state, Unmark(err)
 	}
 	// 3. Permanent: end with the marked error itself.
-	if _, ok := errors.AsType[*backoff.PermanentError](err); ok {
-		return false, state, unmark(err)
+	if isPermanent(err) {
+		return false, state, Unmark(err)
 	}
 	// 4. The user's classification.
 	if r.s.shouldRetry != nil && !r.s.shouldRetry(err) {
@@ -132,30 +162,47 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 			return false, state, r.exhaust(ctx, n, ReasonRetryAfter, wait, err)
 		}
 	} else {
-		b, _ := state.(backoff.BackOff)
-		if b == nil {
-			b = r.schedule()
-			state = b // an interface converted to any: no allocation
+		if c == nil {
+			c = new(call)
+			state = c // a pointer converted to a Token: no allocation
 		}
-		wait = b.NextBackOff()
-		if wait == backoff.Stop {
-			return false, state, r.exhaust(ctx, n, ReasonStopped, 0, err)
+		if r.s.newSchedule == nil {
+			if !c.built {
+				c.expo = r.expo
+				c.expo.Reset()
+				c.built = true
+			}
+			// backoff caps its interval before randomising it: the result
+			// is capped below. It randomises in float64, and near
+			// math.MaxInt64 the conversion back overflows to a negative
+			// Duration: such a wait is as long as allowed, not none.
+			if wait = c.expo.NextBackOff(); wait < 0 {
+				wait = r.s.max
+			}
+		} else {
+			if c.sched == nil {
+				if c.sched = r.s.newSchedule(); c.sched == nil {
+					panic("retry: Config.NewSchedule returned nil")
+				}
+			}
+			w, ok := c.sched.Next()
+			if !ok {
+				return false, state, r.exhaust(ctx, n, ReasonStopped, 0, err)
+			}
+			wait = max(w, 0) // a negative wait means none
 		}
-		// backoff caps its interval before randomising it: cap the result.
-		// The exponential schedule randomises in float64, and near
-		// math.MaxInt64 the conversion back overflows to a negative
-		// Duration: such a wait is as long as allowed, not none.
-		if wait < 0 && r.s.newBackOff == nil {
-			wait = r.s.max
-		}
-		wait = max(wait, 0) // a custom schedule's negative wait means none
 		wait = min(wait, r.s.max)
 	}
 	// 7. Fail now rather than sleep into the deadline (as x/time/rate does).
 	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
 		return false, state, r.exhaust(ctx, n, ReasonDeadline, wait, err)
 	}
-	// 8. Record, tell, wait.
+	// 8. Remember the failure, record, tell, wait.
+	if c == nil {
+		c = new(call)
+		state = c
+	}
+	c.last = err
 	r.rec.scheduled(ctx, n+1, wait)
 	if r.s.onRetry != nil {
 		r.s.onRetry(ctx, n, err, wait)
@@ -180,32 +227,6 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	}
 }
 
-// unmark returns err unchanged, unless err itself is the Permanent marker:
-// then the marked error, so that a marker added by fn never reaches the
-// caller. A marker deeper in the chain is left alone, because what wraps it
-// carries meaning of its own: an attempt deadline's ExceededError around a
-// permanent failure must still match deadline.ErrExceeded. The marker lets
-// errors.Is and errors.As through and has the marked error's message.
-func unmark(err error) error {
-	if p, ok := err.(*backoff.PermanentError); ok {
-		return p.Err
-	}
-	return err
-}
-
-// schedule returns a fresh backoff for one call.
-func (r *Retry) schedule() backoff.BackOff {
-	if r.s.newBackOff == nil {
-		return backoff.NewExponentialBackOff(r.expo...)
-	}
-	b := r.s.newBackOff()
-	if b == nil {
-		panic("retry: Config.NewBackOff returned nil")
-	}
-	b.Reset()
-	return b
-}
-
 // exhaust counts and returns an exhaustion.
 func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
 	r.rec.exhaust(ctx)
@@ -217,6 +238,24 @@ func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Dur
 		MaxInterval: r.s.max,
 		Err:         err,
 	}
+}
+
+// rejected counts and returns the exhaustion of a call whose attempt n was
+// refused with rejection after attempts 1 to n-1 had run fn, the last
+// failing with last.
+func (r *Retry) rejected(ctx context.Context, n int, rejection, last error) error {
+	r.rec.exhaust(ctx)
+	e := &ExhaustedError{
+		Name:        r.s.name,
+		Attempts:    n - 1,
+		Reason:      ReasonRejected,
+		MaxInterval: r.s.max,
+		Err:         last,
+	}
+	// A rejection that holds no *policy.RejectedError (a bare sentinel) is
+	// a rejection all the same: Rejection stays nil.
+	e.Rejection, _ = errors.AsType[*policy.RejectedError](rejection)
+	return e
 }
 
 // interrupted is the error of a call whose context ended during a wait: it

@@ -37,7 +37,7 @@ func BenchmarkExecuteThreeFailuresZeroBackoff(b *testing.B) {
 	r, _ := New(Config{
 		MaxAttempts:   4,
 		MeterProvider: noop.NewMeterProvider(),
-		NewBackOff:    func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+		NewSchedule:   zeroWaits,
 	})
 	ctx := context.Background()
 	n := 0

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,6 +70,9 @@ func run(ctx context.Context, r *Retry, errFor func(n int) error) runResult {
 }
 
 func always(err error) func(int) error { return func(int) error { return err } }
+
+// zeroWaits is a Config.NewSchedule with no waits.
+func zeroWaits() Schedule { return ScheduleFunc(func() (time.Duration, bool) { return 0, true }) }
 
 func equalDurations(a, b []time.Duration) bool {
 	if len(a) != len(b) {
@@ -299,9 +301,11 @@ func TestPermanent(t *testing.T) {
 		want error // the error the call must return, exactly
 	}{
 		{"direct", Permanent(errBoom), errBoom},
+		{"marked twice", Permanent(Permanent(errBoom)), errBoom},
 		// A marker inside another error is not stripped: the wrapper (an
 		// attempt deadline's ExceededError, say) keeps its meaning.
 		{"wrapped", wrapped, wrapped},
+		// backoff's markers are honoured and stripped too.
 		{"backoff.Permanent", backoff.Permanent(errBoom), errBoom},
 	}
 	for _, tt := range tests {
@@ -314,6 +318,51 @@ func TestPermanent(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// The marker is retry's own: it has the marked error's message, errors.Is
+// and errors.As see through it, and it is no type of backoff's.
+func TestPermanentMarker(t *testing.T) {
+	cause := retryAfterErr{time.Second}
+	p := Permanent(cause)
+	if p.Error() != cause.Error() || !errors.Is(p, cause) {
+		t.Errorf("Permanent(cause) = %q, Is cause %v", p, errors.Is(p, cause))
+	}
+	if got, ok := errors.AsType[retryAfterErr](p); !ok || got != cause {
+		t.Errorf("errors.As through the marker = %v, %v", got, ok)
+	}
+	if _, ok := errors.AsType[*backoff.PermanentError](p); ok {
+		t.Error("the marker is a *backoff.PermanentError")
+	}
+	if Permanent(p) != p {
+		t.Error("Permanent(Permanent(err)) is a second marker")
+	}
+	if !isPermanent(fmt.Errorf("a: %w", fmt.Errorf("b: %w", p))) || isPermanent(cause) {
+		t.Error("isPermanent does not find the marker deep in the chain, or finds one where there is none")
+	}
+}
+
+func TestUnmark(t *testing.T) {
+	wrapped := fmt.Errorf("op: %w", Permanent(errBoom))
+	empty := &backoff.PermanentError{}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"nil", nil, nil},
+		{"plain", errBoom, errBoom},
+		{"marker", Permanent(errBoom), errBoom},
+		{"marker deeper in the chain", wrapped, wrapped},
+		{"backoff marker", backoff.Permanent(errBoom), errBoom},
+		{"backoff marker around retry's", backoff.Permanent(Permanent(errBoom)), errBoom},
+		{"backoff marker around nothing", empty, empty},
+	}
+	for _, tt := range tests {
+		if got := Unmark(tt.err); got != tt.want {
+			t.Errorf("%s: Unmark = %#v, want %#v", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -409,8 +458,8 @@ func TestCanceledBeforeZeroWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	r := mustNew(t, Config{
-		NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} },
-		OnRetry:    func(context.Context, int, error, time.Duration) { cancel() },
+		NewSchedule: zeroWaits,
+		OnRetry:     func(context.Context, int, error, time.Duration) { cancel() },
 	})
 	calls := 0
 	err := r.Execute(ctx, func(context.Context) error { calls++; return errBoom })
@@ -450,7 +499,7 @@ func TestShouldRetry(t *testing.T) {
 	var seen []error
 	r := mustNew(t, Config{
 		MaxAttempts: 5,
-		NewBackOff:  func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+		NewSchedule: zeroWaits,
 		ShouldRetry: func(err error) bool { seen = append(seen, err); return !errors.Is(err, errFatal) },
 	})
 	wrapped := fmt.Errorf("op: %w", errFatal)
@@ -479,7 +528,7 @@ func TestAttemptNumber(t *testing.T) {
 	if n := Attempt(t.Context()); n != 0 {
 		t.Errorf("Attempt outside = %d, want 0", n)
 	}
-	r := mustNew(t, Config{NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r := mustNew(t, Config{NewSchedule: zeroWaits})
 	var got []int
 	err := r.Execute(t.Context(), func(ctx context.Context) error {
 		got = append(got, Attempt(ctx))
@@ -489,7 +538,7 @@ func TestAttemptNumber(t *testing.T) {
 		t.Errorf("attempts = %v, err = %v; want [1 2 3], exhausted", got, err)
 	}
 	// Nested: the innermost Retry's number.
-	inner := mustNew(t, Config{MaxAttempts: 2, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	inner := mustNew(t, Config{MaxAttempts: 2, NewSchedule: zeroWaits})
 	got = nil
 	_ = r.Execute(t.Context(), func(ctx context.Context) error {
 		return inner.Execute(ctx, func(ctx context.Context) error { got = append(got, Attempt(ctx)); return errBoom })
@@ -499,30 +548,28 @@ func TestAttemptNumber(t *testing.T) {
 	}
 }
 
-// countingBackOff is a schedule that counts its use and notices sharing.
-type countingBackOff struct {
+// countingSchedule is a schedule that counts its use and notices sharing.
+type countingSchedule struct {
 	interval time.Duration
-	stopAt   int // NextBackOff returns Stop on this call (1-based); 0 never
-	calls    int // not atomic: the race detector catches a shared backoff
-	resets   int
+	stopAt   int // Next says stop on this call (1-based); 0 never
+	calls    int // not atomic: the race detector catches a shared schedule
 	busy     atomic.Bool
 	t        testing.TB
 }
 
-func (b *countingBackOff) Reset() { b.resets++ }
-func (b *countingBackOff) NextBackOff() time.Duration {
+func (b *countingSchedule) Next() (time.Duration, bool) {
 	if !b.busy.CompareAndSwap(false, true) {
-		b.t.Error("backoff used by two calls at once")
+		b.t.Error("schedule used by two calls at once")
 	}
 	defer b.busy.Store(false)
 	b.calls++
 	if b.calls == b.stopAt {
-		return backoff.Stop
+		return 0, false
 	}
-	return b.interval
+	return b.interval, true
 }
 
-func TestNewBackOff(t *testing.T) {
+func TestNewSchedule(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name       string
@@ -537,27 +584,27 @@ func TestNewBackOff(t *testing.T) {
 		{"capped at MaxInterval", time.Hour, 0, 2, []time.Duration{time.Second, time.Second}, "", ""},
 		{"negative is zero", -5 * ms, 0, 2, []time.Duration{0, 0}, "", ""},
 		{"stop", 250 * ms, 2, 10, []time.Duration{250 * ms}, ReasonStopped,
-			`retry "nb": gave up after 2 attempts: the backoff schedule stopped: boom`},
+			`retry "nb": gave up after 2 attempts: the schedule stopped: boom`},
 		{"stop at once", 250 * ms, 1, 10, nil, ReasonStopped,
-			`retry "nb": gave up after 1 attempt: the backoff schedule stopped: boom`},
+			`retry "nb": gave up after 1 attempt: the schedule stopped: boom`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var made []*countingBackOff
+				var made []*countingSchedule
 				var told []time.Duration
 				r := mustNew(t, Config{
 					Name: "nb", MaxAttempts: 10, MaxInterval: time.Second,
 					OnRetry: func(_ context.Context, _ int, _ error, wait time.Duration) { told = append(told, wait) },
-					NewBackOff: func() backoff.BackOff {
-						b := &countingBackOff{interval: tt.interval, stopAt: tt.stopAt, t: t}
+					NewSchedule: func() Schedule {
+						b := &countingSchedule{interval: tt.interval, stopAt: tt.stopAt, t: t}
 						made = append(made, b)
 						return b
 					},
 				})
 				// A call that succeeds at once builds nothing.
 				if err := r.Execute(t.Context(), func(context.Context) error { return nil }); err != nil || len(made) != 0 {
-					t.Fatalf("success: err = %v, backoffs made = %d", err, len(made))
+					t.Fatalf("success: err = %v, schedules made = %d", err, len(made))
 				}
 				res := run(t.Context(), r, func(n int) error {
 					if n <= tt.failures {
@@ -568,8 +615,8 @@ func TestNewBackOff(t *testing.T) {
 				if !equalDurations(res.waits, tt.wantWaits) || !equalDurations(told, tt.wantWaits) {
 					t.Errorf("waits = %v, told OnRetry %v; want %v", res.waits, told, tt.wantWaits)
 				}
-				if len(made) != 1 || made[0].resets != 1 {
-					t.Fatalf("backoffs made = %d (resets %v), want 1 reset once", len(made), made)
+				if len(made) != 1 {
+					t.Fatalf("schedules made = %d, want 1", len(made))
 				}
 				if tt.wantReason == "" {
 					if res.err != nil {
@@ -586,18 +633,45 @@ func TestNewBackOff(t *testing.T) {
 	}
 }
 
-func TestNewBackOffNilPanics(t *testing.T) {
-	r := mustNew(t, Config{NewBackOff: func() backoff.BackOff { return nil }})
+// A ScheduleFunc closure made by NewSchedule is a schedule with per-call
+// state: every call starts it afresh.
+func TestScheduleFunc(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		r := mustNew(t, Config{MaxAttempts: 10, NewSchedule: func() Schedule {
+			waits := []time.Duration{10 * ms, 30 * ms}
+			return ScheduleFunc(func() (time.Duration, bool) {
+				if len(waits) == 0 {
+					return 0, false
+				}
+				w := waits[0]
+				waits = waits[1:]
+				return w, true
+			})
+		}})
+		for range 2 {
+			res := run(t.Context(), r, always(errBoom))
+			var ee *ExhaustedError
+			if !equalDurations(res.waits, []time.Duration{10 * ms, 30 * ms}) || !errors.As(res.err, &ee) ||
+				ee.Reason != ReasonStopped || ee.Attempts != 3 {
+				t.Fatalf("waits = %v, err = %v; want [10ms 30ms], stopped after 3 attempts", res.waits, res.err)
+			}
+		}
+	})
+}
+
+func TestNewScheduleNilPanics(t *testing.T) {
+	r := mustNew(t, Config{NewSchedule: func() Schedule { return nil }})
 	defer func() {
-		if p := recover(); p == nil || !strings.HasPrefix(fmt.Sprint(p), "retry: ") {
-			t.Errorf("panic = %v, want one naming retry", p)
+		if p := recover(); p != "retry: Config.NewSchedule returned nil" {
+			t.Errorf("panic = %v, want one naming retry and NewSchedule", p)
 		}
 	}()
 	_ = r.Execute(t.Context(), func(context.Context) error { return errBoom })
 }
 
 func TestMaxAttemptsHuge(t *testing.T) {
-	r := mustNew(t, Config{MaxAttempts: math.MaxInt, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r := mustNew(t, Config{MaxAttempts: math.MaxInt, NewSchedule: zeroWaits})
 	if r.MaxAttempts() != math.MaxInt {
 		t.Fatalf("MaxAttempts() = %d", r.MaxAttempts())
 	}
@@ -617,7 +691,7 @@ func TestMaxAttemptsHuge(t *testing.T) {
 
 func TestMaxAttempts(t *testing.T) {
 	for _, n := range []int{1, 2, 7} {
-		r := mustNew(t, Config{MaxAttempts: n, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+		r := mustNew(t, Config{MaxAttempts: n, NewSchedule: zeroWaits})
 		res := run(t.Context(), r, always(errBoom))
 		var ee *ExhaustedError
 		if res.calls != n || !errors.As(res.err, &ee) || ee.Attempts != n || ee.Reason != ReasonMaxAttempts {
@@ -630,7 +704,7 @@ func TestMaxAttempts(t *testing.T) {
 }
 
 func TestExhaustedError(t *testing.T) {
-	r := mustNew(t, Config{NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r := mustNew(t, Config{NewSchedule: zeroWaits})
 	err := r.Execute(t.Context(), func(context.Context) error { return errBoom })
 	if got := telemetry.ErrorType(err); got != telemetry.TypeExhausted {
 		t.Errorf("ErrorType = %q, want %q", got, telemetry.TypeExhausted)
@@ -691,7 +765,7 @@ func TestNext(t *testing.T) {
 		t.Errorf("Next(nil err) = %v, %v, %v", again, next, final)
 	}
 	// The state Next hands back is the call's own schedule, reused.
-	r = mustNew(t, Config{MaxAttempts: 4, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r = mustNew(t, Config{MaxAttempts: 4, NewSchedule: zeroWaits})
 	again, s1, _ := r.Next(t.Context(), 1, errBoom, nil)
 	again2, s2, _ := r.Next(t.Context(), 2, errBoom, s1)
 	if !again || !again2 || s1 == nil || s1 != s2 {
@@ -792,7 +866,7 @@ func TestTelemetry(t *testing.T) {
 
 // Without a recording span there is nowhere to add events, and no error.
 func TestNoSpan(t *testing.T) {
-	r := mustNew(t, Config{NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r := mustNew(t, Config{NewSchedule: zeroWaits})
 	if err := r.Execute(t.Context(), func(context.Context) error { return errBoom }); !errors.Is(err, ErrExhausted) {
 		t.Errorf("err = %v", err)
 	}
@@ -883,10 +957,10 @@ func TestSuccessAllocatesOnlyTheAttemptContext(t *testing.T) {
 	}
 }
 
-// Failing attempts allocate nothing beyond their contexts: the zero-size
-// backoff is free and the state passes without boxing.
+// Failing attempts allocate nothing beyond their contexts and the call's
+// state, once: the ScheduleFunc is free and the state passes without boxing.
 func TestFailurePathAllocations(t *testing.T) {
-	r := mustNew(t, Config{MaxAttempts: 4, NewBackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
+	r := mustNew(t, Config{MaxAttempts: 4, NewSchedule: zeroWaits})
 	ctx := t.Context()
 	n := 0
 	fn := func(context.Context) error {
@@ -896,8 +970,8 @@ func TestFailurePathAllocations(t *testing.T) {
 		}
 		return nil
 	}
-	if got := testing.AllocsPerRun(100, func() { _ = r.Execute(ctx, fn) }); got != 4 {
-		t.Errorf("allocs = %v, want 4 (one context per attempt)", got)
+	if got := testing.AllocsPerRun(100, func() { _ = r.Execute(ctx, fn) }); got != 5 {
+		t.Errorf("allocs = %v, want 5 (one context per attempt, the call's state)", got)
 	}
 }
 
@@ -913,9 +987,9 @@ func TestConcurrentStress(t *testing.T) {
 		var made, retries, ran, exhausted atomic.Int64
 		r, err := New(Config{
 			Name: "stress", MaxAttempts: maxAttempts, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, MeterProvider: mp,
-			NewBackOff: func() backoff.BackOff {
+			NewSchedule: func() Schedule {
 				made.Add(1)
-				return &countingBackOff{interval: time.Duration(rand.IntN(3)) * time.Millisecond, t: t}
+				return &countingSchedule{interval: time.Duration(rand.IntN(3)) * time.Millisecond, t: t}
 			},
 			OnRetry: func(context.Context, int, error, time.Duration) { retries.Add(1) },
 		})
@@ -952,7 +1026,6 @@ func TestConcurrentStress(t *testing.T) {
 						t.Errorf("calls = %d > %d", calls, maxAttempts)
 					}
 					ran.Add(int64(calls - 1))
-					var perm *backoff.PermanentError
 					switch {
 					case err == nil:
 						if last != nil {
@@ -964,7 +1037,7 @@ func TestConcurrentStress(t *testing.T) {
 							t.Errorf("exhausted %v does not wrap %v", err, last)
 						}
 					case err == errBoom:
-						if !errors.As(last, &perm) {
+						if !isPermanent(last) {
 							t.Errorf("errBoom without Permanent")
 						}
 					case err == last:

@@ -178,6 +178,15 @@ func (s *soakPipeline) call(t *testing.T, rng *rand.Rand, i int64, tally *soakTa
 	if errors.Is(err, retry.ErrExhausted) {
 		tally.exhausted.Add(1)
 	}
+	// A rejection of a retry after attempts that ran fn is no rejection of
+	// the call: the caller sees it in retry's exhaustion, outside the chain.
+	var ee *retry.ExhaustedError
+	if errors.As(err, &ee) && ee.Rejection != nil {
+		re := ee.Rejection
+		tally.mu.Lock()
+		tally.rejections[re.Kind+"/"+re.Name+"/"+re.Reason]++
+		tally.mu.Unlock()
+	}
 	if errors.Is(err, deadline.ErrExceeded) {
 		tally.exceeded.Add(1)
 	}
@@ -275,7 +284,8 @@ const (
 // checks that: every call returned or panicked exactly once; nothing leaks
 // (goleak); the bulkhead ends with Active and Queued at 0; the
 // watertight.rejections counter equals, per kind, name and reason, the
-// rejections the callers saw (errors.As *policy.RejectedError), and
+// rejections the callers saw (errors.As *policy.RejectedError, or the
+// Rejection of a retry.ExhaustedError), and
 // watertight.retry.exhausted the exhaustions they saw; the call duration
 // histogram counted every call; and the heap after a GC ends within 1.2x of
 // its size after a warm-up batch (with the slack below: see spanSlack).
