@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/watertight/watertight => ../
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/watertight/watertight v0.0.0-00010101000000-000000000000
@@ -19,6 +18,7 @@ require (
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
