@@ -86,8 +86,8 @@ type Config struct {
 	// [DefaultIsFailure]. Whatever it says, three outcomes are fixed: a
 	// rejection ([policy.ErrRejected]) and [context.Canceled] are always
 	// excluded, neither success nor failure, because they say nothing about
-	// the dependency; [stage.ErrAborted] (fn panicked or called
-	// runtime.Goexit) is always a failure. It is called under gobreaker's
+	// the dependency; a panic or runtime.Goexit in fn is always a failure
+	// (IsFailure is not asked). It is called under gobreaker's
 	// lock: it must be fast and must not call the Breaker. If it panics or
 	// calls runtime.Goexit, the call is not counted (a half-open probe's
 	// place is freed) and the panic or Goexit goes on up through the call.

@@ -34,7 +34,7 @@
 //	policy's) or context.Canceled
 //	fn returned a timeout (deadline's      err, unchanged                   failure (by DefaultIsFailure)
 //	ErrExceeded, DeadlineExceeded)
-//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always (stage.ErrAborted)
+//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always
 //	IsFailure panicked or called           the panic goes on up             excluded
 //	runtime.Goexit
 //	open, by its rules or ForceOpen        *policy.RejectedError, Reason    watertight.rejections{reason=open}
@@ -89,8 +89,8 @@
 //
 // A call admitted by gobreaker must report its outcome, or a half-open
 // breaker waits for its probe forever. When fn panics or calls
-// runtime.Goexit (t.FailNow in a test), the call is reported as
-// [stage.ErrAborted] (a failure) from a deferred call, so such a probe
+// runtime.Goexit (t.FailNow in a test), the call is reported as a failure
+// from a deferred call, so such a probe
 // opens the breaker again instead of wedging it. That deferred call
 // recovers nothing: the panic goes on with fn's own value, and a crash
 // report still shows where fn panicked. A panic or Goexit in IsFailure

@@ -29,8 +29,8 @@ const (
 // ([policy.ErrRejected], from this breaker or a policy inside it) or
 // [context.Canceled] (the caller gave up). A timeout, ours
 // (deadline.ErrExceeded) or the caller's ([context.DeadlineExceeded]), is
-// a failure, and so is [stage.ErrAborted] (fn panicked or called
-// runtime.Goexit). It is safe for concurrent use.
+// a failure. (A panic or runtime.Goexit in fn is always a failure, and
+// never reaches IsFailure.) It is safe for concurrent use.
 func DefaultIsFailure(err error) bool {
 	return err != nil && !excluded(err)
 }
