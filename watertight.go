@@ -62,7 +62,8 @@ type Pipeline struct {
 // An invalid section fails with an error naming it, that wraps the
 // policy's own: "watertight: Bulkhead: Config.Limit must be >= 1, got 0".
 // So does a slot set both by a section and in Use, and an Attempt timeout
-// longer than the Deadline's. On error New closes whatever it had built.
+// longer than the Deadline's (a zero deadline.Deadline, which imposes no
+// timeout, has none to compare). On error New closes whatever it had built.
 func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("watertight: name must not be empty")
@@ -126,7 +127,8 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	}
 	// Said here, with the sections' names, rather than by compose.
 	if d, ok := pols.Deadline.(*deadline.Deadline); ok {
-		if a, ok := pols.Attempt.(*deadline.Deadline); ok && a.Timeout() > d.Timeout() {
+		// A zero Deadline imposes no timeout: nothing to compare with.
+		if a, ok := pols.Attempt.(*deadline.Deadline); ok && d.Timeout() > 0 && a.Timeout() > d.Timeout() {
 			p.Close()
 			return nil, fmt.Errorf("watertight: Attempt: Timeout %v is longer than the Deadline's Timeout %v", a.Timeout(), d.Timeout())
 		}

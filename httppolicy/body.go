@@ -64,18 +64,17 @@ func (b *streamBody) endedByContext(ctx context.Context) error {
 }
 
 // setCallErr records err, the error Execute returned, for the final Read,
-// if the context ended the stream. If err is the attempt's own marked error
-// (no policy changed it: no retry policy took the marker off), the caller
-// gets the context's error without the marker, as RoundTrip's caller does.
-// A policy that turned the error into nil leaves the read error as it is.
+// if the context ended the stream. The attempt's marker is taken off (or,
+// wrapped by a policy's error such as a deadline's, spent: see
+// retry.Unmark), so the caller's own retry around the request and the
+// reading of its body sees the error as any other, as RoundTrip's caller
+// does. A policy that turned the error into nil leaves the read error as
+// it is.
 func (b *streamBody) setCallErr(err error) {
-	if b.marked == nil {
+	if b.marked == nil || err == nil {
 		return
 	}
-	if err == b.marked {
-		err = b.ctxErr
-	}
-	b.callErr = err
+	b.callErr = retry.Unmark(err)
 }
 
 // Close closes the response body and ends the call; closing before EOF is

@@ -39,13 +39,17 @@
 // http.Transport.ResponseHeaderTimeout in Base (that timeout is a transport
 // error, retried like any other).
 //
-// A timeout gives the same error whether it ends the wait for headers or
-// the stream: when the context ends the stream, the Read that fails
-// returns the error the call ended with, not net/http's read error. A
-// Deadline or Attempt timeout thus gives an error matching
+// A timeout gives an error of the same identity whether it ends the wait
+// for headers or the stream: when the context ends the stream, the Read
+// that fails returns the error the call ended with, not net/http's read
+// error. A Deadline or Attempt timeout thus gives an error matching
 // deadline.ErrExceeded and context.DeadlineExceeded (a
 // *deadline.ExceededError naming the policy that fired), and the caller's
-// own cancellation context.Canceled, as RoundTrip would have returned.
+// own cancellation context.Canceled. Before the headers the pipeline's
+// retry may retry the timeout (its final error is then a
+// *retry.ExhaustedError around it); once the body streams it is never
+// retried. Either way the error carries no live retry.Permanent marker, so
+// a retry of the caller's own around the request sees it as any other.
 //
 // A base RoundTripper that returns neither a response nor an error is
 // broken: the attempt fails with an error naming its type, as http.Client

@@ -147,8 +147,16 @@ func (c *serverCall) run(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		// The handler returned because its context ended, perhaps
-		// without writing: report it, so that a deadline answers 504.
+		// without writing: report it, so that a deadline answers 504
+		// over the headers as they were on entry.
 		return retry.Permanent(err)
+	}
+	if !c.rw.wrote && !c.rw.hijacked {
+		// It returned in time without writing: an implicit 200 with an
+		// empty body (a CORS preflight, a HEAD), which net/http sends
+		// once ServeHTTP returns, with the server's map: the handler's
+		// headers go there now.
+		c.rw.answered(http.StatusOK)
 	}
 	return nil
 }

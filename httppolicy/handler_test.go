@@ -459,6 +459,15 @@ func TestHandlerOwnHeaders(t *testing.T) {
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 		}, 200, "", map[string]string{"Cache-Control": "no-store"}, false, ""},
+		{"returned without writing: headers sent with the implicit 200", withHeader("X-Outer", "kept"), func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.Header().Set("Set-Cookie", "session=1")
+		}, 200, "", map[string]string{"X-Outer": "kept", "Access-Control-Allow-Origin": "*", "Set-Cookie": "session=1"}, false, ""},
+		{"103 then returned without writing: headers sent", nil, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+		}, 200, "", map[string]string{"Access-Control-Allow-Origin": "*"}, false, "</a.css>; rel=preload"},
 	}
 	for _, h2 := range []bool{false, true} {
 		for _, tt := range tests {

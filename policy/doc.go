@@ -38,6 +38,7 @@
 // each attempt's latency reported from below), and a public interface with
 // opaque tokens would freeze it before anyone could depend on it safely.
 // Nothing is lost to a user-written policy but speed: compose calls it
-// through Execute, which costs one closure (one allocation) per call when
-// it is not the innermost slot, and nothing when it is.
+// through Execute, which costs one closure (one allocation) per call (per
+// attempt, below a retry) when it is not the innermost slot, and nothing
+// when it is.
 package policy

@@ -64,8 +64,11 @@
 // # Permanent errors
 //
 // [Permanent] marks an error as not to be retried; [Unmark] takes the
-// marker off, and a Retry does so on every error it returns, so that a
-// marker fn put on its error never reaches the caller. A Retry also honours
+// marker off, and a Retry does so on every error it returns. A marker that
+// a policy's error wraps (an attempt deadline's) cannot be taken off: it is
+// spent instead, so that it stops the nearest Retry and no other, and a
+// Retry further out (around a whole request and the reading of its body,
+// say) sees the error as any other. A Retry also honours
 // (and takes off) the markers of github.com/cenkalti/backoff/v4's
 // Permanent, so errors marked for backoff keep working.
 //

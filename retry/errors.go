@@ -3,6 +3,7 @@ package retry
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -137,23 +138,34 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// permanentError is the marker [Permanent] puts on an error.
-type permanentError struct{ err error }
+// permanentError is the marker [Permanent] puts on an error. spent is set
+// once a Retry (or Unmark) has honoured it: a marker stops the nearest
+// Retry only, not another one further out that sees the same error wrapped
+// (an attempt deadline's ExceededError around it, say).
+type permanentError struct {
+	err   error
+	spent atomic.Bool
+}
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Unmark returns the error that err marks as permanent, if err itself is a
 // marker made by [Permanent] (or by backoff/v4's Permanent, which a Retry
-// also honours), and err unchanged otherwise, nil included. A marker deeper
-// in err's chain is left alone, because what wraps it carries meaning of its
-// own: an attempt deadline's ExceededError around a permanent failure must
-// still match deadline.ErrExceeded. A Retry unmarks every error it returns
-// this way, so that a marker never reaches its caller; code that runs an fn
-// which may mark its errors without a Retry above it (an HTTP transport
-// whose policy may have no retry, say) calls Unmark for the same reason. It
-// is safe for concurrent use.
+// also honours), and err unchanged otherwise, nil included. A marker of
+// Permanent's deeper in err's chain cannot be taken off, because what wraps
+// it carries meaning of its own (an attempt deadline's ExceededError around
+// a permanent failure must still match deadline.ErrExceeded): Unmark spends
+// it instead, so that no Retry honours it any more. A Retry unmarks every
+// error it returns this way, so a marker fn put on its error stops that
+// Retry and no other: an outer Retry (one around a whole request and the
+// reading of its body, say) sees the error as any other. Code that runs an
+// fn which may mark its errors without a Retry above it (an HTTP transport
+// whose policy may have no retry) calls Unmark for the same reason.
+// backoff/v4's markers deeper in the chain cannot be spent. Unmark is safe
+// for concurrent use.
 func Unmark(err error) error {
+	spend(err)
 	for {
 		switch p := err.(type) {
 		case *permanentError:
@@ -171,14 +183,55 @@ func Unmark(err error) error {
 	}
 }
 
-// isPermanent reports whether a Permanent marker (retry's or backoff's) is
-// anywhere in err's chain.
+// isPermanent reports whether a Permanent marker not yet spent (retry's) or
+// backoff's marker is anywhere in err's chain.
 func isPermanent(err error) bool {
-	if _, ok := errors.AsType[*permanentError](err); ok {
+	found := false
+	walk(err, func(e error) bool {
+		switch p := e.(type) {
+		case *permanentError:
+			found = !p.spent.Load()
+		case *backoff.PermanentError:
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// spend marks every marker of Permanent's in err's chain as spent.
+func spend(err error) {
+	walk(err, func(e error) bool {
+		if p, ok := e.(*permanentError); ok {
+			p.spent.Store(true)
+		}
 		return true
+	})
+}
+
+// walk calls visit for err and every error in its chain (through Unwrap()
+// error and Unwrap() []error, depth first, as errors.Is does) while visit
+// returns true.
+func walk(err error, visit func(error) bool) bool {
+	for err != nil {
+		if !visit(err) {
+			return false
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if !walk(e, visit) {
+					return false
+				}
+			}
+			return true
+		default:
+			return true
+		}
 	}
-	_, ok := errors.AsType[*backoff.PermanentError](err)
-	return ok
+	return true
 }
 
 // retryAfterError is the shape of an error that asks for the next wait, such

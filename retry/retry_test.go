@@ -1037,7 +1037,7 @@ func TestConcurrentStress(t *testing.T) {
 							t.Errorf("exhausted %v does not wrap %v", err, last)
 						}
 					case err == errBoom:
-						if !isPermanent(last) {
+						if _, marked := last.(*permanentError); !marked {
 							t.Errorf("errBoom without Permanent")
 						}
 					case err == last:

@@ -1,0 +1,71 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/retry"
+)
+
+// wrapped stands for a policy between fn and a Retry that wraps fn's
+// error in an error of its own (an attempt deadline's ExceededError).
+type wrapped struct{ err error }
+
+func (w *wrapped) Error() string { return "wrapped: " + w.err.Error() }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// A marker stops the nearest Retry only: an outer Retry that sees the same
+// error (still wrapped, so the marker cannot be taken off) retries it as
+// any other error.
+func TestPermanentStopsOnlyTheNearestRetry(t *testing.T) {
+	noWait := func() retry.Schedule { return retry.ScheduleFunc(func() (_ time.Duration, ok bool) { return 0, true }) }
+	inner, err := retry.New(retry.Config{Name: "inner", MaxAttempts: 3, NewSchedule: noWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := retry.New(retry.Config{Name: "outer", MaxAttempts: 3, NewSchedule: noWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	calls := 0
+	err = outer.Execute(context.Background(), func(ctx context.Context) error {
+		return inner.Execute(ctx, func(context.Context) error {
+			calls++
+			return &wrapped{retry.Permanent(boom)}
+		})
+	})
+	if calls != 3 {
+		t.Errorf("fn ran %d times; want 3: once per outer attempt (the inner Retry stops on the marker, the outer one must not)", calls)
+	}
+	if !errors.Is(err, retry.ErrExhausted) || !errors.Is(err, boom) {
+		t.Errorf("err = %v; want the outer Retry exhausted with boom", err)
+	}
+}
+
+// Unmark takes off a marker on the outside and spends one inside a
+// wrapper: a Retry no longer honours it.
+func TestUnmarkSpendsWrappedMarkers(t *testing.T) {
+	boom := errors.New("boom")
+	if got := retry.Unmark(retry.Permanent(boom)); got != boom {
+		t.Errorf("Unmark(Permanent(boom)) = %v; want boom itself", got)
+	}
+	w := &wrapped{retry.Permanent(boom)}
+	if got := retry.Unmark(w); got != w {
+		t.Errorf("Unmark(wrapped) = %v; want the wrapper unchanged", got)
+	}
+	r, err := retry.New(retry.Config{MaxAttempts: 2, NewSchedule: func() retry.Schedule {
+		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err = r.Execute(context.Background(), func(context.Context) error { calls++; return w })
+	if calls != 2 || !errors.Is(err, retry.ErrExhausted) {
+		t.Errorf("after Unmark, the spent marker still stopped a Retry: %d calls, %v", calls, fmt.Sprint(err))
+	}
+}
