@@ -36,6 +36,13 @@ type Pipeline struct {
 	moreOpts    sync.Map                         // error.type -> []metric.RecordOption, for types outside errOpts
 	moreCount   atomic.Int32                     // entries in moreOpts, capped at maxMoreOpts
 	pipelineKV  attribute.KeyValue
+
+	// observer, if not nil, is the Bulkhead slot's policy, which learns
+	// from the latency of each attempt (an adaptive limit): compose times
+	// every attempt for it, in loop when a slot repeats (perAttempt), else
+	// around everything below the Bulkhead slot.
+	observer   stage.Observer
+	perAttempt bool
 }
 
 // slot is one filled slot of the pipeline, with the fastest way to run it
@@ -74,6 +81,16 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		st := slot{policy: s.p}
 		st.twoPhase, st.repeater = stage.Of(s.p)
 		pl.stages = append(pl.stages, st)
+		if st.repeater != nil {
+			pl.perAttempt = true
+		}
+	}
+	// Only the outermost slot's policy is told the latencies (it is the
+	// Bulkhead slot's, since p.Bulkhead comes first), and only when it runs
+	// in two phases: as the innermost slot it runs through its own Execute,
+	// which times fn itself.
+	if p.Bulkhead != nil && len(pl.stages) > 1 {
+		pl.observer, _ = pl.stages[0].twoPhase.(stage.Observer)
 	}
 	pl.spanOpts = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -220,7 +237,7 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy
 	if err != nil {
 		return err
 	}
-	// As in policy.Run: if anything below panics or calls runtime.Goexit,
+	// As in stage.Run: if anything below panics or calls runtime.Goexit,
 	// finished stays false and the deferred Exit frees this stage's hold
 	// (bulkhead slot, deadline timer, breaker probe) while the panic unwinds.
 	finished := false
@@ -229,9 +246,51 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy
 			s.Exit(inner, token, stage.ErrAborted)
 		}
 	}()
-	err = p.run(inner, i+1, fn, attempts)
+	if i == 0 && p.observer != nil && !p.perAttempt {
+		err = p.runTimed(inner, i+1, fn, attempts)
+	} else {
+		err = p.run(inner, i+1, fn, attempts)
+	}
 	finished = true
 	return s.Exit(inner, token, err)
+}
+
+// runTimed is run for one attempt whose latency the observer learns from:
+// up to the moment the dependency answered, if an AnswerClock in ctx says
+// so (httppolicy's streamed responses), else up to the attempt's end. A
+// panic is not observed: the stage's Exit sees it.
+func (p *Pipeline) runTimed(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
+	clock := stage.AnswerClockFrom(ctx)
+	start := time.Now()
+	if clock != nil {
+		clock.Start(start)
+	}
+	err := p.run(ctx, i, fn, attempts)
+	end := time.Now()
+	d := end.Sub(start)
+	if clock != nil {
+		d = clock.Latency(end)
+	}
+	observe(p.observer, d, err)
+	return err
+}
+
+// observe tells o the outcome of one attempt that took d. A success, and a
+// timeout (a long latency is what a congested dependency shows), are
+// latency samples; a rejection or the caller's cancellation says nothing
+// about the dependency's latency and is not reported; any other error is a
+// failure, which is not a latency sample: a dependency that fails fast must
+// not look fast.
+func observe(o stage.Observer, d time.Duration, err error) {
+	switch {
+	case err == nil:
+		o.Observe(d, false)
+	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded):
+		o.Observe(d, false)
+	default:
+		o.Observe(d, true)
+	}
 }
 
 // loop drives a Repeater as stage.Repeat does, and wraps each attempt in a
@@ -241,9 +300,12 @@ func (p *Pipeline) loop(ctx context.Context, i int, r stage.Repeater, fn policy.
 	for n := 1; ; n++ {
 		actx := r.AttemptContext(ctx, n)
 		var err error
-		if tr != nil {
+		switch {
+		case tr != nil:
 			err = p.tracedAttempt(actx, tr, n, i+1, fn)
-		} else {
+		case p.observer != nil:
+			err = p.runTimed(actx, i+1, fn, nil)
+		default:
 			err = p.run(actx, i+1, fn, nil)
 		}
 		if err == nil {
@@ -287,7 +349,11 @@ func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int,
 		}
 		span.End()
 	}()
-	err = p.run(ctx, i, fn, nil)
+	if p.observer != nil {
+		err = p.runTimed(ctx, i, fn, nil)
+	} else {
+		err = p.run(ctx, i, fn, nil)
+	}
 	finished = true
 	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -74,12 +75,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errNilPolicy
 	}
 	x := newExchange(t, req)
-	go x.run(req.Context())
+	go x.run(stage.WithAnswerClock(req.Context(), &x.clock))
 	r := <-x.out
 	if r.panicked {
 		panic(r.panicVal)
 	}
 	return r.resp, r.err
+}
+
+// CloseIdleConnections closes the idle connections of Base (of
+// http.DefaultTransport if Base is nil), if it has such a method, as
+// http.Client.CloseIdleConnections asks of its Transport.
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // result is what RoundTrip's caller gets.
@@ -112,6 +126,11 @@ type exchange struct {
 
 	out      chan result   // 1-buffered: exactly one send per exchange
 	finished chan struct{} // closed once Execute has returned
+
+	// clock marks when each attempt got its response headers, so that an
+	// adaptive limit in the pipeline samples the time to the answer, not
+	// the time until the caller has read a stream (see internal/stage).
+	clock stage.AnswerClock
 }
 
 func newExchange(t *Transport, req *http.Request) *exchange {
@@ -243,6 +262,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 		}
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
+	x.clock.Answered()
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
