@@ -233,22 +233,6 @@ func BenchmarkCancelWaiter(b *testing.B) {
 			bh.Exit(context.Background(), nil, nil)
 			stop()
 		})
-		// The queue operations alone: enqueue at the back, then abandon.
-		b.Run(fmt.Sprintf("unlink/queued=%d", n), func(b *testing.B) {
-			bh := benchNew(b, Config{Limit: 1, MaxQueue: Unbounded})
-			bh.Enter(context.Background())
-			for range n {
-				enqueue(bh)
-			}
-			w := &waiter{ready: make(chan struct{}, 1)}
-			b.ReportAllocs()
-			for b.Loop() {
-				bh.mu.Lock()
-				bh.waiters.pushBack(w)
-				bh.mu.Unlock()
-				bh.abandon(w)
-			}
-		})
 	}
 	// The naive reference, for scale: the runtime unlinks a cancelled
 	// sender from the channel's wait queue in O(1) too, but the channel

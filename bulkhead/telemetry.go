@@ -32,8 +32,8 @@ func (b *Bulkhead) registerObservers(m metric.Meter, name string) metric.Registr
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(telemetry.PolicyAttrs(Kind, name)...))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(active, b.active.Load(), opt)
-		o.ObserveInt64(queued, b.queued.Load(), opt)
+		o.ObserveInt64(active, int64(b.slots.Active()), opt)
+		o.ObserveInt64(queued, int64(b.slots.Queued()), opt)
 		return nil
 	}, active, queued)
 	if err != nil {

@@ -1,9 +1,9 @@
-package bulkhead
+package slots
 
-// waiter is one caller waiting for a slot. It is linked into its bulkhead's
+// waiter is one caller waiting for a slot. It is linked into its Slots'
 // queue through prev and next (an intrusive list), so that a caller giving
 // up can unlink itself in O(1) without scanning. All fields but ready are
-// guarded by the bulkhead's mutex.
+// guarded by the Slots mutex.
 type waiter struct {
 	prev, next *waiter
 	// granted is set, under the mutex, when a release hands this waiter a
@@ -16,7 +16,7 @@ type waiter struct {
 }
 
 // waitList is a FIFO doubly linked list of waiters. The zero value is an
-// empty list. It is not safe for concurrent use: the bulkhead's mutex
+// empty list. It is not safe for concurrent use: the Slots mutex
 // guards it.
 type waitList struct {
 	head, tail *waiter

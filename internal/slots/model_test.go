@@ -1,0 +1,299 @@
+package slots
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestModel checks Slots against a model under random steps: acquires (each
+// in its own goroutine, holding its slot until told to release), releases,
+// cancellations of waiting and holding callers, the passing of time (MaxWait
+// and ctx deadlines), a release racing a waiter's cancellation, and
+// SetLimit up and down. Each rapid case runs in its own synctest bubble, so
+// the state after each step is exact and time is fake.
+//
+// After every step: Active and Queued equal the model's; no waiter is left
+// while fewer slots than the limit are held; every caller admitted was
+// admitted with fewer slots held than the limit (checked by the caller
+// itself, at admission); every caller ended exactly once, with the outcome
+// the model says. The model's rules for a moving limit: a release hands its
+// slot to the oldest waiter only if, without it, fewer than the limit are
+// held; SetLimit up grants the oldest waiters at once.
+func TestModel(t *testing.T) {
+	rounds := 10
+	if testing.Short() {
+		rounds = 3
+	}
+	for range rounds {
+		rapid.Check(t, func(rt *rapid.T) {
+			rapid.SyncTest(rt, func(rt *rapid.T) {
+				m := newModel(rt)
+				rt.Repeat(map[string]func(*rapid.T){
+					"acquire":  m.acquire,
+					"release":  m.release,
+					"cancel":   m.cancel,
+					"race":     m.race,
+					"sleep":    m.sleep,
+					"setLimit": m.setLimit,
+					"":         m.check,
+				})
+			})
+		})
+	}
+}
+
+type modelCaller struct {
+	id       int
+	ctx      context.Context
+	cancel   context.CancelFunc
+	release  chan struct{}
+	done     chan struct{}
+	admitted atomic.Bool
+	outcome  Outcome
+	err      error
+	checked  bool
+}
+
+type modelWaiter struct {
+	id       int
+	expireAt time.Time // zero: no MaxWait
+	deadline time.Time // zero: none
+}
+
+type modelResult struct {
+	o   Outcome
+	err error
+}
+
+type model struct {
+	s        *Slots
+	limit    int
+	queueCap int
+	maxWait  time.Duration
+
+	callers []*modelCaller
+	holders []int
+	queue   []modelWaiter
+	want    map[int]modelResult
+
+	held     atomic.Int64 // slots held, as the callers count them
+	overflow atomic.Int64 // admissions with held > Limit()
+}
+
+func newModel(rt *rapid.T) *model {
+	m := &model{
+		limit:    rapid.IntRange(1, 4).Draw(rt, "limit"),
+		queueCap: rapid.SampledFrom([]int{0, 1, 3, Unbounded}).Draw(rt, "queueCap"),
+		maxWait:  time.Duration(rapid.SampledFrom([]int{0, 10, 30}).Draw(rt, "maxWaitMs")) * time.Millisecond,
+		want:     map[int]modelResult{},
+	}
+	m.s = &Slots{Owner: "model"}
+	m.s.Init(m.limit, m.queueCap, m.maxWait)
+	rt.Cleanup(func() {
+		for _, c := range m.callers {
+			c.cancel()
+		}
+		synctest.Wait()
+		for _, c := range m.callers {
+			select {
+			case <-c.release:
+			default:
+				close(c.release)
+			}
+		}
+		for _, c := range m.callers {
+			<-c.done
+		}
+	})
+	return m
+}
+
+func (m *model) acquire(rt *rapid.T) {
+	c := &modelCaller{id: len(m.callers), release: make(chan struct{}), done: make(chan struct{})}
+	var deadline time.Time
+	switch rapid.IntRange(0, 3).Draw(rt, "ctx") {
+	case 0, 1:
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+	case 2:
+		// 5 ms off the multiples of 10 ms of MaxWait and sleeps.
+		deadline = time.Now().Add(time.Duration(5+10*rapid.IntRange(0, 3).Draw(rt, "deadlineSteps")) * time.Millisecond)
+		c.ctx, c.cancel = context.WithDeadline(context.Background(), deadline)
+	case 3:
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		c.cancel()
+	}
+	m.callers = append(m.callers, c)
+	go func() {
+		defer close(c.done)
+		c.outcome, c.err = m.s.Acquire(c.ctx)
+		if c.outcome != Admitted {
+			return
+		}
+		if n := m.held.Add(1); n > int64(m.s.Limit()) {
+			m.overflow.Add(1)
+		}
+		c.admitted.Store(true)
+		<-c.release
+		m.held.Add(-1)
+		m.s.Release()
+	}()
+	synctest.Wait()
+	switch {
+	case c.ctx.Err() != nil:
+		m.want[c.id] = modelResult{CtxDone, c.ctx.Err()}
+	case len(m.queue) == 0 && len(m.holders) < m.limit:
+		m.holders = append(m.holders, c.id)
+	case m.queueCap == Unbounded || len(m.queue) < m.queueCap:
+		w := modelWaiter{id: c.id, deadline: deadline}
+		if m.maxWait > 0 {
+			w.expireAt = time.Now().Add(m.maxWait)
+		}
+		m.queue = append(m.queue, w)
+	default:
+		m.want[c.id] = modelResult{RejectedFull, nil}
+	}
+}
+
+// grant hands free slots to the oldest waiters, as the model's limit allows.
+func (m *model) grant() {
+	for len(m.queue) > 0 && len(m.holders) < m.limit {
+		m.holders = append(m.holders, m.queue[0].id)
+		m.queue = m.queue[1:]
+	}
+}
+
+func (m *model) dropHolder(id int) {
+	m.holders = slices.DeleteFunc(m.holders, func(h int) bool { return h == id })
+	m.want[id] = modelResult{Admitted, nil}
+}
+
+func (m *model) release(rt *rapid.T) {
+	if len(m.holders) == 0 {
+		rt.Skip("no holder")
+	}
+	id := rapid.SampledFrom(m.holders).Draw(rt, "holder")
+	close(m.callers[id].release)
+	synctest.Wait()
+	m.dropHolder(id)
+	m.grant()
+}
+
+func (m *model) cancel(rt *rapid.T) {
+	ids := append([]int(nil), m.holders...)
+	for _, w := range m.queue {
+		ids = append(ids, w.id)
+	}
+	if len(ids) == 0 {
+		rt.Skip("nobody to cancel")
+	}
+	id := rapid.SampledFrom(ids).Draw(rt, "cancel")
+	c := m.callers[id]
+	c.cancel()
+	synctest.Wait()
+	if i := slices.IndexFunc(m.queue, func(w modelWaiter) bool { return w.id == id }); i >= 0 && c.ctx.Err() == context.Canceled {
+		m.queue = slices.Delete(m.queue, i, i+1)
+		m.want[id] = modelResult{CtxDone, context.Canceled}
+	}
+}
+
+// race cancels the oldest waiter and, at the same moment, ends a holder.
+// If the limit lets the slot be handed on, the waiter may get it and keep
+// it, or give up and pass it on; else it just leaves.
+func (m *model) race(rt *rapid.T) {
+	if len(m.holders) == 0 || len(m.queue) == 0 {
+		rt.Skip("need a holder and a waiter")
+	}
+	id := rapid.SampledFrom(m.holders).Draw(rt, "holder")
+	h, w := m.callers[id], m.callers[m.queue[0].id]
+	cancelFirst := rapid.Bool().Draw(rt, "cancelFirst")
+	if cancelFirst {
+		w.cancel()
+	}
+	close(h.release)
+	if !cancelFirst {
+		w.cancel()
+	}
+	synctest.Wait()
+	m.dropHolder(id)
+	m.queue = m.queue[1:]
+	if len(m.holders) < m.limit && w.admitted.Load() {
+		m.holders = append(m.holders, w.id)
+		return
+	}
+	m.want[w.id] = modelResult{CtxDone, context.Canceled}
+	m.grant()
+}
+
+func (m *model) sleep(rt *rapid.T) {
+	time.Sleep(time.Duration(10*rapid.IntRange(1, 4).Draw(rt, "sleep10ms")) * time.Millisecond)
+	synctest.Wait()
+	now := time.Now()
+	m.queue = slices.DeleteFunc(m.queue, func(w modelWaiter) bool {
+		byWait := !w.expireAt.IsZero() && !now.Before(w.expireAt)
+		byCtx := !w.deadline.IsZero() && !now.Before(w.deadline)
+		switch {
+		case byWait && (!byCtx || w.expireAt.Before(w.deadline)):
+			m.want[w.id] = modelResult{RejectedWaitTimeout, nil}
+		case byCtx:
+			m.want[w.id] = modelResult{CtxDone, context.DeadlineExceeded}
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+func (m *model) setLimit(rt *rapid.T) {
+	n := rapid.IntRange(1, 5).Draw(rt, "newLimit")
+	m.s.SetLimit(n)
+	synctest.Wait()
+	m.limit = n
+	m.grant()
+}
+
+func (m *model) check(rt *rapid.T) {
+	if a, q := m.s.Active(), m.s.Queued(); a != len(m.holders) || q != len(m.queue) {
+		rt.Fatalf("Active, Queued = %d, %d; model %d, %d (holders %v, queue %v, limit %d)", a, q, len(m.holders), len(m.queue), m.holders, m.queue, m.limit)
+	}
+	if m.s.Limit() != m.limit {
+		rt.Fatalf("Limit() = %d; model %d", m.s.Limit(), m.limit)
+	}
+	if len(m.queue) > 0 && len(m.holders) < m.limit {
+		rt.Fatalf("%d waiting with %d of %d slots held", len(m.queue), len(m.holders), m.limit)
+	}
+	if n := m.overflow.Load(); n != 0 {
+		rt.Fatalf("%d admissions above the limit", n)
+	}
+	if n := m.held.Load(); n < 0 || int(n) != len(m.holders) {
+		rt.Fatalf("callers hold %d slots; model %d", n, len(m.holders))
+	}
+	for _, c := range m.callers {
+		holding := slices.Contains(m.holders, c.id)
+		want, ended := m.want[c.id]
+		if c.admitted.Load() != (holding || (ended && want.o == Admitted)) {
+			rt.Fatalf("caller %d: admitted %v; model holding %v, ended %v (%v)", c.id, c.admitted.Load(), holding, ended, want)
+		}
+		isDone := false
+		select {
+		case <-c.done:
+			isDone = true
+		default:
+		}
+		if isDone != ended {
+			rt.Fatalf("caller %d: ended %v; model %v", c.id, isDone, ended)
+		}
+		if !ended || c.checked {
+			continue
+		}
+		c.checked = true
+		if c.outcome != want.o || c.err != want.err {
+			rt.Fatalf("caller %d: Acquire = %v, %v; model %v, %v", c.id, c.outcome, c.err, want.o, want.err)
+		}
+	}
+}
