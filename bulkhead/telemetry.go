@@ -15,18 +15,7 @@ import (
 // counts at each collection. It returns nil if registration failed; the
 // failure goes to otel.Handle, as telemetry never fails a constructor.
 func (b *Bulkhead) registerObservers(m metric.Meter, name string) metric.Registration {
-	active, err := m.Int64ObservableUpDownCounter(telemetry.MetricActive,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Calls holding a bulkhead slot."))
-	if err != nil {
-		otel.Handle(err)
-	}
-	queued, err := m.Int64ObservableUpDownCounter(telemetry.MetricQueued,
-		metric.WithUnit("{call}"),
-		metric.WithDescription("Calls waiting for a bulkhead slot."))
-	if err != nil {
-		otel.Handle(err)
-	}
+	active, queued := telemetry.SlotCounters(m)
 	if active == nil || queued == nil {
 		return nil
 	}

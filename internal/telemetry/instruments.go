@@ -84,3 +84,30 @@ func AddOptions(kv ...attribute.KeyValue) []metric.AddOption {
 func PolicyAttrs(kind, name string) []attribute.KeyValue {
 	return []attribute.KeyValue{KeyKind.String(kind), KeyName.String(name)}
 }
+
+// SlotCounters returns the watertight.bulkhead.active and
+// watertight.bulkhead.queued observable up-down counters of m, which every
+// policy that holds slots (bulkhead, adaptive) reports under its own kind
+// and name: created in one place, so that they are described alike. Either
+// is nil if its creation failed; the error goes to otel.Handle.
+func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCounter) {
+	active, err := m.Int64ObservableUpDownCounter(MetricActive,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Calls holding a bulkhead slot."))
+	handle(err)
+	queued, err = m.Int64ObservableUpDownCounter(MetricQueued,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Calls waiting for a bulkhead slot."))
+	handle(err)
+	return active, queued
+}
+
+// LimitGauge returns the watertight.adaptive.limit observable gauge of m,
+// or nil if its creation failed; the error goes to otel.Handle.
+func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
+	g, err := m.Int64ObservableGauge(MetricLimit,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Calls an adaptive concurrency limit admits at once now."))
+	handle(err)
+	return g
+}

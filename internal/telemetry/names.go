@@ -38,4 +38,5 @@ const (
 	MetricState        = "watertight.breaker.state"
 	MetricTransitions  = "watertight.breaker.transitions"
 	MetricCallDuration = "watertight.call.duration"
+	MetricLimit        = "watertight.adaptive.limit"
 )

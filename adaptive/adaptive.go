@@ -1,0 +1,194 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/internal/slots"
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+// Limiter limits the number of calls to one dependency that run at once, as
+// a bulkhead does, with a limit it finds itself from the latency of the
+// calls: it lowers the limit while the latency rises above what the
+// dependency shows without load, and raises it while it does not. Create
+// one with [New]; the zero value is not usable.
+//
+// A Limiter is safe for concurrent use by multiple goroutines.
+type Limiter struct {
+	// slots is the admission core (internal/slots), shared with package
+	// bulkhead; the controller moves its limit.
+	slots slots.Slots
+
+	// Read by every sample, written rarely: kept off the cache lines that
+	// every call writes (the slots' counts, the window).
+	_        [64]byte
+	probing  atomic.Bool  // a probe is running: samples go to observeProbe
+	peak     atomic.Int64 // most slots held seen by a sample in the window
+	closeAt  atomic.Int64 // when the window may close, in ns since base
+	_        [64]byte
+	failures atomic.Int64 // failed attempts in the window
+	// cells hold the window's latency samples, striped so that concurrent
+	// samples seldom write the same cache line (see observe).
+	cells [stripes]cell
+
+	// base is the origin of the controller's clock (monotonic).
+	base time.Time
+
+	// mu guards ctl; it is held only to close a window and during probes.
+	mu  sync.Mutex
+	ctl controller
+
+	// drops counts the times the admission limit was lowered (for tests).
+	drops atomic.Int64
+
+	full        *telemetry.Rejection
+	waitTimeout *telemetry.Rejection
+	onReject    func(ctx context.Context, err *policy.RejectedError)
+
+	closeOnce sync.Once
+	reg       metric.Registration // nil if registration failed
+}
+
+var (
+	_ stage.Stage    = (*twoPhase)(nil)
+	_ stage.Observer = (*twoPhase)(nil)
+)
+
+// New returns a Limiter configured by cfg, or an error naming the first
+// invalid field of cfg. It never panics. The Limiter starts with a probe of
+// the no-load latency: until it has 10 samples, it admits at most 3 calls
+// at once (see the package documentation).
+func New(cfg Config) (*Limiter, error) {
+	s, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	in := telemetry.NewInstruments(cfg.MeterProvider)
+	l := &Limiter{
+		base:        time.Now(),
+		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
+		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
+		onReject:    cfg.OnReject,
+	}
+	l.ctl.init(s)
+	l.slots.Owner = "adaptive"
+	l.slots.Init(s.initial, s.queueCap, s.maxWait)
+	l.startProbe(0)
+	l.reg = l.registerObservers(in.Meter, cfg.Name)
+	return l, nil
+}
+
+// Execute runs fn once it is admitted, and frees its slot when fn returns,
+// panics or calls runtime.Goexit. It times fn (two clock reads) and learns
+// from its latency: see "What it samples" in the package documentation. It
+// returns fn's error unchanged; a rejection (errors.Is ErrFull and
+// policy.ErrRejected) if the limit is reached and the queue is full, or the
+// call waited Config.MaxWait in vain; or ctx.Err() if ctx is done on entry
+// or while waiting, in which case fn is not run. Execute panics if ctx or
+// fn is nil.
+func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("adaptive: nil Context")
+	}
+	if fn == nil {
+		panic("adaptive: nil fn")
+	}
+	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
+		return l.refused(ctx, o, err)
+	}
+	// A deferred release also runs if fn panics or calls runtime.Goexit,
+	// so the slot is never lost; the panic is not recovered, and such an
+	// attempt is no sample.
+	defer l.slots.Release()
+	start := time.Now()
+	err := fn(ctx)
+	end := time.Now()
+	if err == nil {
+		l.observe(end.Sub(start), false, end)
+	} else {
+		l.observeErr(end.Sub(start), err, end)
+	}
+	return err
+}
+
+// observeErr classifies a failed attempt as compose does: a timeout is a
+// latency sample (congestion looks like that), a rejection from below or a
+// cancellation says nothing about the dependency, anything else is a
+// failure.
+func (l *Limiter) observeErr(d time.Duration, err error, end time.Time) {
+	switch {
+	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded):
+		l.observe(d, false, end)
+	default:
+		l.observe(d, true, end)
+	}
+}
+
+// enter is the first phase compose runs (see internal/stage): it admits one
+// call, with the same outcomes as Execute, and returns ctx unchanged and a
+// nil token; the caller must then call exit exactly once. It does not time
+// the call: compose reports each attempt through Observe. It panics if ctx
+// is nil.
+func (l *Limiter) enter(ctx context.Context) (context.Context, stage.Token, error) {
+	if ctx == nil {
+		panic("adaptive: nil Context")
+	}
+	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
+		return ctx, nil, l.refused(ctx, o, err)
+	}
+	return ctx, nil, nil
+}
+
+// exit is the second phase: it frees the slot enter took and returns err
+// unchanged. It panics if no slot at all is held.
+func (l *Limiter) exit(_ context.Context, _ stage.Token, err error) error {
+	l.slots.Release()
+	return err
+}
+
+// Limit returns the number of calls the limiter admits at once now: the
+// current estimate rounded to the nearest integer, or, during a probe of
+// the no-load latency, that capped at 3 (see the package documentation). It
+// always lies in [Config.MinLimit, Config.MaxLimit].
+func (l *Limiter) Limit() int { return l.slots.Limit() }
+
+// Active returns the number of calls holding a slot now, including a waiter
+// that has been admitted and has not yet woken. It is exact, and may exceed
+// Limit for a while after the limit was lowered: calls in flight are never
+// revoked.
+func (l *Limiter) Active() int { return l.slots.Active() }
+
+// Queued returns the number of callers waiting to be admitted now. It is
+// exact.
+func (l *Limiter) Queued() int { return l.slots.Queued() }
+
+// refused returns the error of an admission that ended with o and err
+// (anything but slots.Admitted), having recorded it if it is a rejection.
+func (l *Limiter) refused(ctx context.Context, o slots.Outcome, err error) error {
+	switch o {
+	case slots.RejectedFull:
+		return l.reject(ctx, l.full)
+	case slots.RejectedWaitTimeout:
+		return l.reject(ctx, l.waitTimeout)
+	}
+	return err
+}
+
+// reject records a rejection for r and calls the OnReject hook. No lock is
+// held.
+func (l *Limiter) reject(ctx context.Context, r *telemetry.Rejection) error {
+	err := r.Record(ctx)
+	if l.onReject != nil {
+		l.onReject(ctx, r.Err)
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package adaptive_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/bulkhead"
+)
+
+// The benchmarks use the no-op MeterProvider, and put the static bulkhead
+// beside the limiter: the difference is the cost of learning (two clock
+// reads and a sample).
+
+func noopFn(context.Context) error { return nil }
+
+func benchNew(b *testing.B, cfg adaptive.Config) *adaptive.Limiter {
+	b.Helper()
+	cfg.MeterProvider = noop.NewMeterProvider()
+	l, err := adaptive.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	for range 100 { // past the first probe
+		l.Execute(context.Background(), noopFn)
+	}
+	return l
+}
+
+func benchBulkhead(b *testing.B, limit int) *bulkhead.Bulkhead {
+	bh, err := bulkhead.New(bulkhead.Config{Limit: limit, MeterProvider: noop.NewMeterProvider()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bh.Close() })
+	return bh
+}
+
+func BenchmarkExecute(b *testing.B) {
+	ctx := context.Background()
+	b.Run("adaptive", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{})
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Execute(ctx, noopFn)
+		}
+	})
+	b.Run("bulkhead", func(b *testing.B) {
+		bh := benchBulkhead(b, 20)
+		b.ReportAllocs()
+		for b.Loop() {
+			bh.Execute(ctx, noopFn)
+		}
+	})
+	// The phases compose runs, with the attempt timed by the caller as
+	// compose does.
+	b.Run("adaptive/stage+observe", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{})
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, tok, err := l.Enter(ctx)
+			if err == nil {
+				start := time.Now()
+				err = noopFn(ctx)
+				l.Observe(time.Since(start), false)
+				l.Exit(ctx, tok, err)
+			}
+		}
+	})
+	// The cost of the clock alone, for scale.
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			time.Now()
+		}
+	})
+}
+
+func BenchmarkExecuteParallel(b *testing.B) {
+	ctx := context.Background()
+	limit := 4 * runtime.GOMAXPROCS(0) // RunParallel's goroutines never fill it
+	b.Run("adaptive", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{MinLimit: limit, MaxLimit: limit})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.Execute(ctx, noopFn)
+			}
+		})
+	})
+	b.Run("bulkhead", func(b *testing.B) {
+		bh := benchBulkhead(b, limit)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				bh.Execute(ctx, noopFn)
+			}
+		})
+	})
+}
+
+func BenchmarkRejectFull(b *testing.B) {
+	ctx := context.Background()
+	l := benchNew(b, adaptive.Config{MinLimit: 1, MaxLimit: 1})
+	l.Enter(ctx)
+	defer l.Exit(ctx, nil, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.Execute(ctx, noopFn) == nil {
+			b.Fatal("not rejected")
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package adaptive
+
+import (
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// The controller's constants; the package documentation explains them.
+const (
+	minSamples       = 10                    // latency samples that close a window, and that end a probe
+	minWindow        = 50 * time.Millisecond // a window lasts at least this, and 2 x the no-load latency
+	probeConcurrency = 3                     // admission cap while the no-load latency is measured
+	maxProbeFailures = 20                    // failures that abandon a probe
+	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x the latency)
+	probeAgeFactor   = 20
+	fallSpan         = 2 * time.Second // a fall of more than a third within this re-probes
+	latencyFloor     = 10 * time.Microsecond
+	minGradient      = 0.5
+	headroom         = 1.0
+	smoothing        = 0.5
+
+	// A cell's sum and count share one atomic word, so that a sample costs
+	// one atomic add: the count in the low countBits bits, the sum of the
+	// latencies in µs above. A window closes early long before either part
+	// could overflow (closeEarly*), and one sample counts at most
+	// maxSampleUs (71 minutes).
+	countBits       = 24
+	countMask       = 1<<countBits - 1
+	maxSampleUs     = 1<<32 - 1
+	closeEarlyCount = 1 << 22
+	closeEarlySumUs = 1 << 38
+)
+
+// stripes is the number of cells a window's samples are spread over.
+const stripes = 8
+
+// cell is one stripe of a window: a packed sum and count, alone on its
+// cache line.
+type cell struct {
+	w atomic.Uint64
+	_ [56]byte
+}
+
+// controller is the state of the limit's estimate. It is guarded by
+// Limiter.mu.
+type controller struct {
+	min, max      float64
+	tolerance     float64
+	probeInterval int64 // ns
+	probeLimit    int   // probeConcurrency clamped to [min, max]
+
+	limit    float64       // the estimate; admission uses it rounded
+	noLoad   time.Duration // the no-load latency, once measured
+	measured bool          // noLoad holds a measurement
+
+	// The probe in progress, if Limiter.probing.
+	probeStart    int64 // ns since base
+	drainedAt     int64 // when at most probeLimit calls were seen in flight; -1: not yet
+	samples       [minSamples]time.Duration
+	nSamples      int
+	probeFailures int
+	longest       time.Duration // longest latency seen during the probe
+	lastProbe     int64         // when the last probe ended or was abandoned
+	probes        int           // probes started (for tests)
+
+	// The limits of the recent windows, for the fall that re-probes early.
+	hist    [64]limitPoint // windows last >= 50 ms: 64 cover more than fallSpan
+	histLen int
+	histAt  int
+}
+
+type limitPoint struct {
+	at    int64 // ns since base
+	limit float64
+}
+
+func (c *controller) init(s settings) {
+	c.min, c.max = float64(s.min), float64(s.max)
+	c.tolerance = s.tolerance
+	c.probeInterval = int64(s.probeInterval)
+	c.probeLimit = min(max(probeConcurrency, s.min), s.max)
+	c.limit = float64(s.initial)
+}
+
+// admission is the limit that admission enforces: the estimate, rounded.
+func (c *controller) admission() int { return int(math.Round(c.limit)) }
+
+// windowLen is the shortest a window lasts, in ns.
+func (c *controller) windowLen() int64 { return int64(max(minWindow, 2*c.noLoad)) }
+
+func (c *controller) remember(now int64) {
+	c.hist[c.histAt] = limitPoint{now, c.limit}
+	c.histAt = (c.histAt + 1) % len(c.hist)
+	c.histLen = min(c.histLen+1, len(c.hist))
+}
+
+// fell reports whether the estimate fell by more than a third from its
+// highest within the last fallSpan.
+func (c *controller) fell(now int64) bool {
+	high := c.limit
+	for _, p := range c.hist[:c.histLen] {
+		if now-p.at <= int64(fallSpan) && p.limit > high {
+			high = p.limit
+		}
+	}
+	return high-c.limit > high/3
+}
+
+// since returns t on the controller's clock: ns since l.base.
+func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) }
+
+// observe takes one attempt's outcome: a latency sample d (a success or a
+// timeout), or a failure. end is when the attempt ended, or zero if the
+// caller did not read the clock. It is the hot path: while no probe runs, a
+// sample costs an atomic add and a few loads, and takes a lock only when it
+// closes the window (about once per 50 ms).
+func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
+	if l.probing.Load() {
+		l.observeProbe(d, failed, end)
+		return
+	}
+	if failed {
+		l.failures.Add(1)
+		return
+	}
+	// The lowest bits (ns) of the clock, or of the latency when the caller
+	// did not pass the clock, pick the cell: as good as random, and free.
+	// Two goroutines then seldom add to the same word, which on a busy
+	// limiter would bounce between the cores.
+	w := l.cells[(uint64(d)+uint64(end.Nanosecond()))%stripes].w.Add(packSample(d))
+	n := w & countMask
+	// Slots held now, this call's included: the window's peak tells
+	// whether the limit is used at all. The count sits on the cache line
+	// every admission writes, so a busy window reads it for one sample in
+	// 8 per cell only.
+	if n < 16 || n%8 == 0 {
+		if a := int64(l.slots.Active()); a > l.peak.Load() {
+			l.raisePeak(a)
+		}
+	}
+	if end.IsZero() {
+		// Observe: the caller did not pass the clock. Read it for every
+		// sample of a quiet window, one in 4 of a busy one.
+		if n >= 4 && n%4 != 0 && !overfull(w) {
+			return
+		}
+		end = time.Now()
+	}
+	if l.since(end) >= l.closeAt.Load() || overfull(w) {
+		l.closeWindow(end)
+	}
+}
+
+func (l *Limiter) raisePeak(a int64) {
+	for p := l.peak.Load(); a > p; p = l.peak.Load() {
+		if l.peak.CompareAndSwap(p, a) {
+			return
+		}
+	}
+}
+
+// packSample is d as a window increment: d in µs (rounded) above a count of 1.
+func packSample(d time.Duration) uint64 {
+	us := (d + time.Microsecond/2) / time.Microsecond
+	us = min(max(us, 0), maxSampleUs)
+	return uint64(us)<<countBits | 1
+}
+
+func overfull(w uint64) bool {
+	return w&countMask >= closeEarlyCount || w>>countBits >= closeEarlySumUs
+}
+
+// closeWindow closes the window, if no other goroutine is closing it and it
+// is still due, and updates the limit from it.
+func (l *Limiter) closeWindow(end time.Time) {
+	if !l.mu.TryLock() {
+		return // another sample is closing it, or a probe step runs
+	}
+	defer l.mu.Unlock()
+	now := l.since(end)
+	if l.probing.Load() {
+		return
+	}
+	var count, sumUs uint64
+	full := false
+	for i := range l.cells {
+		w := l.cells[i].w.Load()
+		count += w & countMask
+		full = full || overfull(w)
+	}
+	if count < minSamples || (now < l.closeAt.Load() && !full) {
+		return
+	}
+	count = 0
+	for i := range l.cells {
+		w := l.cells[i].w.Swap(0)
+		count += w & countMask
+		sumUs += w >> countBits
+	}
+	failures := l.failures.Swap(0)
+	peak := l.peak.Swap(0)
+	l.closeAt.Store(now + l.ctl.windowLen())
+	l.update(now, count, sumUs, failures, peak)
+}
+
+// update moves the limit after a window of count latency samples summing
+// sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
+func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
+	c := &l.ctl
+	if now-c.lastProbe >= c.probeInterval {
+		l.startProbe(now)
+		return
+	}
+	if !c.measured {
+		// The first probe was abandoned: there is no base to compare with
+		// yet. A window of mostly answers says the dependency answers now.
+		if 2*failures <= int64(count)+failures {
+			l.startProbe(now)
+		}
+		return
+	}
+	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
+	base := max(c.noLoad, latencyFloor).Seconds() * 1e6
+	gradient := min(max(c.tolerance*base/avg, minGradient), 1)
+	target := gradient*c.limit + headroom
+	// No growth while the limit is not used: the cap never lowers it.
+	target = min(target, max(c.limit, float64(2*peak+1)))
+	if 2*failures > int64(count)+failures {
+		target = min(target, c.limit)
+	}
+	c.limit = min(max(c.limit+smoothing*(target-c.limit), c.min), c.max)
+	l.setAdmission(c.admission())
+	c.remember(now)
+	if c.fell(now) {
+		l.startProbe(now)
+	}
+}
+
+// setAdmission sets the admission limit to n. l.mu is held (or l is being
+// built).
+func (l *Limiter) setAdmission(n int) {
+	cur := l.slots.Limit()
+	if n == cur {
+		return
+	}
+	if n < cur {
+		l.drops.Add(1)
+	}
+	l.slots.SetLimit(n)
+}
+
+// startProbe caps admission at probeLimit until minSamples latencies of
+// calls that started with at most probeLimit in flight have been seen, to
+// measure the no-load latency. l.mu is held (or l is being built).
+func (l *Limiter) startProbe(now int64) {
+	c := &l.ctl
+	c.probeStart = now
+	c.probes++
+	c.nSamples, c.probeFailures, c.longest = 0, 0, 0
+	c.drainedAt = -1
+	l.setAdmission(min(c.probeLimit, c.admission()))
+	if l.slots.Active() <= c.probeLimit {
+		c.drainedAt = now
+	}
+	l.probing.Store(true)
+}
+
+// observeProbe takes one attempt's outcome during a probe.
+func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
+	if end.IsZero() {
+		end = time.Now()
+	}
+	now := l.since(end)
+	active := l.slots.Active()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.probing.Load() {
+		return // the probe ended meanwhile; this sample is dropped
+	}
+	c := &l.ctl
+	switch {
+	case failed:
+		c.probeFailures++
+		if c.probeFailures >= maxProbeFailures {
+			l.endProbe(now)
+			return
+		}
+	case c.drainedAt < 0:
+		c.longest = max(c.longest, d)
+		if active <= c.probeLimit {
+			c.drainedAt = now
+		}
+	default:
+		c.longest = max(c.longest, d)
+		// Only a call that started once the calls admitted before the
+		// probe had drained ran with at most probeLimit in flight.
+		if now-int64(d) >= c.drainedAt && active <= c.probeLimit {
+			c.samples[c.nSamples] = d
+			c.nSamples++
+			if c.nSamples == minSamples {
+				s := c.samples
+				slices.Sort(s[:])
+				c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
+				c.measured = true
+				l.endProbe(now)
+				return
+			}
+		}
+	}
+	if now-c.probeStart > int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest))) {
+		l.endProbe(now) // abandoned: the dependency barely answers
+	}
+}
+
+// endProbe ends the probe (measured or abandoned), restores the admission
+// limit and opens a fresh window. l.mu is held.
+func (l *Limiter) endProbe(now int64) {
+	c := &l.ctl
+	c.lastProbe = now
+	c.histLen, c.histAt = 0, 0
+	c.remember(now)
+	for i := range l.cells {
+		l.cells[i].w.Store(0)
+	}
+	l.failures.Store(0)
+	l.peak.Store(0)
+	l.closeAt.Store(now + c.windowLen())
+	l.setAdmission(c.admission())
+	l.probing.Store(false)
+}

@@ -1,0 +1,165 @@
+// Package adaptive is a bulkhead that finds its own limit: it limits how
+// many calls to one dependency run at once, like package bulkhead, and moves
+// that limit with the latency the calls see, so that the dependency is kept
+// busy but not queueing. Create a [Limiter] with [New].
+//
+// A call that finds the limit reached waits in a FIFO queue of at most
+// Config.MaxQueue callers, for at most Config.MaxWait, or is rejected; the
+// admission core (lock-free while nobody waits, direct hand-off to the
+// oldest waiter, O(1) cancellation) is the bulkhead's, shared through an
+// internal package. Lowering the limit revokes nothing: the calls in flight
+// finish, and nobody is admitted until fewer than the new limit are in
+// flight.
+//
+// # Outcomes
+//
+//	outcome                                 error returned                    counted
+//	--------------------------------------  --------------------------------  ------------------------------------------
+//	admitted at once, or while waiting      fn's error, unchanged             -
+//	queue full (or MaxQueue 0) at the limit rejection, Reason "full"          watertight.rejections{reason=full}
+//	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	ctx done on entry or while waiting      ctx.Err(); fn not run             not counted: not a rejection
+//
+// A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is, and
+// is a *[policy.RejectedError] with Kind "adaptive", the Config.Name and the
+// Reason. The same error value is returned for every rejection with the same
+// reason, so rejecting allocates nothing; do not modify it. Each rejection is
+// counted on watertight.rejections (attributes watertight.policy.kind,
+// watertight.policy.name, watertight.rejection.reason), added as a
+// watertight.rejected event to the recording span in ctx, and passed to
+// Config.OnReject.
+//
+// The up-down counters watertight.bulkhead.active and
+// watertight.bulkhead.queued (attribute watertight.policy.kind "adaptive")
+// and the gauge watertight.adaptive.limit report [Limiter.Active],
+// [Limiter.Queued] and [Limiter.Limit] at each collection until
+// [Limiter.Close].
+//
+// A panic or runtime.Goexit in fn frees its slot (and is no sample); the
+// panic goes on up the stack.
+//
+// # What it samples
+//
+// The controller learns from the latency of each attempt at the dependency:
+//
+//   - Used by itself, [Limiter.Execute] times fn (two clock reads).
+//   - In package compose's pipeline, in the Bulkhead slot, compose runs the
+//     Limiter in two phases and reports each attempt from below, so that a
+//     Retry inside it gives one sample per attempt, and its backoff waits
+//     are not taken for latency. Through package
+//     httppolicy an attempt's latency is the time to the response headers,
+//     not to the end of the body, so that a long download is not taken for
+//     congestion. The Limiter must be in the Bulkhead slot: in any other
+//     slot nobody tells it the latencies (it then stays in its first probe,
+//     admitting 3 at once).
+//
+// A success is a latency sample. A failed attempt is not, since a dependency
+// that fails fast must not look fast, unless it is a timeout (errors.Is
+// context.DeadlineExceeded): a timeout is a sample with its duration, since a
+// congested dependency looks exactly like that. A rejection from a policy
+// below (errors.Is policy.ErrRejected) and a cancellation
+// (context.Canceled) say nothing about the dependency and are ignored.
+//
+// # The algorithm
+//
+// Samples accumulate in a window: their count and the sum of their
+// latencies, the failures, and the most calls seen in flight. A window
+// closes once it has at least 10 latency samples and has lasted at least
+// max(50 ms, 2 x the no-load latency), so that the calls admitted under the
+// previous limit have mostly finished; the sample that closes it updates the
+// limit L (a real number; admission uses it rounded to the nearest integer):
+//
+//	avg      = mean latency of the window's samples
+//	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)
+//	target   = gradient x L + 1
+//	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
+//	target   = min(target, L)                     if more than half the window failed
+//	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
+//
+// Why this settles where it should: take a dependency that serves C calls at
+// once at latency B and queues the rest, so that with L in flight above C its
+// latency is B x L / C. With noLoad = B, the gradient is Tolerance x C / L,
+// and the fixed point of L = gradient x L + 1 is
+//
+//	L = Tolerance x C + 1
+//
+// where the latency is about Tolerance x B: the limit stops a little above
+// the capacity, with the latency Tolerance times the no-load latency. For
+// C = 10 and the default Tolerance 1.25 it is 13.5 (latency 1.35 x B). While
+// the gradient lies in [0.5, 1] the target there does not depend on L, so
+// each window halves the distance to it; far above it the gradient is
+// clamped at 0.5 and each window cuts the limit by a quarter at most; below
+// it the limit grows by half a call per window (about 10 calls a second
+// with 50 ms windows): quick to back off, careful to grow.
+//
+// A dependency that answers instantly with errors gives no latency samples,
+// so its windows never close and the limit does not move; a window more
+// than half failures may shrink the limit but never raises it. Pair the
+// Limiter with a circuit breaker for dependencies that fail fast.
+//
+// The defaults and their reasons:
+//
+//   - Tolerance 1.25, as the 25% buffer of Envoy's gradient controller:
+//     Netflix's Gradient2 lets the latency rise by its rttTolerance of 1.5.
+//   - A constant headroom of 1 call where Envoy adds sqrt(L): sqrt(9) is a
+//     third of a limit of 9, so small limits overshoot the capacity with it.
+//   - Smoothing 0.5 per window (Gradient2's smoothing is 0.2): the
+//     windows here are longer, so fewer updates need a bigger step; one
+//     noisy window still moves the limit by a quarter at most.
+//   - The gradient clamped to [0.5, 1], as in Gradient2 and Envoy: the
+//     latency alone never raises the target above L + 1.
+//
+// # The no-load latency, and drift
+//
+// noLoad is measured, not inferred: during a probe admission is capped at 3
+// (clamped to [MinLimit, MaxLimit]; Envoy measures its minRTT the same way,
+// at concurrency 3) until 10 samples of calls that started with at most 3
+// in flight have arrived; noLoad is their median (robust to the one lucky
+// or unlucky call that a minimum or a mean would follow). A probe runs when
+// the Limiter is created (so [Limiter.Limit] starts at min(3,
+// InitialLimit), and the first adjustment starts from InitialLimit), then
+// every ProbeInterval (30 s), and early when the limit has fallen by more
+// than a third within 2 s.
+//
+// The early probe is the answer to drift. A rise of the base latency (the
+// dependency got slower at any load: a cold cache, a failover to a far
+// region) looks like congestion to a gradient and drives the limit down;
+// re-measuring noLoad at low concurrency tells the two apart, and the limit
+// climbs back to Tolerance x C + 1 under the new base. Controllers that take
+// their baseline from a long average of the latency they see (Gradient2's
+// long-window RTT, failsafe-go's adaptivelimiter, which compares its p90
+// with a moving-average baseline: its issue #127) have the opposite
+// problem: during a long incident the baseline drifts up with the
+// congestion it should measure against, and the limit creeps back up.
+// Vegas estimates the queue as L x (1 - noLoad/latency) with noLoad the
+// minimum latency seen, growing below alpha and shrinking above beta queued
+// calls; a minimum is biased low by one lucky sample, hence the median of a
+// probe here.
+//
+// A probe that sees 20 failures, or lasts longer than max(1 s, 20 x the
+// longest latency it saw), is abandoned: the limit is restored and the next
+// probe comes after ProbeInterval. Until a first probe succeeds the limit
+// stays at InitialLimit.
+//
+// # Limitations
+//
+//   - A probe caps concurrency at 3 for a few round trips every
+//     ProbeInterval: calls beyond that wait or are rejected, so give the
+//     Limiter a queue (MaxQueue, MaxWait) if that matters.
+//   - The probe sees the dependency under this process's load only: if
+//     other clients congest it, the congested latency is taken for the
+//     no-load latency. A dependency that queues below 3 calls in flight reads
+//     slower at the probe than it is.
+//   - It learns only when calls end: give calls a deadline (compose's
+//     Attempt slot), or a dependency that never answers holds its slots, and
+//     a probe waits for them to drain, for ever.
+//
+// # Cost
+//
+// A call while no probe runs costs the bulkhead's admission (a
+// compare-and-swap, a decrement), two clock reads in Execute (compose reads
+// its own), an atomic add into the window and a few atomic loads; closing a
+// window takes a mutex about every 50 ms. Nothing is allocated, and no
+// goroutine runs in the background: the controller moves only when samples
+// arrive, on the goroutine of the sample that closes a window.
+package adaptive

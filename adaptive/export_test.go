@@ -1,0 +1,37 @@
+package adaptive
+
+import (
+	"context"
+	"time"
+
+	"github.com/watertight/watertight/internal/stage"
+)
+
+// Enter, Exit and Observe give the tests the phases compose runs.
+func (l *Limiter) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+	return l.enter(ctx)
+}
+
+func (l *Limiter) Exit(ctx context.Context, token stage.Token, err error) error {
+	return l.exit(ctx, token, err)
+}
+
+func (l *Limiter) Observe(d time.Duration, failed bool) { (*twoPhase)(l).Observe(d, failed) }
+
+// State is the controller's state, for the tests.
+type State struct {
+	Estimate float64
+	NoLoad   time.Duration
+	Measured bool
+	Probing  bool
+	Probes   int
+}
+
+func (l *Limiter) State() State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return State{l.ctl.limit, l.ctl.noLoad, l.ctl.measured, l.probing.Load(), l.ctl.probes}
+}
+
+// Drops counts the times the admission limit was lowered.
+func (l *Limiter) Drops() int64 { return l.drops.Load() }
