@@ -49,9 +49,10 @@
 //     are not taken for latency. Through package
 //     httppolicy an attempt's latency is the time to the response headers,
 //     not to the end of the body, so that a long download is not taken for
-//     congestion. The Limiter must be in the Bulkhead slot: in any other
-//     slot nobody tells it the latencies (it then stays in its first probe,
-//     admitting 3 at once).
+//     congestion. Put the Limiter in the Bulkhead slot: in another slot
+//     compose runs it in two phases without telling it the latencies (unless
+//     it is the innermost policy, whose Execute times fn itself), and it
+//     stays in its first probe, admitting 3 at once.
 //
 // A success is a latency sample. A failed attempt is not, since a dependency
 // that fails fast must not look fast, unless it is a timeout (errors.Is
@@ -137,9 +138,10 @@
 // probe here.
 //
 // A probe that sees 20 failures, or lasts longer than max(1 s, 20 x the
-// longest latency it saw), is abandoned: the limit is restored and the next
-// probe comes after ProbeInterval. Until a first probe succeeds the limit
-// stays at InitialLimit.
+// no-load or the longest latency it saw), is abandoned: the limit is
+// restored and the next probe comes after ProbeInterval. Until a first probe
+// succeeds the limit stays at InitialLimit, and the next window of mostly
+// successes starts another probe.
 //
 // # Limitations
 //

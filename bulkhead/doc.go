@@ -38,7 +38,8 @@
 // # Concurrency design
 //
 // The state is a count of held slots and a count of waiters (both atomic),
-// and, under a mutex, an intrusive doubly linked list of waiters. A buffered
+// and, under a mutex, an intrusive doubly linked list of waiters (an
+// internal package that package adaptive shares, with a limit that moves). A buffered
 // channel used as a semaphore (the usual Go bulkhead) would be simpler, but
 // it cannot give what this package promises:
 //
