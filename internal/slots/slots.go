@@ -115,10 +115,11 @@ func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 
 // tryTake takes a free slot, if there is one.
 func (s *Slots) tryTake() bool {
-	limit := s.limit.Load()
 	for {
+		// The limit is read again on each try: a SetLimit that lands while
+		// the swap retries applies to this acquire.
 		a := s.active.Load()
-		if a >= limit {
+		if a >= s.limit.Load() {
 			return false
 		}
 		if s.active.CompareAndSwap(a, a+1) {
