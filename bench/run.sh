@@ -5,11 +5,20 @@
 #   out/telemetry.txt    benchstat -col /otel (watertight, telemetry off/on)
 #   out/floors.txt       benchstat (plain)
 #   out/scaling.txt      benchstat (plain), and scaling-by-lib.txt (-col /lib)
+#   out/sim-adaptive.txt the output of TestSimAdaptive, the adaptive limit
+#                        simulation, run once after the rounds, which also
+#                        writes out/sim-adaptive.json (its figures),
+#                        out/sim-adaptive-limits.csv and out/adaptive-limit.svg
+#                        (the limits over time; copied to adaptive-limit.svg)
 #   out/table.md         Markdown summary: machine, medians, ratios, targets,
-#                        also spliced into ../README.md (README=0: not)
+#                        the simulation's figures and targets if
+#                        out/sim-adaptive.json exists; also spliced into
+#                        ../README.md (README=0: not)
 # Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .),
 # README (1: splice the report into ../README.md; default 1 for a full run,
-# 0 for a subset), REPORT_ONLY (1: skip the run, report on out/raw.txt).
+# 0 for a subset), REPORT_ONLY (1: skip the runs, report on out/raw.txt and
+# out/sim-adaptive.json), SIM (0: skip the simulation, and leave it out of
+# the report; default 1).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -51,6 +60,18 @@ else
 	export LOADAVG_END
 	echo "$LOADAVG_START" >out/loadavg-start
 	echo "$LOADAVG_END" >out/loadavg-end
+
+	# The adaptive limit simulation runs once, after the rounds (it keeps
+	# both cores busy for a few seconds, which the load averages above do
+	# not include). It runs in simulated time (testing/synctest), so its
+	# figures do not depend on the machine's speed; they vary a little from
+	# run to run, since calls due at the same simulated instant run in no
+	# fixed order.
+	rm -f out/sim-adaptive.json
+	if [ "${SIM:-1}" != 0 ]; then
+		echo "TestSimAdaptive (adaptive limit simulation)" >&2
+		go test -count=1 -run '^TestSimAdaptive$' -v . | tee out/sim-adaptive.txt >&2
+	fi
 fi
 
 # subset NAME REGEX: the header lines and the benchmarks matching REGEX.

@@ -1,15 +1,21 @@
 // Command benchtable reads `go test -bench` output and prints a Markdown
 // report: the machine, watertight vs failsafe-go side by side (medians and
 // ratios), watertight-only benchmarks, the floors, and the targets checked.
+// If sim-adaptive.json (written by TestSimAdaptive) lies beside the raw
+// file, the report also has the adaptive limit simulation's figures, and
+// its five targets are checked in the targets table.
 //
 // Usage: go run ./cmd/benchtable out/raw.txt > out/table.md
 package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -77,16 +83,39 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := report{all: all, w: os.Stdout}
+	sim, err := readSim(filepath.Join(filepath.Dir(os.Args[1]), "sim-adaptive.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, sim: sim, w: os.Stdout}
 	r.machine()
 	r.sideBySide(order)
 	r.alone(order)
 	r.targets()
+	r.simAdaptive()
 }
 
 type report struct {
 	all map[string]stats
+	sim map[string]float64 // TestSimAdaptive's JSON; nil if absent
 	w   io.Writer
+}
+
+// readSim reads TestSimAdaptive's JSON, or returns nil if there is none.
+func readSim(path string) (map[string]float64, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
 
 func (r report) p(format string, a ...any) { fmt.Fprintf(r.w, format, a...) }
@@ -274,5 +303,86 @@ func (r report) targets() {
 		r.check(n+" 1000 vs 2 goroutines", "throughput >= half (ns/op <= 2x)",
 			fmt.Sprintf("%s -> %s ns/op (%s)", fmtNum(lo), fmtNum(hi), ratio(hi, lo)), hi <= 2*lo)
 	}
+	r.simTargets()
+	r.p("\n")
+}
+
+// simGet returns the simulation's value for key, and whether it is there.
+func (r report) simGet(key string) (float64, bool) {
+	v, ok := r.sim[key]
+	return v, ok
+}
+
+// simTargets adds the adaptive limit simulation's five targets to the
+// targets table, if its JSON was found.
+func (r report) simTargets() {
+	if r.sim == nil {
+		return
+	}
+	s := func(k string) float64 {
+		v, ok := r.simGet(k)
+		if !ok {
+			return math.NaN() // every comparison with NaN is false: UNMET
+		}
+		return v
+	}
+	gOurs, gBest, gFs := s("goodput_ours"), s("goodput_best_static"), s("goodput_failsafe")
+	pOurs, pFs := s("p99_ours_ms"), s("p99_failsafe_ms")
+	r.check("adaptive (simulation): goodput", ">= 95% of the best static limit's",
+		fmt.Sprintf("%.1f vs %.1f calls/s (%.1f%%)", gOurs, gBest, 100*gOurs/gBest), gOurs >= 0.95*gBest)
+	ratio := s("p99_ratio_ours")
+	r.check("adaptive (simulation): worst phase's p99 / B", "<= 2", fmt.Sprintf("%.2f", ratio), ratio <= 2)
+	settle := s("settle_s_ours")
+	r.check("adaptive (simulation): settling time after a change of capacity", "<= 10 s (longest of three)",
+		fmt.Sprintf("%.1f s", settle), settle <= 10)
+	drift := s("drift_pct_ours")
+	r.check("adaptive (simulation): drift over the 300 s incident", "within 20%",
+		fmt.Sprintf("%+.1f%%", drift), math.Abs(drift) <= 20)
+	r.check("adaptive (simulation): against failsafe-go's adaptivelimiter", "beats it on goodput or p99, loses neither by > 2%",
+		fmt.Sprintf("goodput %.1f vs %.1f calls/s, p99 %.1f vs %.1f ms", gOurs, gFs, pOurs, pFs),
+		(gOurs > gFs || pOurs < pFs) && gOurs >= 0.98*gFs && pOurs <= 1.02*pFs)
+}
+
+// simAdaptive prints the adaptive limit simulation's figures, if its JSON
+// was found.
+func (r report) simAdaptive() {
+	if r.sim == nil {
+		return
+	}
+	num := func(k string, digits int) string {
+		v, ok := r.simGet(k)
+		if !ok {
+			return "n/a"
+		}
+		return strconv.FormatFloat(v, 'f', digits, 64)
+	}
+	pct := func(k string) string {
+		v, ok := r.simGet(k)
+		if !ok {
+			return "n/a"
+		}
+		return fmt.Sprintf("%+.1f%%", v)
+	}
+	r.p("## Adaptive limit (simulation)\n\n")
+	r.p("`TestSimAdaptive`: a simulated dependency serving C calls at once at base latency B (latency B x (1 + queued / C) above C), "+
+		"offered open loop twice its capacity (2C/B calls/s), no queue anywhere: 60 s at C = 10, B = 20 ms; 60 s at C = 5; "+
+		"60 s at C = 10; then a 300 s incident at C = 5, B = 40 ms (480 s in all, simulated with testing/synctest). "+
+		"Goodput: calls admitted, successful and within the 100 ms SLO, per second of the whole run. p99 of admitted calls; "+
+		"worst phase p99 / B: the largest over the phases of the phase's p99 divided by its B. Settling: the longest over the three changes "+
+		"of capacity of the time until the limit stays within 10%% of its median over the 30 s after the change (30 = never within the window). "+
+		"Drift: the limit at the end of the incident against the limit 60 s into it. One call at a time, the p99 is %s ms. "+
+		"The limits over time are plotted in `bench/adaptive-limit.svg`.\n\n", num("p99_uncongested_ms", 1))
+	r.p("| arm | goodput calls/s | p99 ms | worst phase p99 / B | rejections | settling s | drift |\n")
+	r.p("|---|---:|---:|---:|---:|---:|---:|\n")
+	r.p("| static bulkhead, best limit (%s, of 4 to 20) | %s | %s | %s | %s | - | - |\n", num("best_static_limit", 0),
+		num("goodput_best_static", 1), num("p99_best_static_ms", 1), num("p99_ratio_best_static", 2), num("rejections_best_static", 0))
+	r.p("| static bulkhead, mistuned (%s, twice the best) | %s | %s | %s | %s | - | - |\n", num("mistuned_limit", 0),
+		num("goodput_mistuned", 1), num("p99_mistuned_ms", 1), num("p99_ratio_mistuned", 2), num("rejections_mistuned", 0))
+	r.p("| failsafe-go adaptivelimiter, defaults | %s | %s | %s | %s | %s | %s |\n",
+		num("goodput_failsafe", 1), num("p99_failsafe_ms", 1), num("p99_ratio_failsafe", 2), num("rejections_failsafe", 0),
+		num("settle_s_failsafe", 1), pct("drift_pct_failsafe"))
+	r.p("| watertight adaptive, defaults | %s | %s | %s | %s | %s | %s |\n",
+		num("goodput_ours", 1), num("p99_ours_ms", 1), num("p99_ratio_ours", 2), num("rejections_ours", 0),
+		num("settle_s_ours", 1), pct("drift_pct_ours"))
 	r.p("\n")
 }
