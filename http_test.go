@@ -7,14 +7,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -105,4 +110,117 @@ func TestZeroDeadlineInUse(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 	p.Close()
+}
+
+// observing is a Bulkhead-slot policy that records the latencies compose
+// reports to it.
+type observing struct {
+	mu   sync.Mutex
+	seen []time.Duration
+}
+
+func (o *observing) Execute(ctx context.Context, fn policy.Func) error { return stage.Run(ctx, o, fn) }
+func (o *observing) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+	return ctx, nil, nil
+}
+func (o *observing) Exit(_ context.Context, _ stage.Token, err error) error { return err }
+func (o *observing) Observe(d time.Duration, failed bool) {
+	o.mu.Lock()
+	o.seen = append(o.seen, d)
+	o.mu.Unlock()
+}
+
+// Through the HTTP client, an attempt's latency sample ends at the
+// response headers: a long stream is not taken for congestion.
+func TestClientSamplesTimeToHeaders(t *testing.T) {
+	const stream = 300 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first"))
+		w.(http.Flusher).Flush()
+		time.Sleep(stream)
+		w.Write([]byte(" last"))
+	}))
+	defer srv.Close()
+	obs := &observing{}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{
+		Retry: &retry.Config{MaxAttempts: 2},
+		Use:   compose.Policies{Bulkhead: obs},
+	}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if string(body) != "first last" || len(obs.seen) != 1 {
+		t.Fatalf("body %q, samples %v; want the whole body and one sample", body, obs.seen)
+	}
+	// The call took the stream's length; the sample must not include it.
+	if obs.seen[0] >= took-stream/2 {
+		t.Errorf("sample %v of a call that took %v with a %v stream: the stream was counted", obs.seen[0], took, stream)
+	}
+}
+
+// An adaptive limiter in front of a handler sheds load with a 503 and
+// Retry-After, as a bulkhead does.
+func TestHandlerWithAdaptiveLimiter(t *testing.T) {
+	l, err := adaptive.New(adaptive.Config{Name: "srv", MinLimit: 1, MaxLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	srv := httptest.NewServer(httppolicy.Handler(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		io.WriteString(w, "ok")
+	}), httppolicy.HandlerConfig{RetryAfter: 2 * time.Second}))
+	defer srv.Close()
+	first := make(chan int, 1)
+	go func() {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-entered
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(release)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "2" {
+		t.Errorf("second request: %d, Retry-After %q; want 503 and 2", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("first request: %d; want 200", code)
+	}
+	srv.Client().CloseIdleConnections()
+}
+
+// NewHTTPClient with an Adaptive section caps the connections at its
+// MaxLimit.
+func TestHTTPClientAdaptiveSizing(t *testing.T) {
+	c, err := watertight.NewHTTPClient("api", watertight.Config{Adaptive: &adaptive.Config{MaxLimit: 7}}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
+	if base.MaxConnsPerHost != 7 || c.Pipeline.Limiter() == nil {
+		t.Errorf("MaxConnsPerHost = %d, Limiter %v; want 7 and the limiter", base.MaxConnsPerHost, c.Pipeline.Limiter())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
@@ -25,6 +26,10 @@ import (
 type Config struct {
 	// Bulkhead limits the calls in flight and waiting (outermost).
 	Bulkhead *bulkhead.Config
+	// Adaptive takes the Bulkhead slot in Bulkhead's place: a bulkhead
+	// that finds its own limit from the latency of each attempt. At most
+	// one of Bulkhead, Adaptive and Use.Bulkhead may be set.
+	Adaptive *adaptive.Config
 	// Deadline bounds the whole call: every attempt and every wait.
 	Deadline *deadline.Config
 	// Retry repeats failed attempts.
@@ -50,6 +55,7 @@ type Pipeline struct {
 	*compose.Pipeline
 
 	bulkhead *bulkhead.Bulkhead
+	limiter  *adaptive.Limiter
 	breaker  *breaker.Breaker
 	owned    []io.Closer // what New built and Close closes
 }
@@ -83,6 +89,16 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		}
 		p.own(bh)
 		p.bulkhead, pols.Bulkhead = bh, bh
+	}
+	if c := cfg.Adaptive; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		l, err := adaptive.New(cc)
+		if err != nil {
+			return nil, sectionErr("Adaptive", "adaptive", err)
+		}
+		p.own(l)
+		p.limiter, pols.Bulkhead = l, l
 	}
 	if c := cfg.Deadline; c != nil {
 		cc := *c
@@ -136,6 +152,9 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	if p.bulkhead == nil {
 		p.bulkhead, _ = pols.Bulkhead.(*bulkhead.Bulkhead)
 	}
+	if p.limiter == nil {
+		p.limiter, _ = pols.Bulkhead.(*adaptive.Limiter)
+	}
 	if p.breaker == nil {
 		p.breaker, _ = pols.Breaker.(*breaker.Breaker)
 	}
@@ -156,6 +175,16 @@ func (p *Pipeline) Bulkhead() *bulkhead.Bulkhead {
 		return nil
 	}
 	return p.bulkhead
+}
+
+// Limiter returns the *adaptive.Limiter in the Bulkhead slot (built from
+// Config.Adaptive or given in Config.Use), or nil if there is none. It is
+// nil on a nil Pipeline.
+func (p *Pipeline) Limiter() *adaptive.Limiter {
+	if p == nil {
+		return nil
+	}
+	return p.limiter
 }
 
 // Breaker returns the *breaker.Breaker in the Breaker slot (built from
@@ -218,6 +247,14 @@ func checkSlots(cfg Config) error {
 	for _, s := range both {
 		if s.section && s.used {
 			return fmt.Errorf("watertight: %s: both %s and Use.%s set", s.slot, s.slot, s.slot)
+		}
+	}
+	if cfg.Adaptive != nil {
+		switch {
+		case cfg.Bulkhead != nil:
+			return errors.New("watertight: Adaptive: both Bulkhead and Adaptive set (they take the same slot)")
+		case cfg.Use.Bulkhead != nil:
+			return errors.New("watertight: Adaptive: both Adaptive and Use.Bulkhead set (they take the same slot)")
 		}
 	}
 	return nil

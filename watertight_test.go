@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
@@ -288,5 +289,61 @@ func TestNewHTTPClient(t *testing.T) {
 	var nilC *watertight.Client
 	if nilC.Close() != nil {
 		t.Error("nil Client's Close failed")
+	}
+}
+
+func TestAdaptiveSection(t *testing.T) {
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	defer mp.Shutdown(context.Background())
+	cfg := watertight.Config{Adaptive: &adaptive.Config{MaxLimit: 8}, Retry: &retry.Config{}}
+	p, err := watertight.New("llm", cfg, compose.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Limiter() == nil || p.Bulkhead() != nil || cfg.Adaptive.Name != "" {
+		t.Fatalf("Limiter() = %v, Bulkhead() = %v, section Name %q", p.Limiter(), p.Bulkhead(), cfg.Adaptive.Name)
+	}
+	if err := p.Execute(context.Background(), ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := activeSeries(t, r); len(got) != 1 || got["llm"] != 0 {
+		t.Errorf("active series = %v; want the limiter's, named llm", got)
+	}
+	p.Close()
+	if got := activeSeries(t, r); len(got) != 0 {
+		t.Errorf("after Close: active series = %v; want none", got)
+	}
+
+	bh, err := bulkhead.New(bulkhead.Config{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bh.Close()
+	for _, tt := range []struct {
+		cfg  watertight.Config
+		want string
+	}{
+		{watertight.Config{Adaptive: &adaptive.Config{}, Bulkhead: &bulkhead.Config{Limit: 1}},
+			"watertight: Adaptive: both Bulkhead and Adaptive set (they take the same slot)"},
+		{watertight.Config{Adaptive: &adaptive.Config{}, Use: compose.Policies{Bulkhead: bh}},
+			"watertight: Adaptive: both Adaptive and Use.Bulkhead set (they take the same slot)"},
+		{watertight.Config{Adaptive: &adaptive.Config{MinLimit: 5, MaxLimit: 3}},
+			"watertight: Adaptive: Config.MaxLimit must be >= MinLimit (5), got 3"},
+	} {
+		if _, err := watertight.New("llm", tt.cfg); err == nil || err.Error() != tt.want {
+			t.Errorf("New = %v; want %q", err, tt.want)
+		}
+	}
+
+	// A Limiter given in Use is found too.
+	l, err := adaptive.New(adaptive.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	q := mustNew(t, "q", watertight.Config{Use: compose.Policies{Bulkhead: l}})
+	if q.Limiter() != l {
+		t.Error("Limiter() does not return the limiter given in Use")
 	}
 }
