@@ -49,6 +49,9 @@ type Limiter struct {
 	// drops counts the times the admission limit was lowered (for tests).
 	drops atomic.Int64
 
+	// learned is ctl.held, for Limit and the gauge without the lock.
+	learned atomic.Int64
+
 	full        *telemetry.Rejection
 	waitTimeout *telemetry.Rejection
 	onReject    func(ctx context.Context, err *policy.RejectedError)
@@ -79,6 +82,7 @@ func New(cfg Config) (*Limiter, error) {
 		onReject:    cfg.OnReject,
 	}
 	l.ctl.init(s)
+	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
 	l.slots.Init(s.initial, s.queueCap, s.maxWait)
 	l.startProbe(0)
@@ -155,11 +159,12 @@ func (l *Limiter) exit(_ context.Context, _ stage.Token, err error) error {
 	return err
 }
 
-// Limit returns the number of calls the limiter admits at once now: the
-// current estimate rounded to the nearest integer, or, during a probe of
-// the no-load latency, that capped at 3 (see the package documentation). It
+// Limit returns the limit the limiter has learned: the number of calls it
+// admits at once, except during a probe of the no-load latency, a few
+// dozen of the dependency's latencies now and then, when it admits at most
+// 3 (see the package documentation). It starts at Config.InitialLimit and
 // always lies in [Config.MinLimit, Config.MaxLimit].
-func (l *Limiter) Limit() int { return l.slots.Limit() }
+func (l *Limiter) Limit() int { return int(l.learned.Load()) }
 
 // Active returns the number of calls holding a slot now, including a waiter
 // that has been admitted and has not yet woken. It is exact, and may exceed

@@ -151,8 +151,9 @@ func TestNewDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		l := mustNew(t, tt.cfg)
-		if l.Limit() != tt.wantLimit || l.State().Estimate != tt.wantEst || !l.State().Probing {
-			t.Errorf("New(%+v): Limit() = %d, state %+v; want %d, estimate %v, probing", tt.cfg, l.Limit(), l.State(), tt.wantLimit, tt.wantEst)
+		if l.Admission() != tt.wantLimit || l.Limit() != int(tt.wantEst) || l.State().Estimate != tt.wantEst || !l.State().Probing {
+			t.Errorf("New(%+v): admission %d, Limit() = %d, state %+v; want %d, limit and estimate %v, probing",
+				tt.cfg, l.Admission(), l.Limit(), l.State(), tt.wantLimit, tt.wantEst)
 		}
 		if err := l.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
 			t.Errorf("Execute = %v", err)

@@ -20,6 +20,7 @@ const (
 	minGradient      = 0.5
 	headroom         = 1.0
 	smoothing        = 0.5
+	hysteresis       = 0.75 // how far the estimate must move from the admitted limit to change it
 
 	// A cell's sum and count share one atomic word, so that a sample costs
 	// one atomic add: the count in the low countBits bits, the sum of the
@@ -51,7 +52,8 @@ type controller struct {
 	probeInterval int64 // ns
 	probeLimit    int   // probeConcurrency clamped to [min, max]
 
-	limit    float64       // the estimate; admission uses it rounded
+	limit    float64       // the estimate
+	held     int           // the learned limit: limit rounded, with hysteresis
 	noLoad   time.Duration // the no-load latency, once measured
 	measured bool          // noLoad holds a measurement
 
@@ -82,10 +84,19 @@ func (c *controller) init(s settings) {
 	c.probeInterval = int64(s.probeInterval)
 	c.probeLimit = min(max(probeConcurrency, s.min), s.max)
 	c.limit = float64(s.initial)
+	c.held = s.initial
 }
 
-// admission is the limit that admission enforces: the estimate, rounded.
-func (c *controller) admission() int { return int(math.Round(c.limit)) }
+// admission returns the learned limit that admission enforces outside a
+// probe: the estimate rounded, with hysteresis. An estimate that hovers
+// around n + 0.5 would otherwise flip the limit between n and n + 1 every
+// window; the limit changes only once the estimate is 0.75 away from it.
+func (c *controller) admission() int {
+	if math.Abs(c.limit-float64(c.held)) >= hysteresis {
+		c.held = int(math.Round(c.limit))
+	}
+	return c.held
+}
 
 // windowLen is the shortest a window lasts, in ns.
 func (c *controller) windowLen() int64 { return int64(max(minWindow, 2*c.noLoad)) }
@@ -232,6 +243,7 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	}
 	c.limit = min(max(c.limit+smoothing*(target-c.limit), c.min), c.max)
 	l.setAdmission(c.admission())
+	l.learned.Store(int64(c.held))
 	c.remember(now)
 	if c.fell(now) {
 		l.startProbe(now)

@@ -68,7 +68,7 @@
 // closes once it has at least 10 latency samples and has lasted at least
 // max(50 ms, 2 x the no-load latency), so that the calls admitted under the
 // previous limit have mostly finished; the sample that closes it updates the
-// limit L (a real number; admission uses it rounded to the nearest integer):
+// estimate L (a real number):
 //
 //	avg      = mean latency of the window's samples
 //	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)
@@ -76,6 +76,13 @@
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = min(target, L)                     if more than half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
+//
+// The learned limit, which admission enforces outside probes and
+// [Limiter.Limit] and the gauge report, is L rounded, with hysteresis: it
+// changes only once L is 0.75 away from it, so that an estimate hovering
+// around 7.5 does not flip the limit between 7 and 8 every window. During
+// a probe admission is capped lower (below); Limit goes on reporting the
+// learned limit, which the probe does not change.
 //
 // Why this settles where it should: take a dependency that serves C calls at
 // once at latency B and queues the rest, so that with L in flight above C its
@@ -117,8 +124,8 @@
 // at concurrency 3) until 10 samples of calls that started with at most 3
 // in flight have arrived; noLoad is their median (robust to the one lucky
 // or unlucky call that a minimum or a mean would follow). A probe runs when
-// the Limiter is created (so [Limiter.Limit] starts at min(3,
-// InitialLimit), and the first adjustment starts from InitialLimit), then
+// the Limiter is created (admission starts at min(3, InitialLimit), and the
+// first adjustment starts from InitialLimit), then
 // every ProbeInterval (30 s), and early when the limit has fallen by more
 // than a third within 2 s.
 //

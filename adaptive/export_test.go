@@ -35,3 +35,6 @@ func (l *Limiter) State() State {
 
 // Drops counts the times the admission limit was lowered.
 func (l *Limiter) Drops() int64 { return l.drops.Load() }
+
+// Admission is the limit admission enforces now: Limit, or the probe's cap.
+func (l *Limiter) Admission() int { return l.slots.Limit() }

@@ -25,7 +25,7 @@ func (l *Limiter) registerObservers(m metric.Meter, name string) metric.Registra
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(active, int64(l.slots.Active()), opt)
 		o.ObserveInt64(queued, int64(l.slots.Queued()), opt)
-		o.ObserveInt64(limit, int64(l.slots.Limit()), opt)
+		o.ObserveInt64(limit, l.learned.Load(), opt)
 		return nil
 	}, active, queued, limit)
 	if err != nil {
