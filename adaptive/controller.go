@@ -235,7 +235,12 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
 	base := max(c.noLoad, latencyFloor).Seconds() * 1e6
 	gradient := min(max(c.tolerance*base/avg, minGradient), 1)
-	target := gradient*c.limit + headroom
+	// The window's latency is that of the limit admission enforced, the
+	// learned one: the gradient applies to it, not to the estimate, which
+	// may lie up to the hysteresis away. (Applied to the estimate, an
+	// equilibrium between two integers, such as 7.25, becomes a cycle: at
+	// 7 the estimate climbs to the next integer, at 8 it falls back.)
+	target := gradient*float64(c.held) + headroom
 	// No growth while the limit is not used: the cap never lowers it.
 	target = min(target, max(c.limit, float64(2*peak+1)))
 	if 2*failures > int64(count)+failures {

@@ -68,11 +68,12 @@
 // closes once it has at least 10 latency samples and has lasted at least
 // max(50 ms, 2 x the no-load latency), so that the calls admitted under the
 // previous limit have mostly finished; the sample that closes it updates the
-// estimate L (a real number):
+// estimate L (a real number), from the learned limit N that admission
+// enforced while the window's calls ran (L rounded, with hysteresis: below):
 //
 //	avg      = mean latency of the window's samples
 //	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)
-//	target   = gradient x L + 1
+//	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = min(target, L)                     if more than half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
@@ -82,7 +83,11 @@
 // changes only once L is 0.75 away from it, so that an estimate hovering
 // around 7.5 does not flip the limit between 7 and 8 every window. During
 // a probe admission is capped lower (below); Limit goes on reporting the
-// learned limit, which the probe does not change.
+// learned limit, which the probe does not change. The gradient is applied
+// to N, not to L, because the window's latency is N's: applied to L, an
+// equilibrium between two integers (7.25, say) became a cycle in the
+// simulation of the bench suite, the estimate climbing past 7.75 while 7
+// were admitted and falling past 7.25 while 8 were.
 //
 // Why this settles where it should: take a dependency that serves C calls at
 // once at latency B and queues the rest, so that with L in flight above C its
