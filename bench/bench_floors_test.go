@@ -16,6 +16,9 @@ import (
 // watertight builds on. The targets are stated as watertight's cost above
 // these. Names: BenchmarkFloor/op=<what>.
 
+// nowSink keeps the clock readings alive.
+var nowSink time.Duration
+
 func BenchmarkFloor(b *testing.B) {
 	// context.WithTimeout + cancel: what a deadline must at least do.
 	b.Run("op=WithTimeout", func(b *testing.B) {
@@ -45,6 +48,15 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			sink = work(bg)
 			done(sink)
+		}
+	})
+	// Two clock reads and their difference: what timing fn costs the
+	// adaptive limiter.
+	b.Run("op=2xNow", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			start := time.Now()
+			nowSink = time.Since(start)
 		}
 	})
 	// One span on the default global (no-op, delegating) tracer.

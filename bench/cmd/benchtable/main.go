@@ -259,6 +259,10 @@ func (r report) targets() {
 	b, ba := ns("Bulkhead/lib=watertight"), allocs("Bulkhead/lib=watertight")
 	r.check("bulkhead alone", "<= 60 ns, 0 allocs", fmt.Sprintf("%s ns, %s allocs", fmtNum(b), fmtNum(ba)), b <= 60 && ba == 0)
 
+	ad, ada, now := ns("Adaptive/lib=watertight"), allocs("Adaptive/lib=watertight"), ns("Floor/op=2xNow")
+	r.check("adaptive alone", fmt.Sprintf("<= bulkhead %s + 2 x time.Now %s + 60 ns, 0 allocs", fmtNum(b), fmtNum(now)),
+		fmt.Sprintf("%s ns (%+.0f), %s allocs", fmtNum(ad), ad-b-now, fmtNum(ada)), ad <= b+now+60 && ada == 0)
+
 	rt, rf := ns("Retry/lib=watertight"), ns("Retry/lib=failsafe")
 	r.check("retry alone", "<= 0.1x failsafe", fmt.Sprintf("%s vs %s ns (%s)", fmtNum(rt), fmtNum(rf), ratio(rt, rf)), rt <= 0.1*rf)
 
