@@ -63,7 +63,9 @@ type Config struct {
 	Tolerance float64
 
 	// ProbeInterval is how often the no-load latency is re-measured. 0 means
-	// 30 s; negative values are invalid.
+	// 30 s; negative values are invalid. Probes are spaced at least 20
+	// windows apart (a second at a no-load latency of 25 ms), whatever it
+	// says, so that the limit has windows to adjust in between.
 	ProbeInterval time.Duration
 
 	// MeterProvider provides the meter for the rejection counter, the

@@ -220,7 +220,9 @@ func (l *Limiter) closeWindow(end time.Time) {
 // sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	c := &l.ctl
-	if now-c.lastProbe >= c.probeInterval {
+	// A ProbeInterval shorter than a few windows would leave no window to
+	// adjust in between: the probes are spaced at least 20 windows apart.
+	if now-c.lastProbe >= max(c.probeInterval, 20*c.windowLen()) {
 		l.startProbe(now)
 		return
 	}
@@ -247,8 +249,17 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		target = min(target, c.limit)
 	}
 	c.limit = min(max(c.limit+smoothing*(target-c.limit), c.min), c.max)
-	l.setAdmission(c.admission())
-	l.learned.Store(int64(c.held))
+	// Limit never reads above what admission enforces, nor below it while
+	// calls are admitted: raise the learned limit before admission, lower
+	// it after.
+	n := c.admission()
+	if int64(n) > l.learned.Load() {
+		l.learned.Store(int64(n))
+		l.setAdmission(n)
+	} else {
+		l.setAdmission(n)
+		l.learned.Store(int64(n))
+	}
 	c.remember(now)
 	if c.fell(now) {
 		l.startProbe(now)

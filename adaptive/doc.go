@@ -72,7 +72,7 @@
 // enforced while the window's calls ran (L rounded, with hysteresis: below):
 //
 //	avg      = mean latency of the window's samples
-//	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)
+//	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)  (both at least 10 µs)
 //	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = min(target, L)                     if more than half the window failed
@@ -102,8 +102,9 @@
 // the gradient lies in [0.5, 1] the target there does not depend on L, so
 // each window halves the distance to it; far above it the gradient is
 // clamped at 0.5 and each window cuts the limit by a quarter at most; below
-// it the limit grows by half a call per window (about 10 calls a second
-// with 50 ms windows): quick to back off, careful to grow.
+// it the estimate grows by half a call per window, and the learned limit,
+// behind the hysteresis, by one call every two or three windows (about 7
+// calls a second with 50 ms windows): quick to back off, careful to grow.
 //
 // A dependency that answers instantly with errors gives no latency samples,
 // so its windows never close and the limit does not move; a window more
@@ -120,7 +121,7 @@
 //     windows here are longer, so fewer updates need a bigger step; one
 //     noisy window still moves the limit by a quarter at most.
 //   - The gradient clamped to [0.5, 1], as in Gradient2 and Envoy: the
-//     latency alone never raises the target above L + 1.
+//     latency alone never raises the target above N + 1.
 //
 // # The no-load latency, and drift
 //

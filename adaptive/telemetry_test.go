@@ -52,7 +52,7 @@ func checkObserved(t *testing.T, got map[string]metricdata.Metrics, name string,
 		}, got[g.metric], metricdatatest.IgnoreTimestamp())
 	}
 	metricdatatest.AssertEqual(t, metricdata.Metrics{
-		Name: "watertight.adaptive.limit", Description: "Calls an adaptive concurrency limit admits at once now.", Unit: "{call}",
+		Name: "watertight.adaptive.limit", Description: "The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while.", Unit: "{call}",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: []metricdata.DataPoint[int64]{{Attributes: policySet(name), Value: limit}},
 		},

@@ -129,16 +129,27 @@ func TestObserverStopsAtTheAnswer(t *testing.T) {
 	})
 }
 
-// A Bulkhead-slot policy alone is the innermost slot: compose calls its
-// Execute, which times fn itself, and reports nothing.
-func TestObserverAloneIsNotTimedByCompose(t *testing.T) {
-	obs := &observingStage{}
-	p, err := compose.New("x", compose.Policies{Bulkhead: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Execute(context.Background(), func(context.Context) error { return nil })
-	if got := obs.String(); got != "[]" {
-		t.Errorf("observed %s; want nothing", got)
-	}
+// A Bulkhead-slot observer alone (watertight.New with only an Adaptive
+// section) is still run in two phases and timed by compose, so that an
+// AnswerClock (httppolicy's) ends its samples at the answer: its own
+// Execute could not see the clock and would time a whole stream.
+func TestObserverAloneIsTimedByCompose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &observingStage{}
+		p, err := compose.New("x", compose.Policies{Bulkhead: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clock stage.AnswerClock
+		ctx := stage.WithAnswerClock(context.Background(), &clock)
+		p.Execute(ctx, func(ctx context.Context) error {
+			time.Sleep(10 * time.Millisecond)
+			stage.AnswerClockFrom(ctx).Answered()
+			time.Sleep(200 * time.Millisecond)
+			return nil
+		})
+		if got, want := obs.String(), "[10ms/false]"; got != want {
+			t.Errorf("observed %s; want %s", got, want)
+		}
+	})
 }

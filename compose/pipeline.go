@@ -86,10 +86,12 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		}
 	}
 	// Only the outermost slot's policy is told the latencies (it is the
-	// Bulkhead slot's, since p.Bulkhead comes first), and only when it runs
-	// in two phases: as the innermost slot it runs through its own Execute,
-	// which times fn itself.
-	if p.Bulkhead != nil && len(pl.stages) > 1 {
+	// Bulkhead slot's, since p.Bulkhead comes first). It runs in two phases
+	// even when it is the only slot, where the innermost policy would
+	// otherwise run through its own Execute: compose's timing honours an
+	// AnswerClock (the time to the response headers), the policy's own
+	// Execute cannot.
+	if p.Bulkhead != nil {
 		pl.observer, _ = pl.stages[0].twoPhase.(stage.Observer)
 	}
 	pl.spanOpts = []trace.SpanStartOption{
@@ -216,7 +218,7 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 	}
 	st := &p.stages[i]
 	switch {
-	case i == len(p.stages)-1 && st.repeater == nil:
+	case i == len(p.stages)-1 && st.repeater == nil && (i > 0 || p.observer == nil):
 		// The innermost policy wraps fn itself, which needs no closure:
 		// its own Execute costs no more than its two phases (the
 		// breaker's is those two phases).

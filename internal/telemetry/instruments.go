@@ -107,7 +107,7 @@ func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCo
 func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 	g, err := m.Int64ObservableGauge(MetricLimit,
 		metric.WithUnit("{call}"),
-		metric.WithDescription("Calls an adaptive concurrency limit admits at once now."))
+		metric.WithDescription("The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while."))
 	handle(err)
 	return g
 }
