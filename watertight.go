@@ -95,6 +95,7 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		b.fill(&cc.Name, &cc.MeterProvider, name)
 		l, err := adaptive.New(cc)
 		if err != nil {
+			p.Close()
 			return nil, sectionErr("Adaptive", "adaptive", err)
 		}
 		p.own(l)

@@ -47,9 +47,10 @@
 // in package policy. The built-in policies run in two phases (before fn,
 // after fn) through an interface internal to this module, so a pipeline of
 // them allocates no closure per call; any other policy is called through
-// its Execute method, at the cost of one closure. The innermost policy
-// (unless it is a retry) is always called through its Execute, with the fn
-// given to [Pipeline.Execute] itself, which needs no closure.
+// its Execute method, at the cost of one closure. The innermost policy is
+// called through its Execute, with the fn given to [Pipeline.Execute]
+// itself, which needs no closure, unless it is a retry or an adaptive limit
+// in the Bulkhead slot (which compose times, attempt by attempt).
 //
 // # Telemetry
 //
