@@ -2,6 +2,7 @@ package adaptive_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,4 +42,25 @@ func TestInCompose(t *testing.T) {
 			checkCounts(t, l, 0, 0)
 		}
 	})
+}
+
+// TestOnlyInBulkheadSlot: compose learns latencies only for the Bulkhead
+// slot, so a limiter anywhere else fails at New with the slot named rather
+// than sitting at its probe cap forever.
+func TestOnlyInBulkheadSlot(t *testing.T) {
+	l := mustNew(t, adaptive.Config{Name: "dep"})
+	for name, p := range map[string]compose.Policies{
+		"Deadline": {Deadline: l},
+		"Retry":    {Retry: l},
+		"Breaker":  {Breaker: l},
+		"Attempt":  {Attempt: l},
+	} {
+		_, err := compose.New("x", p)
+		if err == nil || !strings.Contains(err.Error(), "Policies."+name) || !strings.Contains(err.Error(), "Bulkhead slot") {
+			t.Errorf("%s slot: err = %v; want an error naming the slot", name, err)
+		}
+	}
+	if _, err := compose.New("x", compose.Policies{Bulkhead: l}); err != nil {
+		t.Errorf("Bulkhead slot: %v", err)
+	}
 }

@@ -66,6 +66,9 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	if err := p.checkLearners(); err != nil {
+		return nil, err
+	}
 	o := pipeopt.Apply(opts)
 	pl := &Pipeline{
 		name:        name,
