@@ -57,10 +57,13 @@
 // [Config.Name] on everything:
 //
 //   - watertight.rejections counter, with watertight.rejection.reason;
-//   - watertight.breaker.transitions counter, with watertight.breaker.state =
-//     the new state ("closed", "half-open", "open");
-//   - watertight.breaker.state observable gauge: 0 closed, 1 half-open,
-//     2 open; [Breaker.Close] unregisters it;
+//   - watertight.breaker.transitions counter, with watertight.breaker.from =
+//     the state left and watertight.breaker.state = the state entered
+//     ("closed", "half_open", "open");
+//   - watertight.breaker.state observable gauge, a state set: one point per
+//     state, its watertight.breaker.state attribute "closed", "half_open"
+//     or "open", 1 for the current state and 0 for the others;
+//     [Breaker.Close] unregisters it;
 //   - span events watertight.rejected and watertight.breaker.transition (with
 //     watertight.breaker.from and watertight.breaker.state) on the span
 //     already in ctx, if it is recording. A Breaker never starts a span.

@@ -2,12 +2,10 @@ package breaker
 
 import "strconv"
 
-// State is the state of a [Breaker]. Its values are those of the
-// watertight.breaker.state gauge: 0 closed, 1 half-open, 2 open. The zero
-// value is Closed.
+// State is the state of a [Breaker]. The zero value is Closed.
 type State int
 
-// The states of a Breaker, in the order of their gauge values.
+// The states of a Breaker.
 const (
 	// Closed lets every call through and counts its outcome.
 	Closed State = iota
@@ -19,8 +17,9 @@ const (
 	Open
 )
 
-// String returns "closed", "half-open" or "open", the value of the
-// watertight.breaker.state attribute.
+// String returns "closed", "half-open" or "open". Telemetry names
+// half-open "half_open" in its watertight.breaker.state and
+// watertight.breaker.from attributes.
 func (s State) String() string {
 	switch s {
 	case Closed:

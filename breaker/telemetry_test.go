@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,32 +25,49 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		policyAttrs := []string{string(telemetry.KeyKind), "breaker", string(telemetry.KeyName), "llm"}
-		gaugeKey := attrs(policyAttrs...)
-		to := func(s string) string { return attrs(append(policyAttrs, string(telemetry.KeyState), s)...) }
-		reason := func(s string) string { return attrs(append(policyAttrs, string(telemetry.KeyReason), s)...) }
-		check := func(step string, gauge int64, transitions, rejections map[string]int64) {
-			t.Helper()
-			if got := points(t, r, telemetry.MetricState); !equalMaps(got, map[string]int64{gaugeKey: gauge}) {
-				t.Fatalf("%s: gauge = %v, want %d", step, got, gauge)
+		withState := func(s string) string { return attrs(append(policyAttrs, string(telemetry.KeyState), s)...) }
+		// The state set: 1 for the current state, 0 for the two others.
+		stateSet := func(cur string) map[string]int64 {
+			m := map[string]int64{}
+			for _, s := range []string{"closed", "half_open", "open"} {
+				m[withState(s)] = 0
 			}
-			if got := points(t, r, telemetry.MetricTransitions); !equalMaps(got, transitions) {
-				t.Fatalf("%s: transitions = %v, want %v", step, got, transitions)
+			m[withState(cur)] = 1
+			return m
+		}
+		type tr struct{ from, to string }
+		transitions := func(counts map[tr]int64) map[string]int64 {
+			m := map[string]int64{}
+			for k, n := range counts {
+				m[attrs(append(policyAttrs, string(telemetry.KeyFrom), k.from, string(telemetry.KeyState), k.to)...)] = n
+			}
+			return m
+		}
+		reason := func(s string) string { return attrs(append(policyAttrs, string(telemetry.KeyReason), s)...) }
+		check := func(step string, state string, trans map[tr]int64, rejections map[string]int64) {
+			t.Helper()
+			if got, want := points(t, r, telemetry.MetricState), stateSet(state); !equalMaps(got, want) {
+				t.Fatalf("%s: state set = %v, want %v", step, got, want)
+			}
+			if got, want := points(t, r, telemetry.MetricTransitions), transitions(trans); !equalMaps(got, want) {
+				t.Fatalf("%s: transitions = %v, want %v", step, got, want)
 			}
 			if got := points(t, r, telemetry.MetricRejections); !equalMaps(got, rejections) {
 				t.Fatalf("%s: rejections = %v, want %v", step, got, rejections)
 			}
 		}
 
-		check("new", 0, nil, nil)
+		check("new", "closed", nil, nil)
 		call(b, errBoom)
 		call(b, errBoom)
 		call(b, nil)
 		call(b, nil)
-		check("tripped", 2, map[string]int64{to("open"): 1}, map[string]int64{reason("open"): 2})
+		check("tripped", "open", map[tr]int64{{"closed", "open"}: 1}, map[string]int64{reason("open"): 2})
 
 		time.Sleep(10 * time.Second)
-		// No call: collecting the gauge moves it on.
-		check("timed out", 1, map[string]int64{to("open"): 1, to("half-open"): 1}, map[string]int64{reason("open"): 2})
+		// No call: collecting the state set moves it on.
+		check("timed out", "half_open", map[tr]int64{{"closed", "open"}: 1, {"open", "half_open"}: 1},
+			map[string]int64{reason("open"): 2})
 
 		ctx, tok, err := b.Enter(context.Background())
 		if err != nil {
@@ -57,14 +75,14 @@ func TestMetrics(t *testing.T) {
 		}
 		call(b, nil)
 		b.Exit(ctx, tok, nil)
-		check("closed", 0, map[string]int64{to("open"): 1, to("half-open"): 1, to("closed"): 1},
+		check("closed", "closed", map[tr]int64{{"closed", "open"}: 1, {"open", "half_open"}: 1, {"half_open", "closed"}: 1},
 			map[string]int64{reason("open"): 2, reason("half_open_full"): 1})
 
 		b.ForceOpen()
-		check("forced", 2, map[string]int64{to("open"): 2, to("half-open"): 1, to("closed"): 1},
+		check("forced", "open", map[tr]int64{{"closed", "open"}: 2, {"open", "half_open"}: 1, {"half_open", "closed"}: 1},
 			map[string]int64{reason("open"): 2, reason("half_open_full"): 1})
 		b.Reset()
-		check("reset", 0, map[string]int64{to("open"): 2, to("half-open"): 1, to("closed"): 2},
+		check("reset", "closed", map[tr]int64{{"closed", "open"}: 2, {"open", "half_open"}: 1, {"half_open", "closed"}: 1, {"open", "closed"}: 1},
 			map[string]int64{reason("open"): 2, reason("half_open_full"): 1})
 
 		if err := b.Close(); err != nil {
@@ -74,7 +92,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 		if got := points(t, r, telemetry.MetricState); len(got) != 0 {
-			t.Fatalf("gauge after Close: %v", got)
+			t.Fatalf("state set after Close: %v", got)
 		}
 		// Still works after Close, with its counters.
 		call(b, errBoom)
@@ -123,4 +141,60 @@ func TestSpanEvents(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The span event names both states as the metrics do: half_open, not the
+// half-open of State.String.
+func TestSpanEventHalfOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+		defer tp.Shutdown(context.Background())
+		b := newBreaker(t, Config{Name: "llm", ConsecutiveFailures: 1, OpenTimeout: time.Second})
+		call(b, errBoom)
+		time.Sleep(time.Second)
+
+		ctx, span := tp.Tracer("test").Start(context.Background(), "probe")
+		b.Execute(ctx, func(context.Context) error { return nil })
+		span.End()
+
+		var got []string
+		for _, ev := range sr.Ended()[0].Events() {
+			if ev.Name != telemetry.EventState {
+				continue
+			}
+			set := attribute.NewSet(ev.Attributes...)
+			from, _ := set.Value(telemetry.KeyFrom)
+			to, _ := set.Value(telemetry.KeyState)
+			got = append(got, from.AsString()+"->"+to.AsString())
+		}
+		if want := []string{"open->half_open", "half_open->closed"}; !slices.Equal(got, want) {
+			t.Fatalf("transition events = %v, want %v", got, want)
+		}
+	})
+}
+
+// Counting a transition and observing the state set build no attribute set
+// and allocate nothing once the SDK has seen each series.
+func TestTelemetryAllocs(t *testing.T) {
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	defer mp.Shutdown(context.Background())
+	in := telemetry.NewInstruments(mp)
+	rec := newRecorder(in, "llm")
+	ctx := context.Background()
+	for from := Closed; from <= Open; from++ {
+		for to := Closed; to <= Open; to++ {
+			rec.transition(ctx, from, to)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { rec.transition(ctx, Open, HalfOpen) }); n != 0 {
+		t.Errorf("transition: %v allocs, want 0", n)
+	}
+	// An out-of-range State is ignored, not an index panic.
+	rec.transition(ctx, State(7), Open)
+	rec.transition(ctx, Open, State(-1))
+	if got := points(t, r, telemetry.MetricTransitions); len(got) != 9 {
+		t.Errorf("%d transition series, want 9: %v", len(got), got)
+	}
 }

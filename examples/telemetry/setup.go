@@ -127,7 +127,12 @@ func Setup(ctx context.Context, cfg SetupConfig) (tel *Telemetry, shutdown func(
 	// The exporter is a metric Reader: each scrape of Handler collects
 	// the MeterProvider's current values into the registry's output.
 	tel.Registry = prometheus.NewRegistry()
-	promExp, err := otelprom.New(otelprom.WithRegisterer(tel.Registry))
+	// Without scope info: the exporter would add otel_scope_name,
+	// otel_scope_version and an empty otel_scope_schema_url to every
+	// series. Every watertight_* metric has the one scope
+	// (github.com/watertight/watertight, at its instrumentation version),
+	// so the labels tell nothing apart; target_info keeps the resource.
+	promExp, err := otelprom.New(otelprom.WithRegisterer(tel.Registry), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry: Prometheus exporter: %w", err)
 	}

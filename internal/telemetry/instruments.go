@@ -35,7 +35,7 @@ func NewInstruments(mp metric.MeterProvider) *Instruments {
 	if mp == nil || isNilPointer(mp) {
 		mp = otel.GetMeterProvider()
 	}
-	m := mp.Meter(ScopeName)
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
 	in := &Instruments{Meter: m}
 	var err error
 	in.Rejections, err = m.Int64Counter(MetricRejections, metric.WithUnit("{call}"),
@@ -108,6 +108,20 @@ func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 	g, err := m.Int64ObservableGauge(MetricLimit,
 		metric.WithUnit("{call}"),
 		metric.WithDescription("The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while."))
+	handle(err)
+	return g
+}
+
+// BreakerStateGauge returns the watertight.breaker.state observable gauge of
+// m, or nil if its creation failed; the error goes to otel.Handle. It is a
+// state set: a breaker reports one point per state, its KeyState attribute
+// StateClosed, StateHalfOpen or StateOpen, 1 for the state it is in and 0
+// for the others, so that a query selects a state by its name rather than
+// by a number.
+func BreakerStateGauge(m metric.Meter) metric.Int64ObservableGauge {
+	g, err := m.Int64ObservableGauge(MetricState,
+		metric.WithUnit("{state}"),
+		metric.WithDescription("Circuit breaker state, as a state set: 1 for the state in watertight.breaker.state that the breaker is in, 0 for the others."))
 	handle(err)
 	return g
 }

@@ -6,6 +6,14 @@ import "go.opentelemetry.io/otel/attribute"
 // module path.
 const ScopeName = "github.com/watertight/watertight"
 
+// Version is the instrumentation version of every meter and tracer
+// (metric.WithInstrumentationVersion, trace.WithInstrumentationVersion): the
+// version of the module that records the telemetry, without the leading "v"
+// as OpenTelemetry's own instrumentation libraries report theirs. It changes
+// with each release, so that a dashboard can tell the telemetry of two
+// versions apart if an instrument's meaning ever changes.
+const Version = "0.1.0-dev"
+
 // Attribute keys, following OpenTelemetry's naming rules.
 const (
 	KeyKind     = attribute.Key("watertight.policy.kind")
@@ -25,6 +33,15 @@ const (
 	EventTimeout  = "watertight.timeout"
 	EventRetry    = "watertight.retry"
 	EventState    = "watertight.breaker.transition"
+)
+
+// Values of KeyState and KeyFrom, the three states of a circuit breaker as
+// telemetry names them: lowercase with underscores, as the attribute values
+// of OpenTelemetry's state sets are (half_open, not half-open).
+const (
+	StateClosed   = "closed"
+	StateHalfOpen = "half_open"
+	StateOpen     = "open"
 )
 
 // Instrument names.

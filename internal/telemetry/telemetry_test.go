@@ -107,3 +107,31 @@ func TestTracerNoop(t *testing.T) {
 		t.Error("the zero Tracer gave a tracer")
 	}
 }
+
+// Every meter and tracer carries the scope name and the instrumentation
+// version, which exporters turn into otel_scope_version and the like.
+func TestInstrumentationScope(t *testing.T) {
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	defer mp.Shutdown(context.Background())
+	telemetry.NewInstruments(mp).Timeouts.Add(context.Background(), 1)
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 {
+		t.Fatalf("%d scopes, want 1: %+v", len(rm.ScopeMetrics), rm.ScopeMetrics)
+	}
+	if sc := rm.ScopeMetrics[0].Scope; sc.Name != telemetry.ScopeName || sc.Version != telemetry.Version || telemetry.Version == "" {
+		t.Errorf("meter scope = %+v, want %s version %s", sc, telemetry.ScopeName, telemetry.Version)
+	}
+
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	_, span := telemetry.NewTracer(tp).Tracer().Start(context.Background(), "call")
+	span.End()
+	if sc := sr.Ended()[0].InstrumentationScope(); sc.Name != telemetry.ScopeName || sc.Version != telemetry.Version {
+		t.Errorf("tracer scope = %+v, want %s version %s", sc, telemetry.ScopeName, telemetry.Version)
+	}
+}

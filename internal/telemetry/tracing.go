@@ -20,6 +20,9 @@ var defaultTracerProvider = func() trace.TracerProvider {
 	return nil
 }()
 
+// tracerOpts are the options of every tracer: the instrumentation version.
+var tracerOpts = []trace.TracerOption{trace.WithInstrumentationVersion(Version)}
+
 // Tracer starts the spans of one pipeline. Its zero value starts none.
 type Tracer struct {
 	tracer trace.Tracer
@@ -31,12 +34,12 @@ type Tracer struct {
 // NewTracer returns the Tracer of tp, or of the global provider if tp is nil.
 func NewTracer(tp trace.TracerProvider) Tracer {
 	if tp == nil || isNilPointer(tp) {
-		return Tracer{tracer: otel.GetTracerProvider().Tracer(ScopeName), global: true}
+		return Tracer{tracer: otel.GetTracerProvider().Tracer(ScopeName, tracerOpts...), global: true}
 	}
 	if _, ok := tp.(noop.TracerProvider); ok {
 		return Tracer{}
 	}
-	return Tracer{tracer: tp.Tracer(ScopeName)}
+	return Tracer{tracer: tp.Tracer(ScopeName, tracerOpts...)}
 }
 
 // Tracer returns the underlying tracer, or nil if spans are off for the
