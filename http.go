@@ -3,7 +3,6 @@ package watertight
 import (
 	"net/http"
 
-	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
 )
@@ -41,7 +40,7 @@ type Client struct {
 // an *http.Client whose Transport (an httppolicy.Transport with the
 // settings of h) runs every request through it. The requests go out over a
 // transport of their own, httppolicy.NewDependencyTransport sized to the
-// bulkhead's Limit (to an Adaptive section's MaxLimit; without either, a
+// bulkhead's Limit (to an adaptive limiter's MaxLimit; without either, a
 // clone of http.DefaultTransport's settings), so an admitted call never waits unseen
 // for a connection and no other dependency shares its pool. The client has
 // no Timeout of its own: the pipeline's deadlines bound each request, its
@@ -56,13 +55,10 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	var base *http.Transport
 	if bh := p.Bulkhead(); bh != nil {
 		base = httppolicy.NewDependencyTransport(bh.Limit())
-	} else if cfg.Adaptive != nil {
-		// The most calls the limit may ever admit at once.
-		limit := cfg.Adaptive.MaxLimit
-		if limit == 0 {
-			limit = adaptive.DefaultMaxLimit
-		}
-		base = httppolicy.NewDependencyTransport(limit)
+	} else if l := p.Limiter(); l != nil {
+		// The most calls the limit may ever admit at once, for a limiter
+		// built from the Adaptive section or given in Use.Bulkhead.
+		base = httppolicy.NewDependencyTransport(l.MaxLimit())
 	} else {
 		// No bulkhead to match: http.DefaultTransport's settings, caps
 		// included (none on connections, net/http's default on idle ones).

@@ -223,4 +223,20 @@ func TestHTTPClientAdaptiveSizing(t *testing.T) {
 	if base.MaxConnsPerHost != 7 || c.Pipeline.Limiter() == nil {
 		t.Errorf("MaxConnsPerHost = %d, Limiter %v; want 7 and the limiter", base.MaxConnsPerHost, c.Pipeline.Limiter())
 	}
+
+	// A limiter given in Use.Bulkhead sizes the pool the same way.
+	l, err := adaptive.New(adaptive.Config{MaxLimit: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c2, err := watertight.NewHTTPClient("api2", watertight.Config{Use: compose.Policies{Bulkhead: l}}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	base = c2.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
+	if base.MaxConnsPerHost != 9 || c2.Pipeline.Limiter() != l {
+		t.Errorf("Use.Bulkhead limiter: MaxConnsPerHost = %d; want its MaxLimit 9", base.MaxConnsPerHost)
+	}
 }

@@ -33,6 +33,8 @@ type Limiter struct {
 	probing  atomic.Bool  // a probe is running: samples go to observeProbe
 	peak     atomic.Int64 // most slots held seen by a sample in the window
 	closeAt  atomic.Int64 // when the window may close, in ns since base
+	openedAt atomic.Int64 // when the window opened, in ns since base
+	shift    atomic.Int64 // added to the clock's readings (see clock)
 	_        [64]byte
 	failures atomic.Int64 // failed attempts in the window
 	// cells hold the window's latency samples, striped so that concurrent
@@ -85,7 +87,11 @@ func New(cfg Config) (*Limiter, error) {
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
 	l.slots.Init(s.initial, s.queueCap, s.maxWait)
+	// The probe arms a timer whose callback takes l.mu and reads ctl.timer:
+	// hold l.mu while it is stored.
+	l.mu.Lock()
 	l.startProbe(0)
+	l.mu.Unlock()
 	l.reg = l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
 }
@@ -165,6 +171,11 @@ func (l *Limiter) exit(_ context.Context, _ stage.Token, err error) error {
 // 3 (see the package documentation). It starts at Config.InitialLimit and
 // always lies in [Config.MinLimit, Config.MaxLimit].
 func (l *Limiter) Limit() int { return int(l.learned.Load()) }
+
+// MaxLimit returns the most the limit may ever be: Config.MaxLimit, or its
+// default. A pool of connections sized to it never makes an admitted call
+// wait for one.
+func (l *Limiter) MaxLimit() int { return int(l.ctl.max) }
 
 // Active returns the number of calls holding a slot now, including a waiter
 // that has been admitted and has not yet woken. It is exact, and may exceed

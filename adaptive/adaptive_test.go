@@ -155,6 +155,13 @@ func TestNewDefaults(t *testing.T) {
 			t.Errorf("New(%+v): admission %d, Limit() = %d, state %+v; want %d, limit and estimate %v, probing",
 				tt.cfg, l.Admission(), l.Limit(), l.State(), tt.wantLimit, tt.wantEst)
 		}
+		wantMax := tt.cfg.MaxLimit
+		if wantMax == 0 {
+			wantMax = adaptive.DefaultMaxLimit
+		}
+		if l.MaxLimit() != wantMax {
+			t.Errorf("New(%+v): MaxLimit() = %d; want %d", tt.cfg, l.MaxLimit(), wantMax)
+		}
 		if err := l.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
 			t.Errorf("Execute = %v", err)
 		}

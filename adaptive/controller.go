@@ -13,8 +13,10 @@ const (
 	minWindow        = 50 * time.Millisecond // a window lasts at least this, and 2 x the no-load latency
 	probeConcurrency = 3                     // admission cap while the no-load latency is measured
 	maxProbeFailures = 20                    // failures that abandon a probe
-	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x the latency)
+	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x the latency) without progress
 	probeAgeFactor   = 20
+	quietSamples     = 16              // a window of at most this many samples, all with at most probeLimit in flight, measures noLoad
+	clockSlack       = 2 * time.Second // a clock reading this far behind the window's start comes from another clock
 	fallSpan         = 2 * time.Second // a fall of more than a third within this re-probes
 	latencyFloor     = 10 * time.Microsecond
 	minGradient      = 0.5
@@ -57,15 +59,24 @@ type controller struct {
 	noLoad   time.Duration // the no-load latency, once measured
 	measured bool          // noLoad holds a measurement
 
+	// lastNow is the latest clock reading taken under Limiter.mu, in ns
+	// since base: the timer that abandons a stalled probe uses it, so that
+	// it reads no clock of its own (see clock).
+	lastNow int64
+
 	// The probe in progress, if Limiter.probing.
-	probeStart    int64 // ns since base
+	progressAt    int64 // when the probe last progressed: started, drained, or took a sample
 	drainedAt     int64 // when at most probeLimit calls were seen in flight; -1: not yet
 	samples       [minSamples]time.Duration
 	nSamples      int
 	probeFailures int
 	longest       time.Duration // longest latency seen during the probe
-	lastProbe     int64         // when the last probe ended or was abandoned
-	probes        int           // probes started (for tests)
+	lastProbe     int64         // when noLoad was last measured, or a probe abandoned
+	probes        int           // probes started (for tests); also the probe's generation
+	quiet         int           // noLoad measurements from quiet windows (for tests)
+	timer         *time.Timer   // abandons the probe if it stops progressing (see probeStalled)
+	armedAt       int64         // progressAt when the timer was armed
+	closed        bool          // Close ran: no timer is armed any more
 
 	// The limits of the recent windows, for the fall that re-probes early.
 	hist    [64]limitPoint // windows last >= 50 ms: 64 cover more than fallSpan
@@ -119,8 +130,36 @@ func (c *controller) fell(now int64) bool {
 	return high-c.limit > high/3
 }
 
-// since returns t on the controller's clock: ns since l.base.
-func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) }
+// since returns t on the controller's clock: ns since l.base, plus the
+// shift that clock adds when the readings jump back.
+func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) + l.shift.Load() }
+
+// clock returns t on the controller's clock, as since does, and records it
+// as ctl.lastNow. l.mu is held.
+//
+// Monotonic readings never go backwards, but a Limiter can see readings of
+// two clocks: built outside a testing/synctest bubble and used inside one
+// (or in one bubble, then another), it reads the bubble's fake time, which
+// starts in the year 2000. Its windows would not close and its probe would
+// count no sample until that clock caught up with the first. A reading
+// more than clockSlack behind the latest one (goroutines that read the
+// clock moments apart and take the lock in the other order are well within
+// it) shifts the controller's clock so that time continues from there. A
+// jump forward needs nothing: the window closes, and a probe is abandoned.
+func (l *Limiter) clock(t time.Time) int64 {
+	c := &l.ctl
+	now := l.since(t)
+	if now < c.lastNow-int64(clockSlack) {
+		l.shift.Add(c.lastNow - now)
+		now = c.lastNow
+		// The window's start moved with the clock: let samples of the new
+		// clock close it on time.
+		l.closeAt.Store(now + c.windowLen())
+		l.openedAt.Store(now)
+	}
+	c.lastNow = max(c.lastNow, now)
+	return now
+}
 
 // observe takes one attempt's outcome: a latency sample d (a success or a
 // timeout), or a failure. end is when the attempt ended, or zero if the
@@ -159,7 +198,10 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 		}
 		end = time.Now()
 	}
-	if l.since(end) >= l.closeAt.Load() || overfull(w) {
+	// A reading before the window opened, by more than the slack of
+	// goroutines' reads, comes from another clock: closeWindow's clock
+	// rebases it.
+	if now := l.since(end); now >= l.closeAt.Load() || now < l.openedAt.Load()-int64(clockSlack) || overfull(w) {
 		l.closeWindow(end)
 	}
 }
@@ -190,7 +232,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 		return // another sample is closing it, or a probe step runs
 	}
 	defer l.mu.Unlock()
-	now := l.since(end)
+	now := l.clock(end)
 	if l.probing.Load() {
 		return
 	}
@@ -213,6 +255,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 	failures := l.failures.Swap(0)
 	peak := l.peak.Swap(0)
 	l.closeAt.Store(now + l.ctl.windowLen())
+	l.openedAt.Store(now)
 	l.update(now, count, sumUs, failures, peak)
 }
 
@@ -220,6 +263,21 @@ func (l *Limiter) closeWindow(end time.Time) {
 // sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	c := &l.ctl
+	// A quiet window measures noLoad as a probe would, without capping
+	// anything: all its calls ran with at most probeLimit in flight (below
+	// the limit, so the cap was not what kept it there). Low steady traffic
+	// thus never needs a probe: one would take as long as 10 calls take to
+	// arrive, with admission capped at 3 for all that time. With at most
+	// quietSamples samples every sample read the slots in flight (see
+	// observe), so peak is exact: the most calls in flight at once. The
+	// mean stands in for the probe's median; the window holds no more.
+	if count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
+		2*failures <= int64(count)+failures {
+		c.noLoad = time.Duration(sumUs/count) * time.Microsecond
+		c.measured = true
+		c.lastProbe = now
+		c.quiet++
+	}
 	// A ProbeInterval shorter than a few windows would leave no window to
 	// adjust in between: the probes are spaced at least 20 windows apart.
 	if now-c.lastProbe >= max(c.probeInterval, 20*c.windowLen()) {
@@ -281,10 +339,10 @@ func (l *Limiter) setAdmission(n int) {
 
 // startProbe caps admission at probeLimit until minSamples latencies of
 // calls that started with at most probeLimit in flight have been seen, to
-// measure the no-load latency. l.mu is held (or l is being built).
+// measure the no-load latency. l.mu is held.
 func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
-	c.probeStart = now
+	c.progressAt = now
 	c.probes++
 	c.nSamples, c.probeFailures, c.longest = 0, 0, 0
 	c.drainedAt = -1
@@ -293,6 +351,53 @@ func (l *Limiter) startProbe(now int64) {
 		c.drainedAt = now
 	}
 	l.probing.Store(true)
+	l.armProbeTimer()
+}
+
+// stallAge is how long a probe may go without progress before it is
+// abandoned, in ns.
+func (c *controller) stallAge() int64 {
+	return int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest)))
+}
+
+// armProbeTimer starts the timer that abandons the probe if it makes no
+// progress for stallAge. Samples alone cannot end a probe that traffic has
+// left: one started as the calls stopped would cap admission at 3 through
+// any idle period, and the next burst would meet the cap. l.mu is held.
+func (l *Limiter) armProbeTimer() {
+	c := &l.ctl
+	if c.closed {
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.armedAt = c.progressAt
+	gen := c.probes
+	// One timer per probe (a probe is rare), so that its callback knows its
+	// probe: a callback of an older probe that fires while a newer one runs
+	// sees another generation and does nothing.
+	c.timer = time.AfterFunc(time.Duration(c.stallAge()), func() { l.probeStalled(gen) })
+}
+
+// probeStalled runs when probe gen's timer fires: it abandons the probe if
+// it has not progressed since the timer was armed, or re-arms the timer. It
+// reads no clock: under a testing/synctest bubble the timer may belong to
+// another clock than the samples (see clock), so it goes by ctl.lastNow,
+// the latest sample's time.
+func (l *Limiter) probeStalled(gen int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &l.ctl
+	if !l.probing.Load() || c.probes != gen || c.closed {
+		return
+	}
+	if c.progressAt != c.armedAt {
+		c.armedAt = c.progressAt
+		c.timer.Reset(time.Duration(c.stallAge()))
+		return
+	}
+	l.endProbe(c.lastNow)
 }
 
 // observeProbe takes one attempt's outcome during a probe.
@@ -300,10 +405,10 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	if end.IsZero() {
 		end = time.Now()
 	}
-	now := l.since(end)
 	active := l.slots.Active()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.clock(end)
 	if !l.probing.Load() {
 		return // the probe ended meanwhile; this sample is dropped
 	}
@@ -318,7 +423,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	case c.drainedAt < 0:
 		c.longest = max(c.longest, d)
 		if active <= c.probeLimit {
-			c.drainedAt = now
+			c.drainedAt, c.progressAt = now, now
 		}
 	default:
 		c.longest = max(c.longest, d)
@@ -327,6 +432,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		if now-int64(d) >= c.drainedAt && active <= c.probeLimit {
 			c.samples[c.nSamples] = d
 			c.nSamples++
+			c.progressAt = now
 			if c.nSamples == minSamples {
 				s := c.samples
 				slices.Sort(s[:])
@@ -337,7 +443,11 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 			}
 		}
 	}
-	if now-c.probeStart > int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest))) {
+	// Abandoned after stallAge without progress (not since the probe
+	// began): a probe at low traffic, or of streamed answers whose slots
+	// are held long after the sampled answer, progresses slowly but
+	// surely, and ends measured.
+	if now-c.progressAt > c.stallAge() {
 		l.endProbe(now) // abandoned: the dependency barely answers
 	}
 }
@@ -347,6 +457,9 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 func (l *Limiter) endProbe(now int64) {
 	c := &l.ctl
 	c.lastProbe = now
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.histLen, c.histAt = 0, 0
 	c.remember(now)
 	for i := range l.cells {
@@ -355,6 +468,7 @@ func (l *Limiter) endProbe(now int64) {
 	l.failures.Store(0)
 	l.peak.Store(0)
 	l.closeAt.Store(now + c.windowLen())
+	l.openedAt.Store(now)
 	l.setAdmission(c.admission())
 	l.probing.Store(false)
 }

@@ -49,10 +49,8 @@
 //     are not taken for latency. Through package
 //     httppolicy an attempt's latency is the time to the response headers,
 //     not to the end of the body, so that a long download is not taken for
-//     congestion. Put the Limiter in the Bulkhead slot: in another slot
-//     compose runs it in two phases without telling it the latencies (unless
-//     it is the innermost policy, whose Execute times fn itself), and it
-//     stays in its first probe, admitting 3 at once.
+//     congestion. Put the Limiter in the Bulkhead slot: compose tells only
+//     that slot the latencies, and its New rejects a Limiter in any other.
 //
 // A success is a latency sample. A failed attempt is not, since a dependency
 // that fails fast must not look fast, unless it is a timeout (errors.Is
@@ -135,6 +133,14 @@
 // every ProbeInterval (30 s), and early when the limit has fallen by more
 // than a third within 2 s.
 //
+// Low traffic needs no probe: a window of at most 16 samples whose calls all
+// ran with at most 3 in flight, below the limit, and mostly succeeded,
+// measured the no-load latency as a probe would, without capping anything;
+// its mean becomes noLoad, and the next periodic probe is due
+// ProbeInterval later. At a few calls a second, a probe would otherwise
+// cap admission at 3 for as long as 10 calls take to arrive, and a burst
+// in that time would meet the cap.
+//
 // The early probe is the answer to drift. A rise of the base latency (the
 // dependency got slower at any load: a cold cache, a failover to a far
 // region) looks like congestion to a gradient and drives the limit down;
@@ -150,11 +156,22 @@
 // calls; a minimum is biased low by one lucky sample, hence the median of a
 // probe here.
 //
-// A probe that sees 20 failures, or lasts longer than max(1 s, 20 x the
-// no-load or the longest latency it saw), is abandoned: the limit is
-// restored and the next probe comes after ProbeInterval. Until a first probe
-// succeeds the limit stays at InitialLimit, and the next window of mostly
-// successes starts another probe.
+// A probe that sees 20 failures, or makes no progress (no call drained, no
+// sample taken) for max(1 s, 20 x the no-load or the longest latency it
+// saw), is abandoned: the limit is restored and the next probe comes after
+// ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
+// or of streamed answers (sampled at their headers, their slots held for
+// the whole body), is slow but ends measured. A timer abandons a probe that
+// traffic has left, so that an idle spell does not keep admission at 3 for
+// the next burst. Until a first probe succeeds the limit stays at
+// InitialLimit, and the next window of mostly successes starts another
+// probe.
+//
+// The controller's clock is the monotonic clock. A Limiter built outside a
+// testing/synctest bubble and used inside one (or in two bubbles in turn)
+// sees the readings of another clock, which may lie behind the first one:
+// a reading more than 2 s behind the latest shifts the controller's clock
+// so that time continues from there.
 //
 // # Limitations
 //
@@ -166,15 +183,17 @@
 //     no-load latency. A dependency that queues below 3 calls in flight reads
 //     slower at the probe than it is.
 //   - It learns only when calls end: give calls a deadline (compose's
-//     Attempt slot), or a dependency that never answers holds its slots, and
-//     a probe waits for them to drain, for ever.
+//     Attempt slot), or a dependency that never answers holds its slots, no
+//     window closes, and each probe is abandoned without a measurement.
 //
 // # Cost
 //
 // A call while no probe runs costs the bulkhead's admission (a
 // compare-and-swap, a decrement), two clock reads in Execute (compose reads
 // its own), an atomic add into the window and a few atomic loads; closing a
-// window takes a mutex about every 50 ms. Nothing is allocated, and no
-// goroutine runs in the background: the controller moves only when samples
-// arrive, on the goroutine of the sample that closes a window.
+// window takes a mutex about every 50 ms. Nothing is allocated per call, and
+// no goroutine runs in the background: the controller moves when samples
+// arrive, on the goroutine of the sample that closes a window, and a probe
+// arms one timer (time.AfterFunc), stopped when the probe ends or the
+// Limiter is closed.
 package adaptive

@@ -25,12 +25,13 @@ type State struct {
 	Measured bool
 	Probing  bool
 	Probes   int
+	Quiet    int // noLoad measurements from quiet windows
 }
 
 func (l *Limiter) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return State{l.ctl.limit, l.ctl.noLoad, l.ctl.measured, l.probing.Load(), l.ctl.probes}
+	return State{l.ctl.limit, l.ctl.noLoad, l.ctl.measured, l.probing.Load(), l.ctl.probes, l.ctl.quiet}
 }
 
 // Drops counts the times the admission limit was lowered.
