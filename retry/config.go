@@ -75,6 +75,13 @@ type Config struct {
 	// may be called concurrently, by different calls.
 	NewSchedule func() Schedule
 
+	// Budget, if set, bounds the retries of the calls of every Retry that
+	// shares it (see [Budget]): each call deposits into it, and a retry it
+	// refuses ends the call with an [*ExhaustedError] whose Reason is
+	// [ReasonBudget]. Nil means no budget: every retry the other rules
+	// allow is made.
+	Budget *Budget
+
 	// MeterProvider provides the watertight.retry.attempts and
 	// watertight.retry.exhausted counters. Nil means the global provider.
 	MeterProvider metric.MeterProvider
@@ -97,6 +104,7 @@ type settings struct {
 	shouldRetry func(error) bool
 	newSchedule func() Schedule
 	onRetry     func(ctx context.Context, attempt int, err error, wait time.Duration)
+	budget      *Budget
 }
 
 // resolve fills in the defaults of cfg and validates it; the error names the
@@ -112,6 +120,7 @@ func (cfg Config) resolve() (settings, error) {
 		shouldRetry: cfg.ShouldRetry,
 		newSchedule: cfg.NewSchedule,
 		onRetry:     cfg.OnRetry,
+		budget:      cfg.Budget,
 	}
 	if s.maxAttempts == 0 {
 		s.maxAttempts = DefaultMaxAttempts

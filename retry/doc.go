@@ -32,6 +32,7 @@
 //	RetryAfter() > MaxInterval                 stop, exhausted, without waiting             *ExhaustedError
 //	the Schedule says stop                     stop, exhausted                              *ExhaustedError
 //	now + wait would reach ctx's deadline      stop, exhausted, without waiting             *ExhaustedError
+//	Config.Budget refuses the retry            stop, exhausted, without waiting             *ExhaustedError, Reason "budget"
 //	otherwise                                  wait, then attempt n+1
 //	ctx ends during the wait                   stop                                         matches ctx.Err() and err
 //
@@ -61,6 +62,40 @@
 // is never returned unchanged. A Retry takes an attempt's error matching
 // policy.ErrRejected to mean that fn did not run in that attempt.
 //
+// # Retry budgets
+//
+// Retries multiply load exactly when a dependency is weakest: with 3
+// attempts, a dependency that fails everything receives 3 times the
+// traffic. A [Budget], shared through [Config.Budget] by every Retry (and
+// pipeline) that calls the same dependency, bounds that: each call deposits
+// Ratio of a retry, each retry withdraws one, deposits fade over Window,
+// and MinPerSecond retries a second are granted on top. A retry the budget
+// refuses ends the call at once with an [*ExhaustedError] whose Reason is
+// [ReasonBudget], wrapping fn's last error; the budget is asked last, after
+// every other rule has decided to retry, so a call that ends for another
+// reason spends nothing. The defaults and their neighbours:
+//
+//	             model                                          defaults
+//	watertight   deposits of calls, decaying over a window,     Ratio 0.2, Window 10s, MinPerSecond 10
+//	             plus a floor of retries per second
+//	Finagle      RetryBudget: deposits over a ttl window,       percentCanRetry 0.2, ttl 10s,
+//	             plus a floor of retries per second             minRetriesPerSec 10
+//	Envoy        retry_budget: retries in flight vs requests    budget_percent 20%, min_retry_concurrency 3
+//	             active and pending
+//	gRPC         retryThrottling: a token bucket, -1 per        maxTokens (<= 1000), tokenRatio; no default
+//	             failure, +tokenRatio per success, no retries
+//	             while at or below half of maxTokens
+//	failsafe-go  budget: retries and hedges in flight vs        maxRate 0.2, minConcurrency 3
+//	             executions in flight
+//
+// Watertight follows Finagle: a budget over calls rather than over
+// concurrency, because an outage makes attempts fail fast while waits
+// between them are long, so few retries are in flight at any instant and a
+// concurrency budget lets nearly all of them through; and counting calls,
+// not successes (gRPC), keeps a budget meaningful for a client whose calls
+// all fail. When everything fails, attempts per call settle at
+// 1 + Ratio + MinPerSecond/(calls per second), whatever MaxAttempts is.
+//
 // # Permanent errors
 //
 // [Permanent] marks an error as not to be retried; [Unmark] takes the
@@ -78,20 +113,25 @@
 // watertight.retry.attempts counter and a watertight.retry event, with the
 // attempt's number and the wait in seconds, to the span in ctx if it is
 // recording; each exhaustion, a rejection after attempts included, adds 1 to
-// watertight.retry.exhausted. Both counters carry
+// watertight.retry.exhausted, with the ExhaustedError's Reason in the
+// watertight.retry.reason attribute ([KeyReason]). Both counters carry
 // watertight.policy.kind = "retry" and watertight.policy.name. Retry starts
 // no span of its own.
 //
 // # Concurrency and cost
 //
-// A Retry holds no mutable state, so it needs no lock: every call builds its
-// own state (its schedule, which is not shared, and the error of its latest
-// attempt), and only at its first failure that is retried, so a call that
-// succeeds at once allocates only the attempt's context (context.WithValue);
-// a call that is retried allocates, besides each attempt's context, its
-// state once (the default schedule lives inside it). Waits use a timer and
-// the context's Done channel, so cancelling the call ends a wait at once;
-// the wait is skipped when it could not end before the context's deadline,
-// rather than sleeping into it. OnRetry and ShouldRetry run on the caller's
-// goroutine, with no lock held.
+// A Retry holds no mutable state of its own (a [Budget] it shares guards
+// its own), so it needs no lock: every call builds its own state (its
+// schedule, which is not shared, and the error of its latest attempt), and
+// only at its first failure that is retried, so a call that succeeds at
+// once allocates only the attempt's context (context.WithValue); a call
+// that is retried allocates, besides each attempt's context, its state once
+// (the default schedule lives inside it). With a [Budget], a call that
+// succeeds at once adds one atomic add (its deposit) and reads no clock;
+// each retry reads the clock and holds the budget's mutex for a few
+// arithmetic operations. Waits use a timer and the context's Done channel,
+// so cancelling the call ends a wait at once; the wait is skipped when it
+// could not end before the context's deadline, rather than sleeping into
+// it. OnRetry and ShouldRetry run on the caller's goroutine, with no lock
+// held.
 package retry

@@ -16,8 +16,9 @@ import (
 // returns when it gives up on a call that could otherwise have been retried:
 // out of attempts, the schedule stopped, the next wait would pass the
 // context's deadline, the server asked for a wait longer than MaxInterval,
-// or an attempt was rejected after earlier attempts had run fn. The error
-// also unwraps to the last error fn returned; see [ExhaustedError].
+// an attempt was rejected after earlier attempts had run fn, or the retry
+// budget refused the retry. The error also unwraps to the last error fn
+// returned; see [ExhaustedError].
 var ErrExhausted = errors.New("retry: exhausted")
 
 // Reasons an [ExhaustedError] gives for giving up, in its Reason field.
@@ -36,6 +37,10 @@ const (
 	// had run fn and failed. The call is not a rejection, since fn ran:
 	// Err is fn's last error, and the refusal is in the Rejection field.
 	ReasonRejected = "rejected"
+	// ReasonBudget means the retry [Budget] (Config.Budget) refused the
+	// retry: retries of the calls sharing it have used up what those calls
+	// paid for. Err is fn's last error.
+	ReasonBudget = "budget"
 )
 
 // ExhaustedError is the error a [Retry] returns when it gives up. It matches
@@ -52,7 +57,7 @@ type ExhaustedError struct {
 	// counted.
 	Attempts int
 	// Reason says why it gave up: ReasonMaxAttempts, ReasonStopped,
-	// ReasonDeadline, ReasonRetryAfter or ReasonRejected.
+	// ReasonDeadline, ReasonRetryAfter, ReasonRejected or ReasonBudget.
 	Reason string
 	// Wait is the wait that was refused (ReasonDeadline, ReasonRetryAfter);
 	// zero otherwise.
@@ -92,6 +97,8 @@ func (e *ExhaustedError) Error() string {
 		msg += ": next wait of " + e.Wait.String() + " would pass the deadline"
 	case ReasonRetryAfter:
 		msg += ": server asked to wait " + e.Wait.String() + ", more than MaxInterval " + e.MaxInterval.String()
+	case ReasonBudget:
+		msg += ": the retry budget is spent"
 	case ReasonRejected:
 		msg += ": attempt " + strconv.Itoa(e.Attempts+1) + " was rejected"
 		if e.Rejection != nil {

@@ -84,8 +84,9 @@ func TestRejectionAfterAttemptRan(t *testing.T) {
 					t.Errorf("ErrorType = %q, want %q", got, telemetry.TypeExhausted)
 				}
 				attrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"))
+				exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), KeyReason.String(ReasonRejected))
 				got := sums(t, reader)
-				if v := got[telemetry.MetricExhausted][attrs]; v != 1 {
+				if v := got[telemetry.MetricExhausted][exhaustedAttrs]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 					t.Errorf("exhausted counter = %v, want 1", got[telemetry.MetricExhausted])
 				}
 				if v := got[telemetry.MetricAttempts][attrs]; v != int64(tt.failures) {

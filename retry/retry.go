@@ -81,6 +81,9 @@ type attemptKey struct{}
 // carrying n for [Attempt]. It is the only allocation of a call that
 // succeeds at once.
 func (r *Retry) attemptContext(ctx context.Context, n int) context.Context {
+	if n == 1 && r.s.budget != nil {
+		r.s.budget.Deposit()
+	}
 	return context.WithValue(ctx, attemptKey{}, n)
 }
 
@@ -197,7 +200,12 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
 		return false, state, r.exhaust(ctx, n, ReasonDeadline, wait, err)
 	}
-	// 8. Remember the failure, record, tell, wait.
+	// 8. The budget, last: a retry refused for another reason must not
+	// spend it. A retry whose wait the caller then cancels has spent it.
+	if r.s.budget != nil && !r.s.budget.TryWithdraw() {
+		return false, state, r.exhaust(ctx, n, ReasonBudget, 0, err)
+	}
+	// 9. Remember the failure, record, tell, wait.
 	if c == nil {
 		c = new(call)
 		state = c
@@ -229,7 +237,7 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 
 // exhaust counts and returns an exhaustion.
 func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
-	r.rec.exhaust(ctx)
+	r.rec.exhaust(ctx, reason)
 	return &ExhaustedError{
 		Name:        r.s.name,
 		Attempts:    n,
@@ -244,7 +252,7 @@ func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Dur
 // refused with rejection after attempts 1 to n-1 had run fn, the last
 // failing with last.
 func (r *Retry) rejected(ctx context.Context, n int, rejection, last error) error {
-	r.rec.exhaust(ctx)
+	r.rec.exhaust(ctx, ReasonRejected)
 	e := &ExhaustedError{
 		Name:        r.s.name,
 		Attempts:    n - 1,

@@ -94,3 +94,55 @@ func BenchmarkBackoffRetryZero(b *testing.B) {
 		_ = backoff.Retry(op, &backoff.ZeroBackOff{})
 	}
 }
+
+// The success path with a Budget: one atomic add (the deposit) more than
+// BenchmarkExecuteSuccess, no clock read.
+func BenchmarkExecuteSuccessBudget(b *testing.B) {
+	bud, _ := NewBudget(BudgetConfig{})
+	r, _ := New(Config{MeterProvider: noop.NewMeterProvider(), Budget: bud})
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.Execute(ctx, fn)
+	}
+}
+
+// The success path from every P at once, without and with one shared
+// Budget: the deposit is the one word every caller writes.
+func BenchmarkExecuteSuccessParallel(b *testing.B) {
+	r, _ := New(Config{MeterProvider: noop.NewMeterProvider()})
+	fn := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			_ = r.Execute(ctx, fn)
+		}
+	})
+}
+
+func BenchmarkExecuteSuccessBudgetParallel(b *testing.B) {
+	bud, _ := NewBudget(BudgetConfig{})
+	r, _ := New(Config{MeterProvider: noop.NewMeterProvider(), Budget: bud})
+	fn := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			_ = r.Execute(ctx, fn)
+		}
+	})
+}
+
+// The retry path's budget cost: a deposit and a withdrawal (a clock read,
+// the mutex, the decay), against BenchmarkExecuteThreeFailuresZeroBackoff
+// with one failure.
+func BenchmarkBudgetDepositWithdraw(b *testing.B) {
+	bud, _ := NewBudget(BudgetConfig{Ratio: 1})
+	b.ReportAllocs()
+	for b.Loop() {
+		bud.Deposit()
+		bud.TryWithdraw()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -833,7 +834,8 @@ func TestTelemetry(t *testing.T) {
 		if v := got[telemetry.MetricAttempts][attrs]; v != 3 || len(got[telemetry.MetricAttempts]) != 1 {
 			t.Errorf("attempts = %v, want {%v: 3}", got[telemetry.MetricAttempts], attrs.Encoded(attribute.DefaultEncoder()))
 		}
-		if v := got[telemetry.MetricExhausted][attrs]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
+		exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), KeyReason.String(ReasonMaxAttempts))
+		if v := got[telemetry.MetricExhausted][exhaustedAttrs]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 			t.Errorf("exhausted = %v, want 1", got[telemetry.MetricExhausted])
 		}
 
@@ -1063,8 +1065,18 @@ func TestConcurrentStress(t *testing.T) {
 		if v := got[telemetry.MetricAttempts][attrs]; v != ran.Load() || v > retries.Load() {
 			t.Errorf("attempts counter = %d, attempts after the first = %d, OnRetry calls = %d", v, ran.Load(), retries.Load())
 		}
-		if v := got[telemetry.MetricExhausted][attrs]; v != exhausted.Load() {
-			t.Errorf("exhausted counter = %d, exhausted calls = %d", v, exhausted.Load())
+		// Every exhaustion is counted under its reason, with the policy's
+		// kind and name.
+		var total int64
+		for set, v := range got[telemetry.MetricExhausted] {
+			reason, _ := set.Value(KeyReason)
+			if set.Len() != 3 || !slices.Contains(reasons[:], reason.AsString()) {
+				t.Errorf("exhausted series %v", set.Encoded(attribute.DefaultEncoder()))
+			}
+			total += v
+		}
+		if total != exhausted.Load() {
+			t.Errorf("exhausted counter = %d, exhausted calls = %d", total, exhausted.Load())
 		}
 		if made.Load() == 0 || retries.Load() == 0 || exhausted.Load() == 0 {
 			t.Errorf("stress too weak: made %d, retries %d, exhausted %d", made.Load(), retries.Load(), exhausted.Load())

@@ -1,0 +1,206 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults used for the zero values of [BudgetConfig] fields: Finagle's
+// RetryBudget defaults (20% of requests over a 10 s window, plus 10 retries
+// per second).
+const (
+	DefaultBudgetRatio        = 0.2
+	DefaultBudgetMinPerSecond = 10.0
+	DefaultBudgetWindow       = 10 * time.Second
+)
+
+// NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond those
+// the calls have paid for. (A MinPerSecond of 0 means the default,
+// [DefaultBudgetMinPerSecond].)
+const NoMinimum = -1.0
+
+// BudgetConfig configures a [Budget]. The zero BudgetConfig is valid:
+// retries may be at most 20% of the calls of about the last 10 seconds,
+// plus 10 retries per second. A BudgetConfig is read once by [NewBudget]
+// and may be reused.
+type BudgetConfig struct {
+	// Ratio is the number of retries each call pays for: with a Ratio of
+	// 0.2, retries may add at most 20% to the attempts a dependency
+	// receives, however many attempts a call may make. Zero means 0.2;
+	// otherwise it must be a finite number > 0 (values above 1 are allowed,
+	// for calls that are expected to retry more than once).
+	Ratio float64
+
+	// MinPerSecond is the rate of retries granted whatever the traffic, so
+	// that a client with few calls can still retry: Window x MinPerSecond
+	// retries are kept in reserve, refilled at MinPerSecond a second. Zero
+	// means 10; otherwise it must be a finite number >= 0, or [NoMinimum]
+	// for none.
+	MinPerSecond float64
+
+	// Window is how long a call's deposit lasts: deposits fade
+	// exponentially with Window as their time constant, so the balance
+	// remembers about the last Window of traffic. Zero means 10s; otherwise
+	// it must be at least 1ms.
+	Window time.Duration
+}
+
+// budgetSettings are a BudgetConfig with defaults filled in and validated.
+type budgetSettings struct {
+	ratio  float64
+	floor  float64 // retries per second
+	window time.Duration
+}
+
+// resolve fills in the defaults of cfg and validates it; the error names
+// the first invalid field.
+func (cfg BudgetConfig) resolve() (budgetSettings, error) {
+	s := budgetSettings{ratio: cfg.Ratio, floor: cfg.MinPerSecond, window: cfg.Window}
+	if s.ratio == 0 {
+		s.ratio = DefaultBudgetRatio
+	}
+	if !(s.ratio > 0) || math.IsInf(s.ratio, 0) { // NaN fails too
+		return s, fmt.Errorf("retry: BudgetConfig.Ratio must be a finite number > 0, got %v", cfg.Ratio)
+	}
+	switch {
+	case s.floor == 0:
+		s.floor = DefaultBudgetMinPerSecond
+	case s.floor == NoMinimum:
+		s.floor = 0
+	case !(s.floor >= 0) || math.IsInf(s.floor, 0): // NaN fails too
+		return s, fmt.Errorf("retry: BudgetConfig.MinPerSecond must be a finite number >= 0 or NoMinimum, got %v", cfg.MinPerSecond)
+	}
+	if s.window == 0 {
+		s.window = DefaultBudgetWindow
+	}
+	if s.window < time.Millisecond {
+		return s, fmt.Errorf("retry: BudgetConfig.Window must be >= 1ms, got %v", cfg.Window)
+	}
+	return s, nil
+}
+
+// Budget bounds the retries of the calls that share it, so that retries
+// cannot multiply the load on a dependency when it fails: each call
+// deposits [BudgetConfig.Ratio] of a retry, each retry withdraws one, and a
+// retry the balance cannot pay for is refused. Share one Budget between the
+// [Retry] policies (and pipelines) that call the same dependency, through
+// [Config.Budget]; a Retry whose budget refuses a retry ends the call with
+// an [*ExhaustedError] whose Reason is [ReasonBudget].
+//
+// The model is Finagle's RetryBudget with exponential decay in place of its
+// ring of buckets: deposits fade with time constant Window, and MinPerSecond
+// retries a second are granted on top (a reserve of Window x MinPerSecond,
+// which is where a new Budget starts). Under steady traffic of λ calls per
+// second and no retries, the balance settles at (Ratio x λ + MinPerSecond)
+// x Window, the retries Finagle's window would allow; when everything
+// fails, retries settle at Ratio x λ + MinPerSecond a second, so attempts
+// per call at 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. The
+// balance never goes negative: a retry is granted only when a whole one is
+// there to withdraw.
+//
+// Beside the others (see the package documentation): Envoy's retry_budget
+// (20% of active requests, at least 3 retries at once) and failsafe-go's
+// budget (retries and hedges in flight at most 0.2 x executions in flight,
+// at least 3) bound retries in flight, which does not bound them when
+// attempts fail fast and waits are long, as in an outage; gRPC's
+// retryThrottling (a token bucket, -1 per failure and +tokenRatio per
+// success, no retries below half) counts failures rather than calls.
+//
+// Cost: [Budget.Deposit], which a Retry runs once per call (as its first
+// attempt starts), is one atomic add and reads no clock; the decay and the
+// floor are applied only when a retry asks ([Budget.TryWithdraw]), under a
+// mutex held for a few arithmetic operations and never while fn runs.
+//
+// The zero Budget is not usable: build one with [NewBudget]. A Budget is
+// safe for concurrent use by multiple goroutines.
+type Budget struct {
+	// calls counts deposits since the Budget was made: the only word the
+	// success path writes, on a cache line of its own so that the mutex
+	// and balance, written on the retry path, do not share it.
+	calls atomic.Int64
+	_     [56]byte
+
+	s       budgetSettings
+	start   time.Time // monotonic origin of at
+	reserve float64   // window x floor, in retries
+
+	mu      sync.Mutex
+	balance float64 // retries that may be withdrawn, as of at; never < 0
+	seen    int64   // calls already in balance
+	at      time.Duration
+}
+
+// NewBudget returns a Budget configured by cfg, or an error naming the
+// first invalid field of cfg. Its balance starts at the reserve
+// (Window x MinPerSecond retries). It never panics.
+func NewBudget(cfg BudgetConfig) (*Budget, error) {
+	s, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	b := &Budget{s: s, start: time.Now(), reserve: s.window.Seconds() * s.floor}
+	b.balance = b.reserve
+	return b, nil
+}
+
+// Deposit records one call, which pays for Ratio of a retry. A [Retry]
+// with this Budget calls it as each call's first attempt starts; call it
+// yourself for calls made outside a Retry that should pay for retries (an
+// SDK's own retry loop drawing on the same Budget, say). It is one atomic
+// add: it reads no clock.
+func (b *Budget) Deposit() { b.calls.Add(1) }
+
+// TryWithdraw takes one retry from the balance and returns true, or
+// returns false, leaving the balance unchanged, if less than one retry is
+// available. A [Retry] with this Budget calls it before each retry (each
+// attempt after the first); call it yourself before a retry made outside a
+// Retry, and do not retry if it returns false.
+func (b *Budget) TryWithdraw() bool {
+	now := time.Since(b.start)
+	b.mu.Lock()
+	b.update(now)
+	ok := b.balance >= 1
+	if ok {
+		b.balance--
+	}
+	b.mu.Unlock()
+	return ok
+}
+
+// Available returns the retries the balance holds now: how many
+// TryWithdraw calls would succeed in a row if no call deposited meanwhile.
+// It is never negative.
+func (b *Budget) Available() float64 {
+	now := time.Since(b.start)
+	b.mu.Lock()
+	b.update(now)
+	v := b.balance
+	b.mu.Unlock()
+	return v
+}
+
+// update brings the balance to now: the old balance decays by
+// exp(-dt/window); the calls deposited since the last update, taken to have
+// arrived evenly over dt, decay on average by (1-exp(-dt/window)) x
+// window/dt; the floor adds floor x window x (1-exp(-dt/window)), which
+// keeps a reserve of floor x window topped up. b.mu must be held.
+func (b *Budget) update(now time.Duration) {
+	calls := b.calls.Load()
+	fresh := float64(calls-b.seen) * b.s.ratio
+	b.seen = calls
+	dt := now - b.at
+	if dt <= 0 {
+		// No time has passed (or the clock stood still): deposits count in
+		// full, nothing decays.
+		b.balance += fresh
+		return
+	}
+	b.at = now
+	x := float64(dt) / float64(b.s.window)
+	keep := math.Exp(-x)
+	gained := -math.Expm1(-x) // 1 - keep, precise for small x
+	b.balance = b.balance*keep + fresh*gained/x + b.reserve*gained
+}
