@@ -109,3 +109,32 @@ func ExampleUnmark() {
 	// Output:
 	// false true
 }
+
+// One Budget shared by two Retries calling the same dependency: with no
+// reserve (NoMinimum) and 0.6 of a retry paid for by each call, the first
+// failing call cannot retry; with the second call's deposit, it can, once.
+func ExampleBudget() {
+	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+	if err != nil {
+		panic(err)
+	}
+	zeroWaits := func() retry.Schedule {
+		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
+	}
+	search, _ := retry.New(retry.Config{Name: "search", Budget: budget, NewSchedule: zeroWaits})
+	suggest, _ := retry.New(retry.Config{Name: "suggest", Budget: budget, NewSchedule: zeroWaits})
+	down := errors.New("503 Service Unavailable")
+	for _, r := range []*retry.Retry{search, suggest} {
+		attempts := 0
+		err := r.Execute(context.Background(), func(context.Context) error {
+			attempts++
+			return down
+		})
+		var ee *retry.ExhaustedError
+		errors.As(err, &ee)
+		fmt.Printf("%d attempt(s), reason %s: %v\n", attempts, ee.Reason, err)
+	}
+	// Output:
+	// 1 attempt(s), reason budget: retry "search": gave up after 1 attempt: the retry budget is spent: 503 Service Unavailable
+	// 2 attempt(s), reason budget: retry "suggest": gave up after 2 attempts: the retry budget is spent: 503 Service Unavailable
+}
