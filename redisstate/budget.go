@@ -1,0 +1,396 @@
+package redisstate
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+// Budget is a global concurrency budget: at most Limit calls in flight at
+// once across every replica that shares its Name and Redis. Each admitted
+// call holds a lease in Redis (a sorted-set member scored by its expiry in
+// Redis time), taken and renewed by Lua scripts and released when the call
+// ends; a crashed replica's leases lapse after LeaseTTL. It goes in a
+// pipeline's Bulkhead slot, with an optional local bulkhead consulted
+// first. Build one with [NewBudget]; the zero value is not usable. A
+// Budget is safe for concurrent use by multiple goroutines.
+//
+// The limit is best effort across a Redis failover: asynchronous
+// replication can lose the leases taken in the last moments before the
+// primary died, so right after a failover the fleet can run up to twice
+// Limit at once, until those calls end (or their unrenewed leases would
+// have lapsed). While Redis cannot be asked, the [Fallback] mode decides.
+type Budget struct {
+	name     string
+	conn     *conn
+	limit    int
+	local    stage.Stage // nil without BudgetConfig.Local
+	ttl      time.Duration
+	ttlMS    string // ttl in milliseconds, as the scripts take it
+	repTTLMS string
+	renew    time.Duration
+	maxWait  time.Duration
+	mode     Fallback
+	share    int // BudgetConfig.LocalShare; 0: from replicas
+	replica  string
+	keys     []string // leases, replicas
+	limitArg string
+
+	seq      atomic.Uint64
+	inflight atomic.Int64 // calls admitted and not yet ended, leased or not
+	waiting  atomic.Int64
+	replicas atomic.Int64 // live replicas Redis last reported; 0: never
+
+	rejFull, rejWait, rejUnavailable *telemetry.Rejection
+	fallback                         *fallbackRecord
+	onReject                         func(context.Context, *policy.RejectedError)
+
+	closeOnce sync.Once
+	reg       metric.Registration
+}
+
+var _ stage.Stage = (*budgetStage)(nil)
+
+// NewBudget returns a Budget configured by cfg, or an error naming the
+// first invalid field. It does not contact Redis. Call [Budget.Close] when
+// done with it.
+func NewBudget(cfg BudgetConfig) (*Budget, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newConn(cfg.Redis, cfg.Name, cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	ttl := cfg.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	in := telemetry.NewInstruments(cfg.MeterProvider)
+	prefix := keyPrefix("budget", cfg.Name)
+	b := &Budget{
+		name:     cfg.Name,
+		conn:     c,
+		limit:    cfg.Limit,
+		ttl:      ttl,
+		ttlMS:    strconv.FormatInt(ttl.Milliseconds(), 10),
+		repTTLMS: strconv.FormatInt(max(3*ttl, 30*time.Second).Milliseconds(), 10),
+		renew:    ttl / 3,
+		maxWait:  cfg.MaxWait,
+		mode:     cfg.Fallback,
+		share:    cfg.LocalShare,
+		replica:  cfg.Replica,
+		keys:     []string{prefix + "leases", prefix + "replicas"},
+		limitArg: strconv.Itoa(cfg.Limit),
+		rejFull:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonFull, bulkhead.ErrFull),
+		rejWait:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonWaitTimeout, bulkhead.ErrFull),
+		rejUnavailable: telemetry.NewRejection(in, KindBudget, cfg.Name, ReasonRedisUnavailable,
+			bulkhead.ErrFull),
+		fallback: newFallbackRecord(in.Meter, KindBudget, cfg.Name, cfg.Fallback.String()),
+		onReject: cfg.OnReject,
+	}
+	if b.replica == "" {
+		b.replica = newReplicaID()
+	}
+	if cfg.Local != nil {
+		b.local, _ = stage.Of(cfg.Local)
+	}
+	b.reg = b.registerObservers(in.Meter)
+	return b, nil
+}
+
+// Execute runs fn once the call holds a slot of Local (if set) and a lease
+// (or was admitted by the fallback), and gives both back when fn returns,
+// panics or calls runtime.Goexit. It returns fn's error unchanged; a
+// rejection matching bulkhead.ErrFull and policy.ErrRejected (reason
+// "full", "wait_timeout" or "redis_unavailable"), or Local's own; or
+// ctx.Err() if ctx is done before fn could start, in which case fn is not
+// run and nothing is held. It panics if ctx or fn is nil.
+func (b *Budget) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("redisstate: nil Context")
+	}
+	if fn == nil {
+		panic("redisstate: nil fn")
+	}
+	return stage.Run(ctx, (*budgetStage)(b), fn)
+}
+
+// lease is one admitted call: its lease in Redis, if it has one.
+type lease struct {
+	b      *Budget
+	id     string // "" if admitted by the fallback
+	local  stage.Token
+	mu     sync.Mutex
+	timer  *time.Timer // renews the lease; nil without one
+	ended  bool
+	lapsed atomic.Bool // a renewal found the lease gone
+}
+
+// enter admits one call: Local first, then the global lease.
+func (b *Budget) enter(ctx context.Context) (context.Context, stage.Token, error) {
+	if ctx == nil {
+		panic("redisstate: nil Context")
+	}
+	var localTok stage.Token
+	if b.local != nil {
+		var err error
+		if _, localTok, err = b.local.Enter(ctx); err != nil {
+			return ctx, nil, err
+		}
+	}
+	l, err := b.admit(ctx)
+	if err != nil {
+		if b.local != nil {
+			b.local.Exit(ctx, localTok, err)
+		}
+		return ctx, nil, err
+	}
+	l.local = localTok
+	return ctx, l, nil
+}
+
+// exit ends a call enter admitted: it stops the renewal, releases the
+// lease (one round trip; if it fails, the lease lapses after LeaseTTL)
+// and the local slot, and returns err unchanged.
+func (b *Budget) exit(ctx context.Context, token stage.Token, err error) error {
+	l, _ := token.(*lease)
+	if l == nil {
+		return err
+	}
+	if l.id != "" {
+		l.mu.Lock()
+		l.ended = true
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		l.mu.Unlock()
+		// The caller may have given up (ctx canceled) while fn ran: the
+		// lease must be released all the same.
+		rctx := context.WithoutCancel(ctx)
+		b.conn.do(rctx, func(ctx context.Context) error {
+			return b.conn.client.ZRem(ctx, b.keys[0], l.id).Err()
+		})
+	}
+	b.inflight.Add(-1)
+	if b.local != nil {
+		b.local.Exit(ctx, l.local, err)
+	}
+	return err
+}
+
+// admit takes a lease, waiting up to MaxWait, or applies the fallback.
+func (b *Budget) admit(ctx context.Context) (*lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := b.replica + ":" + strconv.FormatUint(b.seq.Add(1), 36)
+	var deadline time.Time
+	pause := time.Millisecond
+	for {
+		ok, err := b.tryAcquire(ctx, id)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return b.onUnavailable(ctx)
+		}
+		if ok {
+			b.inflight.Add(1)
+			l := &lease{b: b, id: id}
+			l.mu.Lock()
+			l.timer = time.AfterFunc(b.renew, l.renewLease)
+			l.mu.Unlock()
+			return l, nil
+		}
+		if b.maxWait == 0 {
+			return nil, b.reject(ctx, b.rejFull)
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(b.maxWait)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, b.reject(ctx, b.rejWait)
+		}
+		// Jittered, so that replicas waiting together do not ask together.
+		d := min(pause/2+rand.N(pause/2+1), left)
+		if err := b.sleep(ctx, d); err != nil {
+			return nil, err
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// sleep waits d or until ctx is done, counting the caller as waiting.
+func (b *Budget) sleep(ctx context.Context, d time.Duration) error {
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tryAcquire asks Redis for the lease id once.
+func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
+	var res []int64
+	err := b.conn.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = acquireScript.Run(ctx, b.conn.client, b.keys,
+			b.limitArg, b.ttlMS, id, b.replica, b.repTTLMS).Int64Slice()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if len(res) != 2 {
+		return false, errorf("acquire script returned %v", res)
+	}
+	b.replicas.Store(res[1])
+	return res[0] == 1, nil
+}
+
+// onUnavailable applies the fallback to a call Redis could not admit.
+func (b *Budget) onUnavailable(ctx context.Context) (*lease, error) {
+	b.fallback.record(ctx)
+	switch b.mode {
+	case FailOpen:
+		b.inflight.Add(1)
+		return &lease{b: b}, nil
+	case FailClosed:
+		return nil, b.reject(ctx, b.rejUnavailable)
+	}
+	share := int64(b.share)
+	if share == 0 {
+		r := max(b.replicas.Load(), 1)
+		share = (int64(b.limit) + r - 1) / r
+	}
+	for {
+		n := b.inflight.Load()
+		if n >= share {
+			return nil, b.reject(ctx, b.rejFull)
+		}
+		if b.inflight.CompareAndSwap(n, n+1) {
+			return &lease{b: b}, nil
+		}
+	}
+}
+
+// renewLease pushes the lease's expiry back, and arms the next renewal
+// unless the call has ended. It runs on a timer's goroutine.
+func (l *lease) renewLease() {
+	b := l.b
+	var ok int64
+	err := b.conn.do(context.Background(), func(ctx context.Context) error {
+		var err error
+		ok, err = renewScript.Run(ctx, b.conn.client, b.keys[:1], l.id, b.ttlMS).Int64()
+		return err
+	})
+	if err == nil && ok == 0 {
+		// Lapsed: the call runs on without a lease (Redis was away for
+		// longer than LeaseTTL, or lost it in a failover).
+		l.lapsed.Store(true)
+		return
+	}
+	l.mu.Lock()
+	if !l.ended {
+		l.timer.Reset(b.renew)
+	}
+	l.mu.Unlock()
+}
+
+// reject records a rejection and calls OnReject.
+func (b *Budget) reject(ctx context.Context, r *telemetry.Rejection) error {
+	err := r.Record(ctx)
+	if b.onReject != nil {
+		b.onReject(ctx, r.Err)
+	}
+	return err
+}
+
+// InFlight returns the number of calls this replica has admitted and not
+// yet ended, with a lease or by the fallback.
+func (b *Budget) InFlight() int { return int(b.inflight.Load()) }
+
+// Limit returns BudgetConfig.Limit.
+func (b *Budget) Limit() int { return b.limit }
+
+// Replica returns the identity of this replica in Redis.
+func (b *Budget) Replica() string { return b.replica }
+
+// registerObservers registers the watertight.bulkhead.active and queued
+// counters under kind "budget": this replica's calls in flight and waiting.
+func (b *Budget) registerObservers(m metric.Meter) metric.Registration {
+	active, queued := telemetry.SlotCounters(m)
+	if active == nil || queued == nil {
+		return nil
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(telemetry.PolicyAttrs(KindBudget, b.name)...))
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(active, b.inflight.Load(), opt)
+		o.ObserveInt64(queued, b.waiting.Load(), opt)
+		return nil
+	}, active, queued)
+	if err != nil {
+		otel.Handle(err)
+		return nil
+	}
+	return reg
+}
+
+// Close unregisters the budget's observable instruments. It does not close
+// Redis.Client or Local, and it does not end calls in flight (their leases
+// are released as they end). It always returns nil and may be called more
+// than once.
+func (b *Budget) Close() error {
+	b.closeOnce.Do(func() {
+		if b.reg != nil {
+			if err := b.reg.Unregister(); err != nil {
+				otel.Handle(err)
+			}
+		}
+		b.conn.close()
+	})
+	return nil
+}
+
+// budgetStage is the two-phase face of a Budget that package compose runs.
+type budgetStage Budget
+
+func init() {
+	stage.Register(func(p policy.Policy) (stage.Stage, stage.Repeater) {
+		if x, ok := p.(*Budget); ok && x != nil {
+			return (*budgetStage)(x), nil
+		}
+		return nil, nil
+	})
+}
+
+func (s *budgetStage) Execute(ctx context.Context, fn policy.Func) error {
+	return (*Budget)(s).Execute(ctx, fn)
+}
+
+func (s *budgetStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+	return (*Budget)(s).enter(ctx)
+}
+
+func (s *budgetStage) Exit(ctx context.Context, token stage.Token, err error) error {
+	return (*Budget)(s).exit(ctx, token, err)
+}

@@ -1,0 +1,55 @@
+package redisstate
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultCallTimeout is the deadline of one Redis round trip when a
+// Config's CallTimeout is 0: the 20 ms Envoy's rate-limit client uses.
+const DefaultCallTimeout = 20 * time.Millisecond
+
+// NewClient returns a go-redis UniversalClient (a single server, Sentinel
+// or Cluster client, as go-redis chooses from opts) set up for this
+// package: ContextTimeoutEnabled, so that a call's deadline bounds its
+// socket reads and writes; MaxRetries off, so that a failed call is not
+// tried again; and dial, read and write timeouts of 100 ms unless opts
+// sets them. opts is copied, not modified. It panics if opts is nil.
+func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
+	if opts == nil {
+		panic("redisstate: nil UniversalOptions")
+	}
+	o := *opts
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 100 * time.Millisecond
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 100 * time.Millisecond
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 100 * time.Millisecond
+	}
+	return redis.NewUniversalClient(&o)
+}
+
+// checkClient reports a client that would not honour the per-call
+// deadline, naming field, the Config field that holds it.
+func checkClient(field string, c redis.UniversalClient) error {
+	if c == nil || isNil(c) {
+		return errorf("Config.%s must be set", field)
+	}
+	switch x := c.(type) {
+	case *redis.Client:
+		if !x.Options().ContextTimeoutEnabled {
+			return errorf("Config.%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
+		}
+	case *redis.ClusterClient:
+		if !x.Options().ContextTimeoutEnabled {
+			return errorf("Config.%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
+		}
+	}
+	return nil
+}

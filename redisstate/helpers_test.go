@@ -1,0 +1,82 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/watertight/watertight/redisstate"
+	"github.com/watertight/watertight/redisstate/internal/redistest"
+)
+
+// newClient returns a client of addr built by NewClient, closed when the
+// test ends.
+func newClient(t testing.TB, addr string) redis.UniversalClient {
+	t.Helper()
+	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startRedis starts a redis-server for the test (skipping it if there is
+// none).
+func startRedis(t testing.TB) *redistest.Server { return redistest.Start(t) }
+
+// upstream is a fake dependency that counts the calls running in it at
+// once and remembers the most.
+type upstream struct {
+	cur, peak, total atomic.Int64
+}
+
+// call runs one call to the upstream for d, or until ctx is done.
+func (u *upstream) call(ctx context.Context, d time.Duration) error {
+	n := u.cur.Add(1)
+	defer u.cur.Add(-1)
+	u.total.Add(1)
+	for {
+		p := u.peak.Load()
+		if n <= p || u.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errBoom is a dependency's failure.
+var errBoom = errors.New("boom")
+
+// eventually polls cond every 5 ms until it holds or d has passed.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// zcard returns the number of members of key.
+func zcard(t testing.TB, c redis.UniversalClient, key string) int64 {
+	t.Helper()
+	n, err := c.ZCard(context.Background(), key).Result()
+	if err != nil {
+		t.Fatalf("ZCARD %s: %v", key, err)
+	}
+	return n
+}
