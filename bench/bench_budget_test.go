@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"testing"
+
+	fsbudget "github.com/failsafe-go/failsafe-go/budget"
+	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
+
+	"github.com/watertight/watertight/retry"
+)
+
+// The success-path cost of a retry budget: each library's retry alone, on
+// the success path, without and with a budget (watertight's retry.Budget
+// at its defaults, shared by every call; failsafe-go's budget.New()), for
+// `benchstat -col /budget`. Watertight's target: a budget adds at most
+// 20 ns to a call that never retries, sequential and under RunParallel
+// (32 x GOMAXPROCS goroutines sharing one Retry and one Budget).
+
+func wtRetryBudget(tb testing.TB) *retry.Retry {
+	b := must[*retry.Budget](tb)(retry.NewBudget(retry.BudgetConfig{}))
+	return must[*retry.Retry](tb)(retry.New(retry.Config{
+		Name:        "r",
+		MaxAttempts: maxAttempts,
+		NewSchedule: func() retry.Schedule { return retry.ScheduleFunc(noWait) },
+		Budget:      b,
+	}))
+}
+
+func fsRetryBudget() fsretry.RetryPolicy[any] {
+	return fsretry.NewBuilder[any]().WithMaxAttempts(maxAttempts).WithDelay(0).WithBudget(fsbudget.New()).Build()
+}
+
+func BenchmarkRetryBudget(b *testing.B) {
+	b.Run("lib=watertight/budget=off", func(b *testing.B) {
+		r := wtRetry(b, nil)
+		seq(b, nil, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=watertight/budget=on", func(b *testing.B) {
+		r := wtRetryBudget(b)
+		seq(b, nil, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=failsafe/budget=off", func(b *testing.B) {
+		ex := fsExec(fsRetry())
+		seq(b, nil, func() error { return ex.RunWithExecution(fsWork) })
+	})
+	b.Run("lib=failsafe/budget=on", func(b *testing.B) {
+		ex := fsExec(fsRetryBudget())
+		seq(b, nil, func() error { return ex.RunWithExecution(fsWork) })
+	})
+}
+
+func BenchmarkRetryBudgetParallel(b *testing.B) {
+	b.Run("lib=watertight/budget=off", func(b *testing.B) {
+		r := wtRetry(b, nil)
+		par(b, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=watertight/budget=on", func(b *testing.B) {
+		r := wtRetryBudget(b)
+		par(b, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=failsafe/budget=off", func(b *testing.B) {
+		ex := fsExec(fsRetry())
+		par(b, func() error { return ex.RunWithExecution(fsWork) })
+	})
+	b.Run("lib=failsafe/budget=on", func(b *testing.B) {
+		ex := fsExec(fsRetryBudget())
+		par(b, func() error { return ex.RunWithExecution(fsWork) })
+	})
+}
