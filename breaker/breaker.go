@@ -46,6 +46,7 @@ type Breaker struct {
 	last     State        // the state of the newest change queued
 	draining bool         // a goroutine is reporting pending
 	openGen  uint64       // bumped whenever openFast is set or cleared
+	hold     hold         // OpenUntil and GateProbes (remote.go); its fields but on under mu
 
 	rejOpen, rejFull *telemetry.Rejection
 	onReject         func(context.Context, *policy.RejectedError)
@@ -92,7 +93,7 @@ func (b *Breaker) newMachine() *machine {
 	// before any call into it can change its state.
 	st.OnStateChange = func(_ string, _, to gobreaker.State) {
 		b.mu.Lock()
-		if b.cb.Load() == m && !b.forced.Load() {
+		if b.cb.Load() == m && !b.forced.Load() && !b.hold.on.Load() && !b.holdTrip(State(to)) {
 			b.setOpenFast(State(to) == Open)
 			b.queue(State(to))
 		}
@@ -129,7 +130,10 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 	if ctx == nil {
 		panic("breaker: nil Context")
 	}
-	if b.forced.Load() || b.openFast.Load() {
+	if b.forced.Load() || b.openFast.Load() || b.hold.on.Load() {
+		if !b.forced.Load() && b.hold.on.Load() {
+			return b.enterHeld(ctx)
+		}
 		return ctx, nil, b.reject(ctx, b.rejOpen)
 	}
 	done, err := b.cb.Load().Allow()
@@ -150,6 +154,8 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
 	if done, ok := token.(func(error)); ok && done != nil {
 		reportOutcome(done, err)
+	} else if p, ok := token.(*heldProbe); ok && p != nil {
+		b.exitHeld(ctx, p, err)
 	}
 	if b.queued.Load() {
 		b.flush(ctx)
@@ -203,6 +209,9 @@ func (b *Breaker) State() State {
 	if b.forced.Load() {
 		return Open
 	}
+	if s, ok := b.heldState(); ok {
+		return s
+	}
 	s := State(b.cb.Load().State())
 	if b.queued.Load() {
 		b.flush(context.Background())
@@ -215,12 +224,14 @@ func (b *Breaker) State() State {
 // open breaker whose OpenTimeout has passed turns half-open, with counts
 // of zero; a closed one's rolling window drops the buckets that aged out),
 // and it may report the changes of state that causes. While the breaker is
-// open, by its rules or by [Breaker.ForceOpen], every count is zero. The
+// open, by its rules or by [Breaker.ForceOpen], every count is zero; so
+// are they, open or half-open, while [Breaker.OpenUntil] or a gated trip
+// holds it (see [Breaker.GateProbes]). The
 // counts are read together, under gobreaker's lock, so they agree with each
 // other; Counts is safe for concurrent use, and a call running beside it
 // may or may not be in them.
 func (b *Breaker) Counts() Counts {
-	if b.forced.Load() {
+	if b.forced.Load() || b.hold.on.Load() {
 		return Counts{}
 	}
 	m := b.cb.Load()
@@ -261,6 +272,7 @@ func (b *Breaker) Reset() {
 	b.mu.Lock()
 	b.cb.Store(m)
 	b.forced.Store(false)
+	b.endHold()
 	b.setOpenFast(false)
 	b.queue(Closed)
 	b.mu.Unlock()

@@ -12,8 +12,9 @@ const (
 	// HalfOpen lets [Config.HalfOpenRequests] probes through after
 	// [Config.OpenTimeout] has passed in Open, and rejects the rest.
 	HalfOpen
-	// Open rejects every call until [Config.OpenTimeout] has passed, or, once
-	// [Breaker.ForceOpen] was called, until [Breaker.Reset].
+	// Open rejects every call until [Config.OpenTimeout] has passed (or the
+	// time given to [Breaker.OpenUntil]), or, once [Breaker.ForceOpen] was
+	// called, until [Breaker.Reset].
 	Open
 )
 

@@ -80,7 +80,11 @@ func TestBudgetRejects(t *testing.T) {
 	var rejected []string
 	var mu sync.Mutex
 	cfg := redisstate.BudgetConfig{Name: "rej", Limit: 1, Redis: redisstate.Redis{Client: newClient(t, s.Addr())},
-		OnReject: func(_ context.Context, e *policy.RejectedError) { mu.Lock(); rejected = append(rejected, e.Reason); mu.Unlock() }}
+		OnReject: func(_ context.Context, e *policy.RejectedError) {
+			mu.Lock()
+			rejected = append(rejected, e.Reason)
+			mu.Unlock()
+		}}
 	a := newBudget(t, cfg)
 	cfg.Redis.Client = newClient(t, s.Addr())
 	b := newBudget(t, cfg)
