@@ -1,0 +1,200 @@
+package grpcpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
+)
+
+// ClientConfig configures a [Client]. It is read once by [NewClient] and
+// may be reused. At least one of Policy and Methods must be set.
+type ClientConfig struct {
+	// Policy runs every call that Methods gives no policy of its own,
+	// usually a *compose.Pipeline or *watertight.Pipeline for the
+	// dependency behind the connection. Nil: such calls pass through
+	// unguarded.
+	Policy policy.Policy
+
+	// Methods gives a policy of its own to the methods it names, keyed by
+	// full method name ("/pkg.Service/Method") or by service
+	// ("/pkg.Service"); a method's own entry wins over its service's. A
+	// slow method with a bulkhead of its own fills only that bulkhead.
+	Methods map[string]policy.Policy
+
+	// Classify decides how a failed call's status is treated: a failure
+	// (breaker), a retryable failure, or the caller's own error. Nil means
+	// [DefaultClassify]. The end of an attempt's context (an attempt
+	// deadline) and a stream timeout are classified as DEADLINE_EXCEEDED.
+	// A Retryable verdict is treated as Failure when the server's pushback
+	// says stop (gRFC A6). It may be called concurrently.
+	Classify func(code codes.Code, pb Pushback) Verdict
+
+	// FirstMessageTimeout bounds, for a stream, the time from its opening
+	// until its first response message arrives. Zero means no bound; it
+	// must not be negative. When it fires, the stream's context is
+	// canceled with a *StreamTimeoutError as its cause, and the call ends
+	// with that error.
+	FirstMessageTimeout time.Duration
+
+	// IdleTimeout bounds, for a stream, each wait of RecvMsg for the next
+	// message after the first: time the caller spends between RecvMsg
+	// calls does not count. Zero means no bound; it must not be negative.
+	// It fires like FirstMessageTimeout.
+	IdleTimeout time.Duration
+}
+
+// Client holds the interceptors that run a gRPC client's calls through
+// watertight policies. Build one with [NewClient]; the zero Client is not
+// usable. A Client is immutable and safe for concurrent use.
+type Client struct {
+	routes   routes
+	classify func(codes.Code, Pushback) Verdict
+	first    *StreamTimeoutError // nil: no FirstMessageTimeout
+	idle     *StreamTimeoutError // nil: no IdleTimeout
+}
+
+// NewClient returns a Client configured by cfg, or an error naming the
+// first invalid field. It never panics.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	r, err := newRoutes("ClientConfig", cfg.Policy, cfg.Methods)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.FirstMessageTimeout < 0 {
+		return nil, fmt.Errorf("grpcpolicy: ClientConfig.FirstMessageTimeout must be >= 0, got %v", cfg.FirstMessageTimeout)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("grpcpolicy: ClientConfig.IdleTimeout must be >= 0, got %v", cfg.IdleTimeout)
+	}
+	c := &Client{routes: r, classify: cfg.Classify}
+	if c.classify == nil {
+		c.classify = DefaultClassify
+	}
+	if cfg.FirstMessageTimeout > 0 {
+		c.first = newStreamTimeout(KindFirstMessage, cfg.FirstMessageTimeout)
+	}
+	if cfg.IdleTimeout > 0 {
+		c.idle = newStreamTimeout(KindIdle, cfg.IdleTimeout)
+	}
+	return c, nil
+}
+
+// DialOptions returns the options that install the Client's interceptors
+// on a grpc.ClientConn, and grpc.WithDisableRetry, which turns off
+// grpc-go's own retries (configured by a service config's retryPolicy) so
+// that attempts do not multiply: with both, each of the policy's attempts
+// would be up to maxAttempts of grpc-go's. grpc-go's transparent retries
+// (of calls that never reached the server) stay on whatever the options
+// say; they happen inside one of the policy's attempts.
+func (c *Client) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(c.UnaryInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamInterceptor()),
+		grpc.WithDisableRetry(),
+	}
+}
+
+// UnaryInterceptor returns the interceptor that runs each unary call
+// through its method's policy: one Policy.Execute per call, one invoker
+// call per attempt. What the caller gets: nil on success; the status
+// grpc-go returned if the last attempt's status was the caller's own
+// (classified CallerError); otherwise the policy's error, which keeps the
+// status of the last attempt (a retry's ExhaustedError around a
+// *StatusError) or has one of its own: UNAVAILABLE for a rejection
+// (errors.Is policy.ErrRejected), DEADLINE_EXCEEDED for a timeout
+// (errors.Is deadline.ErrExceeded), CANCELLED for the caller's
+// cancellation.
+func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
+	return c.unary
+}
+
+func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	p := c.routes.lookup(method)
+	if p == nil {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	u := &unaryCall{c: c, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
+	// The trailer carries the server's pushback. A full slice expression:
+	// the caller's slice is never written to.
+	u.opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&u.trailer))
+	err := p.Execute(ctx, u.attempt)
+	if err != nil {
+		return callerError(retry.Unmark(err))
+	}
+	return u.answer
+}
+
+// unaryCall is one unary call through the policy; attempts run one after
+// another, on the caller's goroutine.
+type unaryCall struct {
+	c       *Client
+	method  string
+	req     any
+	reply   any
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	opts    []grpc.CallOption
+	trailer metadata.MD
+	answer  error // the caller's own error status of the last attempt
+}
+
+func (u *unaryCall) attempt(ctx context.Context) error {
+	u.trailer = nil
+	u.answer = nil
+	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+	if err == nil {
+		return nil
+	}
+	ferr, v := u.c.failure(ctx, err, u.trailer, true)
+	if v == CallerError {
+		u.answer = err
+		return nil
+	}
+	return ferr
+}
+
+// failure classifies err, the error an attempt with context ctx ended
+// with, trailer being the call's trailer. It returns the error the attempt
+// reports to the policy, marked with retry.Permanent unless it may be
+// retried (only if mayRetry), and the verdict it went by: Retryable only
+// if the error is not marked, CallerError (and a nil error) if the status
+// is the caller's own (the attempt is then a success for the policy).
+func (c *Client) failure(ctx context.Context, err error, trailer metadata.MD, mayRetry bool) (error, Verdict) {
+	if ctx.Err() != nil {
+		// The attempt's context ended: an attempt deadline, a stream
+		// timeout or the caller's cancellation. The attempt ends with the
+		// context's error (a stream timeout: its own), which a deadline
+		// policy above makes its own.
+		cerr := ctx.Err()
+		if te, ok := errors.AsType[*StreamTimeoutError](context.Cause(ctx)); ok {
+			cerr = te
+		}
+		if mayRetry && errors.Is(cerr, context.DeadlineExceeded) && c.classify(codes.DeadlineExceeded, Pushback{}) == Retryable {
+			return cerr, Retryable
+		}
+		return retry.Permanent(cerr), Failure
+	}
+	code := status.Code(err)
+	pb := ParsePushback(trailer)
+	switch c.classify(code, pb) {
+	case CallerError:
+		return nil, CallerError
+	case Retryable:
+		se := &StatusError{Err: err, Code: code, Pushback: pb}
+		if mayRetry && !pb.Stop {
+			return se, Retryable
+		}
+		return retry.Permanent(se), Failure
+	default:
+		return retry.Permanent(&StatusError{Err: err, Code: code, Pushback: pb}), Failure
+	}
+}

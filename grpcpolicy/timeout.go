@@ -1,0 +1,83 @@
+package grpcpolicy
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/watertight/watertight/deadline"
+)
+
+// Kinds of [StreamTimeoutError], in its Kind field.
+const (
+	// KindFirstMessage is ClientConfig.FirstMessageTimeout firing: no
+	// message arrived in time after the stream opened.
+	KindFirstMessage = "first_message"
+	// KindIdle is ClientConfig.IdleTimeout firing: a RecvMsg after the
+	// first message waited too long for the next one.
+	KindIdle = "idle"
+)
+
+// StreamTimeoutError is the error a client stream ends with when its
+// first-message or idle timeout fires. It matches [deadline.ErrExceeded]
+// and [context.DeadlineExceeded] with errors.Is, its status code is
+// DEADLINE_EXCEEDED, and it is the cause (context.Cause) of the stream's
+// context, so code under the stream sees why it was cut.
+//
+// A Client builds one of each kind at construction and returns the same
+// pointer for every timeout: it must not be modified. Its zero value is a
+// valid timeout with no kind.
+type StreamTimeoutError struct {
+	// Kind is KindFirstMessage or KindIdle.
+	Kind string
+	// Timeout is the timeout that fired.
+	Duration time.Duration
+
+	msg string
+}
+
+func newStreamTimeout(kind string, d time.Duration) *StreamTimeoutError {
+	e := &StreamTimeoutError{Kind: kind, Duration: d}
+	e.msg = e.message()
+	return e
+}
+
+// Error returns a message such as
+// "grpcpolicy: stream idle timeout of 2s exceeded".
+func (e *StreamTimeoutError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return e.message()
+}
+
+func (e *StreamTimeoutError) message() string {
+	kind := e.Kind
+	switch kind {
+	case KindFirstMessage:
+		kind = "first-message"
+	case "":
+		kind = "stream"
+	}
+	return "grpcpolicy: stream " + kind + " timeout of " + e.Duration.String() + " exceeded"
+}
+
+// Is reports whether target is [deadline.ErrExceeded] or
+// [context.DeadlineExceeded].
+func (e *StreamTimeoutError) Is(target error) bool {
+	return target == deadline.ErrExceeded || target == context.DeadlineExceeded
+}
+
+// Timeout reports true, as net.Error does for a timeout.
+func (e *StreamTimeoutError) Timeout() bool { return true }
+
+// GRPCStatus returns a DEADLINE_EXCEEDED status with the error's message.
+func (e *StreamTimeoutError) GRPCStatus() *status.Status {
+	return status.New(codes.DeadlineExceeded, e.Error())
+}
+
+// ErrorType returns "timeout", recorded as error.type in telemetry, as the
+// deadline policy's timeouts are.
+func (e *StreamTimeoutError) ErrorType() string { return "timeout" }
