@@ -19,6 +19,11 @@ type Policies struct {
 	Deadline policy.Policy
 	// Retry repeats failed attempts (usually *retry.Retry).
 	Retry policy.Policy
+	// RateLimit admits each attempt, retries included, at the pace the
+	// dependency allows (usually *ratelimit.Limiter): a held attempt waits
+	// here, before the breaker, so it takes no half-open probe, but keeps
+	// its Bulkhead slot.
+	RateLimit policy.Policy
 	// Breaker stops calling a failing dependency (usually *breaker.Breaker).
 	Breaker policy.Policy
 	// Attempt bounds each attempt (usually a second *deadline.Deadline).
@@ -42,6 +47,7 @@ func (p Policies) slots() []struct {
 		{"Bulkhead", p.Bulkhead},
 		{"Deadline", p.Deadline},
 		{"Retry", p.Retry},
+		{"RateLimit", p.RateLimit},
 		{"Breaker", p.Breaker},
 		{"Attempt", p.Attempt},
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/watertight/watertight/policy"
 )
 
 // ErrBodyTruncated is returned, after the first [MaxFailureBody] bytes, by
@@ -32,7 +34,9 @@ func isFailureStatus(code int) bool {
 
 // StatusError is the error an attempt fails with when the server answered
 // with a failure status: it is what the retry and breaker policies see, so
-// that a 503 counts as a failure like a broken connection does. A
+// that a 503 counts as a failure like a broken connection does. A 429's
+// matches [policy.ErrThrottled] with [errors.Is], so the breaker's default
+// classification does not count it (see [StatusError.Is]). A
 // [Transport] never returns one to its caller: when the retries end on a
 // failure status, the caller gets that last response itself, with a nil
 // error. Inside a policy (an OnRetry hook, a breaker's IsFailure) use
@@ -61,6 +65,14 @@ func (e *StatusError) Error() string {
 		msg += " " + text
 	}
 	return msg
+}
+
+// Is reports whether target is [policy.ErrThrottled] and the status is 429
+// Too Many Requests: the provider's flow control, which a breaker's default
+// classification does not count as a failure. Any other status, 503
+// included, matches nothing.
+func (e *StatusError) Is(target error) bool {
+	return target == policy.ErrThrottled && e.StatusCode == http.StatusTooManyRequests
 }
 
 // RetryAfter returns RetryAfterDelay. Package retry uses it as the wait

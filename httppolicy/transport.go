@@ -54,6 +54,12 @@ type Transport struct {
 	// When false, they are retried only when the server plainly did not
 	// process them: connection refused, 429 or 503.
 	RetryUnsafe bool
+
+	// Signals, if not nil, is told of every response an attempt receives,
+	// successes included, before the attempt's outcome reaches the policy
+	// (see [Signals]): usually the pipeline's *ratelimit.Limiter, whose
+	// shared hold the rate-limit headers feed.
+	Signals Signals
 }
 
 // RoundTrip sends req through t.Policy and returns the response, or the
@@ -271,6 +277,9 @@ func (x *exchange) attempt(ctx context.Context) error {
 			return retry.Permanent(err)
 		}
 		return err
+	}
+	if x.t.Signals != nil {
+		x.t.Signals.Observe(resp)
 	}
 
 	if x.isFailure(resp) {

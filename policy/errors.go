@@ -14,6 +14,17 @@ import (
 // as a failure of the dependency.
 var ErrRejected = errors.New("policy: call rejected")
 
+// ErrThrottled is matched, with [errors.Is], by the error of a call that
+// the dependency answered by asking to slow down: its flow control, not a
+// fault. httppolicy's *StatusError for a 429 Too Many Requests matches it,
+// and so may a user's own errors (an SDK's rate-limit error, through an Is
+// method). fn ran, so it is not a rejection and does not match
+// [ErrRejected]. It is retried like any failure, but the default breaker
+// does not count it as a failure of the dependency: a burst of 429s says
+// the quota is spent, not that the dependency is broken. A 503 Service
+// Unavailable does not match it: an overloaded server is a failing one.
+var ErrThrottled = errors.New("policy: throttled")
+
 // NewSentinel returns a sentinel error with the message msg that also matches
 // [ErrRejected] with [errors.Is]. Policy packages use it for their rejection
 // sentinels (bulkhead.ErrFull, breaker.ErrOpen).

@@ -1,0 +1,73 @@
+// Package ratelimit paces the calls to one dependency the way the
+// dependency asks: a [Limiter] admits each attempt, and holds it while the
+// server has said that its quota is spent. It is the policy of the
+// RateLimit slot of a compose pipeline, between Retry and Breaker, so that
+// every attempt, retries included, is admitted by it, and a held attempt
+// waits before the breaker (it takes no half-open probe) but after the
+// bulkhead: a held attempt keeps its bulkhead slot while it waits, so size
+// the bulkhead (or MaxWait) for the calls you are willing to keep waiting.
+//
+// # The shared hold
+//
+// A Limiter is an [httppolicy.Signals]: give it to the
+// httppolicy.Transport of the dependency (watertight.NewHTTPClient does)
+// and it reads every response, successes included, since
+// x-ratelimit-remaining-requests: 0 arrives on a 200. See [Hold] for the
+// headers read: Retry-After and Retry-After-Ms on a 429 or 503, OpenAI's
+// x-ratelimit-remaining-* and x-ratelimit-reset-*, Anthropic's
+// anthropic-ratelimit-*-remaining and -reset. When a quota is spent (a
+// remaining count of 0) or a 429 came, every attempt of every call through
+// the Limiter is held until the latest moment the server named, capped at
+// [Config.MaxHold]. Malformed and absurd values (negative, more than a day)
+// are ignored.
+//
+// An error of fn's that matches [policy.ErrThrottled] (httppolicy's
+// StatusError for a 429, or a user's own error) and has a RetryAfter method
+// feeds the hold too, so a Limiter works without a Transport: around an SDK
+// call whose rate-limit error says how long to wait.
+//
+// # Client-side rate
+//
+// Optionally, the Limiter also keeps the calls under a rate of its own
+// (golang.org/x/time/rate token buckets): [Config.RequestsPerSecond], and
+// [Config.TokensPerMinute], which each call draws on by the cost it
+// declares with [WithCost] (the prompt and answer tokens it expects, say).
+//
+// # Outcomes
+//
+//	what happened                                   the attempt
+//	----------------------------------------------  -----------------------------------------
+//	no hold, rate allows                            runs at once
+//	hold or rate wait that ends before the          waits, then runs
+//	  attempt's deadline and within MaxWait
+//	a longer wait                                   rejected at once: *policy.RejectedError,
+//	                                                Kind "ratelimit", Reason "throttled" (the
+//	                                                hold) or "rate" (the client-side rate),
+//	                                                matching ErrLimited and policy.ErrRejected
+//	the hold grows during the wait past that bound  rejected, as above
+//	ctx is done during the wait                     ctx.Err(); fn does not run
+//
+// A rejection is counted in watertight.rejections (watertight.policy.kind
+// "ratelimit", with watertight.rejection.reason) and adds a
+// watertight.rejected event to the span in ctx; a wait adds a
+// watertight.ratelimit.hold event with the wait in seconds. Under a retry,
+// a rejection after a first attempt ran ends the call as the retry's
+// ExhaustedError with Reason "rejected", as every rejection after fn ran
+// does.
+//
+// # No double wait
+//
+// With a Limiter below it, a retry does not wait a throttled failure's
+// Retry-After itself: the Limiter, having taken it into its hold, hands the
+// failure on with a RetryAfter of 0, so the retry waits its own schedule
+// and the next attempt waits out the rest of the hold here. A
+// Retry-After longer than the retry's MaxInterval thus ends in the
+// Limiter's rejection (the retry's ExhaustedError, Reason "rejected")
+// rather than the retry's ReasonRetryAfter. errors.Is and errors.As see
+// through that wrapper to fn's error. A 503's Retry-After (not throttled:
+// an overloaded server is failing) is left to the retry as before; it feeds
+// the hold too, so both end at the same moment.
+//
+// A Limiter is safe for concurrent use; admission without a hold and
+// without a client-side rate costs one atomic load and no clock read.
+package ratelimit

@@ -1,0 +1,89 @@
+package ratelimit_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/ratelimit"
+)
+
+var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+func TestHold(t *testing.T) {
+	rfc := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339Nano) }
+	tests := []struct {
+		name   string
+		status int
+		h      http.Header
+		want   time.Duration
+	}{
+		{"200 without headers", 200, nil, 0},
+		{"429 Retry-After seconds", 429, hdr("Retry-After", "3"), 3 * time.Second},
+		{"429 Retry-After-Ms first", 429, hdr("Retry-After", "3", "Retry-After-Ms", "1500"), 1500 * time.Millisecond},
+		{"503 Retry-After", 503, hdr("Retry-After", "2"), 2 * time.Second},
+		{"500 Retry-After ignored", 500, hdr("Retry-After", "2"), 0},
+		{"200 Retry-After ignored", 200, hdr("Retry-After", "2"), 0},
+		{"429 Retry-After absurd ignored", 429, hdr("Retry-After", "999999999"), 0},
+		{"openai requests spent on a 200", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s",
+			"x-ratelimit-remaining-tokens", "100", "x-ratelimit-reset-tokens", "6m0s"), time.Second},
+		{"openai tokens spent", 200, hdr(
+			"x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "1s",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1m30.5s"), 90*time.Second + 500*time.Millisecond},
+		{"openai both spent: the later", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "20ms",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"), 6 * time.Minute},
+		{"openai quota left", 200, hdr(
+			"x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "20ms"), 0},
+		{"429: max of Retry-After and spent reset", 429, hdr("Retry-After", "1",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "4s"), 4 * time.Second},
+		{"429 with a reset but nothing spent: earliest reset", 429, hdr(
+			"x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "2s",
+			"x-ratelimit-remaining-tokens", "9", "x-ratelimit-reset-tokens", "700ms"), 700 * time.Millisecond},
+		{"anthropic requests spent", 200, hdr(
+			"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", rfc(5*time.Second)), 5 * time.Second},
+		{"anthropic output tokens spent", 200, hdr(
+			"anthropic-ratelimit-requests-remaining", "10", "anthropic-ratelimit-requests-reset", rfc(time.Second),
+			"anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", rfc(12*time.Second)), 12 * time.Second},
+		{"anthropic input tokens spent", 200, hdr(
+			"anthropic-ratelimit-input-tokens-remaining", "0", "anthropic-ratelimit-input-tokens-reset", rfc(1500*time.Millisecond)), 1500 * time.Millisecond},
+		{"anthropic tokens spent", 200, hdr(
+			"anthropic-ratelimit-tokens-remaining", "0", "anthropic-ratelimit-tokens-reset", rfc(3*time.Second)), 3 * time.Second},
+		{"anthropic 429 with retry-after", 429, hdr("retry-after", "7",
+			"anthropic-ratelimit-tokens-remaining", "0", "anthropic-ratelimit-tokens-reset", rfc(3*time.Second)), 7 * time.Second},
+		{"anthropic reset in the past ignored", 200, hdr(
+			"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", rfc(-time.Second)), 0},
+		{"anthropic reset two days away ignored", 200, hdr(
+			"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", rfc(48*time.Hour)), 0},
+		{"malformed remaining ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "-0", "x-ratelimit-reset-requests", "1s"), 0},
+		{"unit-less reset ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1"), 0},
+		{"negative reset ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "-1s"), 0},
+		{"absurd reset ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "9999h"), 0},
+		{"garbage reset ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "soon"), 0},
+		{"date where a duration goes ignored", 200, hdr(
+			"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", rfc(time.Second)), 0},
+		{"spaces trimmed", 200, hdr(
+			"x-ratelimit-remaining-requests", " 0 ", "x-ratelimit-reset-requests", "\t2s "), 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ratelimit.Hold(tt.status, tt.h, t0); got != tt.want {
+				t.Errorf("Hold = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
