@@ -26,6 +26,8 @@ import (
 // headers.
 type streamBody struct {
 	rc       io.ReadCloser
+	prefix   []byte       // read ahead while waiting for the first byte: read first
+	w        *streamWatch // the idle timer, if any
 	ended    atomic.Bool
 	done     chan error // 1-buffered: the stream's outcome, sent once
 	finished <-chan struct{}
@@ -42,7 +44,18 @@ type streamBody struct {
 // read error ends it as a failure. A read error caused by the end of the
 // attempt's context is replaced by the error the call ended with.
 func (b *streamBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
+	if len(b.prefix) > 0 {
+		n := copy(p, b.prefix)
+		b.prefix = b.prefix[n:]
+		return n, nil
+	}
+	var n int
+	var err error
+	if b.w != nil {
+		n, err = b.w.read(b.rc, p)
+	} else {
+		n, err = b.rc.Read(p)
+	}
 	if err == io.EOF {
 		b.end(nil)
 	} else if err != nil {

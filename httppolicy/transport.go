@@ -1,14 +1,17 @@
 package httppolicy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
@@ -55,6 +58,45 @@ type Transport struct {
 	// process them: connection refused, 429 or 503.
 	RetryUnsafe bool
 
+	// FirstByteTimeout, if > 0, bounds each attempt's wait from sending the
+	// request to the first byte of the response body (to the headers, for a
+	// response without a body); for a text/event-stream response, to the
+	// end of its first event that is not a keepalive. RoundTrip hands the
+	// response over only once that byte is in, so a late first byte is the
+	// attempt's failure ([ErrFirstByteTimeout]), counted by a breaker and
+	// retried when the request may be. Zero means no such timeout; a
+	// request may set its own with [WithStreamTimeouts]. It must not be
+	// negative.
+	FirstByteTimeout time.Duration
+
+	// IdleTimeout, if > 0, bounds how long a Read of a response body handed
+	// over waits for data: the timer runs only while a Read waits (a slow
+	// reader is not a stalled stream), and for a text/event-stream response
+	// only events that are not keepalives restart it. When it fires, that
+	// Read fails with [ErrIdleTimeout], and the call ends as a failure,
+	// counted by a breaker and never retried. Zero means no such timeout; a
+	// request may set its own with [WithStreamTimeouts]. It must not be
+	// negative.
+	IdleTimeout time.Duration
+
+	// KeepaliveEvents are the event types of a text/event-stream response
+	// that neither FirstByteTimeout nor IdleTimeout counts, as they do not
+	// count comment lines. Nil means ["ping"] (Anthropic's keepalive); an
+	// empty slice, none.
+	KeepaliveEvents []string
+
+	// Name names the Transport in its errors and telemetry (the
+	// watertight.policy.name attribute of its first_byte and idle
+	// timeouts). Empty is allowed.
+	Name string
+
+	// MeterProvider provides the watertight.timeouts counter of the stream
+	// timeouts. If nil, the global MeterProvider is used.
+	MeterProvider metric.MeterProvider
+
+	// tel holds the timeout records, built on first use.
+	tel atomic.Pointer[streamTelemetry]
+
 	// Signals, if not nil, is told of every response an attempt receives,
 	// successes included, before the attempt's outcome reaches the policy
 	// (see [Signals]): usually the pipeline's *ratelimit.Limiter, whose
@@ -80,7 +122,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeReqBody(req)
 		return nil, errNilPolicy
 	}
+	st, err := t.streamTimeoutsOf(req.Context())
+	if err != nil {
+		closeReqBody(req)
+		return nil, err
+	}
 	x := newExchange(t, req)
+	x.timeouts = st
 	go x.run(stage.WithAnswerClock(req.Context(), &x.clock))
 	r := <-x.out
 	if r.panicked {
@@ -119,6 +167,7 @@ type exchange struct {
 	base      http.RoundTripper
 	isFailure func(*http.Response) bool
 
+	timeouts   streamTimeouts
 	hasBody    bool // req has a body to send
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
@@ -239,7 +288,16 @@ func (x *exchange) attempt(ctx context.Context) error {
 	// The previous attempt's failure response is of no more use.
 	x.discardPending()
 
-	r := x.req.Clone(ctx)
+	// With a stream timeout, the request carries a child of ctx that the
+	// timers cancel (see streamWatch).
+	var w *streamWatch
+	rctx := ctx
+	if x.timeouts.firstByte > 0 || x.timeouts.idle > 0 {
+		w = newStreamWatch(x.t, ctx, x.timeouts)
+		defer w.end()
+		rctx = w.ctx
+	}
+	r := x.req.Clone(rctx)
 	if x.hasBody {
 		if !x.bodySent {
 			x.bodySent = true // the base transport closes it
@@ -273,6 +331,13 @@ func (x *exchange) attempt(ctx context.Context) error {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
+		if w != nil {
+			if te := w.timedOut(); te != nil {
+				// net/http's error says only that the request was
+				// canceled.
+				err = te
+			}
+		}
 		if !x.mayRetry(unprocessedError(err)) {
 			return retry.Permanent(err)
 		}
@@ -286,7 +351,16 @@ func (x *exchange) attempt(ctx context.Context) error {
 		// Read the body now, while the attempt's context is live: the
 		// connection goes back to the pool, and the response stays readable
 		// if it turns out to be the last.
+		if w != nil && resp.Body != nil {
+			resp.Body = &firstByteBody{ReadCloser: resp.Body, w: w}
+		}
 		bufferBody(resp)
+		if w != nil && !w.firstByteIn() {
+			// Its first byte came too late: the timeout, not the status,
+			// is the attempt's failure.
+			resp.Body.Close()
+			return x.failed(w.cause())
+		}
 		x.pending = resp
 		se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
 		if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
@@ -298,6 +372,16 @@ func (x *exchange) attempt(ctx context.Context) error {
 		return se
 	}
 
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+		// Nothing to stream (or a switched connection, whose first byte
+		// may be the caller's to send): the headers are the first byte.
+		if w != nil && !w.firstByteIn() {
+			if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return x.failed(w.cause())
+		}
+	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to stream: the call ends now and RoundTrip returns the
 		// response when Execute does.
@@ -305,9 +389,41 @@ func (x *exchange) attempt(ctx context.Context) error {
 		return nil
 	}
 
+	var prefix []byte
+	if w != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		w.watchResponse(resp)
+		if w.firstByte > 0 {
+			// Hand the response over only once its first byte that counts
+			// is in: until then, a late byte is this attempt's failure,
+			// which may be retried.
+			p, eof, err := w.readFirst(resp.Body)
+			if err != nil {
+				resp.Body.Close()
+				return x.failed(err)
+			}
+			if eof {
+				// The whole body is in: the call ends now.
+				resp.Body.Close()
+				resp.Body = &memBody{r: bytes.NewReader(p)}
+				x.accepted = resp
+				return nil
+			}
+			prefix = p
+		} else {
+			w.firstByteIn()
+		}
+		if w.idle > 0 {
+			w.startIdle()
+		} else {
+			w = nil // nothing more to watch in the body
+		}
+	} else {
+		w = nil
+	}
+
 	// Accepted: hand the response over now, and keep this attempt (and
 	// every policy above it) open while the caller reads the body.
-	sb := &streamBody{rc: resp.Body, done: make(chan error, 1), finished: x.finished}
+	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, done: make(chan error, 1), finished: x.finished}
 	if w, ok := resp.Body.(io.Writer); ok {
 		// 101 Switching Protocols: net/http's body is an
 		// io.ReadWriteCloser, and the call lasts as long as the
@@ -335,6 +451,15 @@ func (x *exchange) attempt(ctx context.Context) error {
 		// base transport aborts the body, whose reads now fail.
 		return sb.endedByContext(ctx)
 	}
+}
+
+// failed returns err, the failure of an attempt that may have reached the
+// server, marked with retry.Permanent if it may not be retried.
+func (x *exchange) failed(err error) error {
+	if !x.mayRetry(false) {
+		return retry.Permanent(err)
+	}
+	return err
 }
 
 // mayRetry reports whether a failed attempt may be retried; unprocessed says

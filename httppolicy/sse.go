@@ -1,0 +1,238 @@
+package httppolicy
+
+import (
+	"bytes"
+	"strings"
+)
+
+// defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means:
+// Anthropic's "ping" events.
+var defaultKeepaliveEvents = []string{"ping"}
+
+// maxEventName bounds the bytes of an event: line's value kept for matching
+// against the keepalive names: a longer value matches none (keepalive
+// names longer than this are ignored).
+const maxEventName = 64
+
+// isEventStream reports whether the Content-Type value ct is
+// text/event-stream, parameters and case aside, without allocating.
+func isEventStream(ct string) bool {
+	const mt = "text/event-stream"
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(mt) || !strings.EqualFold(ct[:len(mt)], mt) {
+		return false
+	}
+	rest := ct[len(mt):]
+	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
+}
+
+// Line states of the scanner.
+const (
+	sseLineStart  = iota // no byte of the line yet
+	sseFieldName         // in the field name, before any colon
+	sseValueStart        // just after the colon: one space may follow
+	sseValue             // in the value of a field
+	sseSkip              // in a comment, or a value that does not matter
+)
+
+// Fields the scanner tells apart.
+const (
+	sseOther = iota
+	sseData
+	sseEvent
+)
+
+// sseScanner follows a text/event-stream body (as the HTML Living
+// Standard's "event stream interpretation" reads it) far enough to tell
+// when an event that counts has been completed: one with at least one data
+// field, whose type (its last event: field, "message" without one) is not
+// a keepalive name. Comment lines (starting with ':'), events without data
+// and keepalive events, data lines included, do not count. Lines end with
+// CRLF, CR or LF; a CR at the end of one chunk and an LF at the start of
+// the next are one line ending. A leading UTF-8 BOM is skipped. Chunks may
+// split the stream anywhere.
+//
+// Its zero value is not usable: set keep with newSSEScanner. It is used by
+// one goroutine at a time.
+type sseScanner struct {
+	keep        []string // keepalive event names
+	keepMessage bool     // "message", the type of an event with no event: line, is a keepalive
+
+	bomDone bool
+	bomSeen int  // bytes of the BOM matched so far
+	cr      bool // the last byte was a CR
+
+	state   int
+	field   int // the current line's field, once known
+	name    [5]byte
+	nameLen int // bytes of the field name seen (may exceed len(name))
+	val     [maxEventName]byte
+	valLen  int // bytes of an event: value seen (may exceed len(val))
+
+	data      bool // the current event has a data field
+	keepalive bool // the current event's type is a keepalive name
+}
+
+func newSSEScanner(keep []string) sseScanner {
+	s := sseScanner{keep: keep}
+	s.keepMessage = s.isKeepalive(nil)
+	s.keepalive = s.keepMessage
+	return s
+}
+
+// isKeepalive reports whether the event type name (empty: "message") is a
+// keepalive name.
+func (s *sseScanner) isKeepalive(name []byte) bool {
+	if len(name) == 0 {
+		name = []byte("message")
+	}
+	for _, k := range s.keep {
+		if string(name) == k {
+			return true
+		}
+	}
+	return false
+}
+
+var bom = [3]byte{0xEF, 0xBB, 0xBF}
+
+// scan reads the next chunk of the stream and reports how many events that
+// count it completed.
+func (s *sseScanner) scan(p []byte) int {
+	events := 0
+	i := 0
+	for i < len(p) {
+		c := p[i]
+		if !s.bomDone {
+			if c == bom[s.bomSeen] {
+				s.bomSeen++
+				i++
+				if s.bomSeen == len(bom) {
+					s.bomDone = true
+				}
+				continue
+			}
+			s.bomDone = true
+			if s.bomSeen > 0 {
+				// Not a BOM: those bytes began a field name that matches
+				// no field.
+				s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
+			}
+		}
+		if s.cr {
+			s.cr = false
+			if c == '\n' {
+				i++
+				continue
+			}
+		}
+		if c == '\r' || c == '\n' {
+			if s.endLine() {
+				events++
+			}
+			s.cr = c == '\r'
+			i++
+			continue
+		}
+		switch s.state {
+		case sseLineStart:
+			if c == ':' {
+				s.state = sseSkip // a comment
+				i++
+				continue
+			}
+			s.state, s.nameLen = sseFieldName, 0
+			fallthrough
+		case sseFieldName:
+			if c == ':' {
+				s.field = s.fieldKind()
+				s.state = sseValueStart
+				s.valLen = 0
+				i++
+				continue
+			}
+			if s.nameLen < len(s.name) {
+				s.name[s.nameLen] = c
+			}
+			s.nameLen++
+			i++
+		case sseValueStart:
+			s.state = sseValue
+			if s.field != sseEvent {
+				s.state = sseSkip
+			}
+			if c == ' ' {
+				i++
+				continue
+			}
+			if s.state == sseSkip {
+				continue
+			}
+			fallthrough
+		case sseValue: // an event: value
+			if s.valLen < len(s.val) {
+				s.val[s.valLen] = c
+			}
+			s.valLen++
+			i++
+		default: // sseSkip: on to the end of the line
+			j := indexLineEnd(p[i:])
+			if j < 0 {
+				return events
+			}
+			i += j
+		}
+	}
+	return events
+}
+
+// fieldKind classifies the field name read so far.
+func (s *sseScanner) fieldKind() int {
+	switch {
+	case s.nameLen == 4 && string(s.name[:4]) == "data":
+		return sseData
+	case s.nameLen == 5 && string(s.name[:5]) == "event":
+		return sseEvent
+	}
+	return sseOther
+}
+
+// endLine ends the current line and reports whether it dispatched an event
+// that counts.
+func (s *sseScanner) endLine() bool {
+	state := s.state
+	s.state = sseLineStart
+	switch state {
+	case sseLineStart:
+		// A blank line dispatches the event, if it has data.
+		counts := s.data && !s.keepalive
+		s.data, s.keepalive = false, s.keepMessage
+		return counts
+	case sseFieldName:
+		// A field with no colon: its whole line is the name, its value
+		// empty.
+		s.field = s.fieldKind()
+		s.valLen = 0
+	}
+	switch s.field { // sseOther after a comment
+	case sseData:
+		s.data = true
+	case sseEvent:
+		s.keepalive = s.valLen <= len(s.val) && s.isKeepalive(s.val[:s.valLen])
+	}
+	s.field = sseOther
+	return false
+}
+
+// indexLineEnd returns the index of the first CR or LF in b, or -1.
+func indexLineEnd(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	end := n
+	if n < 0 {
+		end = len(b)
+	}
+	if r := bytes.IndexByte(b[:end], '\r'); r >= 0 {
+		return r
+	}
+	return n
+}

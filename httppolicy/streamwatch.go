@@ -1,0 +1,235 @@
+package httppolicy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// maxPrefix bounds what an attempt reads ahead while it waits for the
+// first byte that counts: a stream that sends more keepalives than this
+// before its first event fails the attempt.
+const maxPrefix = 1 << 20
+
+// prefixChunk is the size of the first read ahead: enough for a small body
+// to come with its EOF, so that the call can end at once.
+const prefixChunk = 512
+
+var errTooManyKeepalives = errors.New("httppolicy: more than 1 MiB of keepalives before the first event")
+
+// States of a streamWatch.
+const (
+	watchFirstByte int32 = iota // waiting for the first byte that counts
+	watchStreaming              // the first byte is in: only the idle timer may fire
+	watchFired                  // a timer fired and canceled the attempt
+	watchOver                   // the attempt has ended
+)
+
+// streamWatch runs the stream timers of one attempt. The attempt sends its
+// request with ctx, a child of the attempt's context canceled with a
+// *streamTimeoutError as its cause when a timer fires: net/http would turn
+// a plain cancellation into context.Canceled, which a breaker does not
+// count, so the attempt returns the cause instead (see timedOut).
+//
+// state orders the timers against the events that disarm them: the first
+// byte (watchFirstByte to watchStreaming), the end of the attempt (to
+// watchOver). A timer fires only if it moves state first, so a first byte
+// that comes as the timer fires either wins or is reported as late, never
+// both.
+type streamWatch struct {
+	t      *Transport
+	parent context.Context // the attempt's context
+	ctx    context.Context // parent's child, sent with the request
+	cancel context.CancelCauseFunc
+	state  atomic.Int32
+
+	firstByte, idle time.Duration
+	fbTimer         *time.Timer // nil without a first byte timeout
+	idleTimer       *time.Timer // nil until the response is handed over with an idle timeout
+
+	// sse is set for a text/event-stream response: only its events count.
+	sse      sseScanner
+	isSSE    bool
+	idleLeft time.Duration // of the idle timeout, while only keepalives come
+}
+
+// newStreamWatch starts the watch of an attempt with context parent and
+// arms the first byte timer.
+func newStreamWatch(t *Transport, parent context.Context, st streamTimeouts) *streamWatch {
+	w := &streamWatch{t: t, parent: parent, firstByte: st.firstByte, idle: st.idle}
+	w.ctx, w.cancel = context.WithCancelCause(parent)
+	if w.firstByte > 0 {
+		w.fbTimer = time.AfterFunc(w.firstByte, w.fireFirstByte)
+	}
+	return w
+}
+
+func (w *streamWatch) fireFirstByte() { w.fire(watchFirstByte, ErrFirstByteTimeout, w.firstByte) }
+func (w *streamWatch) fireIdle()      { w.fire(watchStreaming, ErrIdleTimeout, w.idle) }
+
+// fire cancels the attempt with a timeout error, if the watch is still in
+// state from and the attempt's own context is live (a deadline or the
+// caller ended it first: theirs is the error), and records the timeout.
+func (w *streamWatch) fire(from int32, sentinel error, d time.Duration) {
+	if w.parent.Err() != nil || !w.state.CompareAndSwap(from, watchFired) {
+		return
+	}
+	err := &streamTimeoutError{sentinel: sentinel, name: w.t.Name, timeout: d}
+	w.cancel(err)
+	if context.Cause(w.ctx) != err {
+		return // the parent ended in between
+	}
+	tel := w.t.telemetry()
+	if sentinel == ErrFirstByteTimeout {
+		tel.firstByte.Record(w.parent)
+	} else {
+		tel.idle.Record(w.parent)
+	}
+}
+
+// timedOut returns the timeout error the attempt was canceled with, or nil.
+func (w *streamWatch) timedOut() error {
+	if err, ok := context.Cause(w.ctx).(*streamTimeoutError); ok {
+		return err
+	}
+	return nil
+}
+
+// cause returns the error that canceled the attempt: the timeout's, or
+// the attempt context's own (a deadline, the caller).
+func (w *streamWatch) cause() error {
+	if te := w.timedOut(); te != nil {
+		return te
+	}
+	return context.Cause(w.ctx)
+}
+
+// firstByteIn disarms the first byte timer (it may be called again). It
+// reports false if the timer fired first: the attempt is canceled.
+func (w *streamWatch) firstByteIn() bool {
+	if w.state.CompareAndSwap(watchFirstByte, watchStreaming) {
+		if w.fbTimer != nil {
+			w.fbTimer.Stop()
+		}
+		return true
+	}
+	return w.state.Load() != watchFired
+}
+
+// end ends the watch with its attempt: no timer fires after it.
+func (w *streamWatch) end() {
+	w.state.Store(watchOver)
+	if w.fbTimer != nil {
+		w.fbTimer.Stop()
+	}
+	if w.idleTimer != nil {
+		w.idleTimer.Stop()
+	}
+	w.cancel(context.Canceled)
+}
+
+// watchResponse prepares the watch for resp's body: SSE events or every
+// byte.
+func (w *streamWatch) watchResponse(resp *http.Response) {
+	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+		w.isSSE = true
+		keep := w.t.KeepaliveEvents
+		if keep == nil {
+			keep = defaultKeepaliveEvents
+		}
+		w.sse = newSSEScanner(keep)
+	}
+}
+
+// counts reports whether the chunk p of the body brought data that counts.
+func (w *streamWatch) counts(p []byte) bool {
+	if w.isSSE {
+		return w.sse.scan(p) > 0
+	}
+	return len(p) > 0
+}
+
+// readFirst reads body until the first byte that counts, its end or an
+// error, while the first byte timer runs, and returns what it read. eof
+// reports that it read the whole body. On error the caller closes body.
+func (w *streamWatch) readFirst(body io.Reader) (prefix []byte, eof bool, err error) {
+	prefix = make([]byte, 0, prefixChunk)
+	for {
+		if len(prefix) == cap(prefix) {
+			prefix = append(prefix, 0)[:len(prefix)]
+		}
+		n, rerr := body.Read(prefix[len(prefix):cap(prefix)])
+		counted := w.counts(prefix[len(prefix) : len(prefix)+n])
+		prefix = prefix[:len(prefix)+n]
+		switch {
+		case rerr == io.EOF:
+			if !w.firstByteIn() {
+				return nil, false, w.cause()
+			}
+			return prefix, true, nil
+		case rerr != nil:
+			if te := w.timedOut(); te != nil {
+				return nil, false, te
+			}
+			return nil, false, rerr
+		case counted:
+			if !w.firstByteIn() {
+				return nil, false, w.cause()
+			}
+			return prefix, false, nil
+		case len(prefix) > maxPrefix:
+			return nil, false, errTooManyKeepalives
+		}
+	}
+}
+
+// startIdle arms the idle timer for the body handed over.
+func (w *streamWatch) startIdle() {
+	w.idleLeft = w.idle
+	w.idleTimer = time.AfterFunc(time.Hour, w.fireIdle)
+	w.idleTimer.Stop()
+}
+
+// read reads from the handed over body rc, with the idle timer running
+// while it waits. Keepalives do not restart the timer: their wait is taken
+// off what is left of it.
+func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
+	var start time.Time
+	if w.isSSE {
+		start = time.Now()
+	}
+	w.idleTimer.Reset(w.idleLeft)
+	n, err := rc.Read(p)
+	w.idleTimer.Stop()
+	if w.counts(p[:n]) {
+		w.idleLeft = w.idle
+	} else if w.isSSE {
+		if w.idleLeft -= time.Since(start); w.idleLeft <= 0 {
+			w.idleLeft = 1 // the next Read that waits fires at once
+		}
+	}
+	if err != nil && err != io.EOF {
+		if te := w.timedOut(); te != nil {
+			err = te
+		}
+	}
+	return n, err
+}
+
+// firstByteBody is the body of a failure response read into memory under
+// a first byte timeout: its first byte (or its end) disarms the timer.
+type firstByteBody struct {
+	io.ReadCloser
+	w *streamWatch
+}
+
+func (b *firstByteBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 || err == io.EOF {
+		b.w.firstByteIn()
+	}
+	return n, err
+}
