@@ -14,7 +14,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -28,18 +30,54 @@ import (
 	"github.com/watertight/watertight/deadline"
 )
 
+// scenarios are the demo's parts, run in order.
+var scenarios = []struct {
+	title string
+	run   func() error
+}{
+	{"1. Both providers healthy", healthy},
+	{"2. A slow provider fills its own bulkhead only", slowProvider},
+	{"3. Retry-After is honoured", retryAfter},
+	{"4. The breaker opens on a failing provider and closes when it recovers", breakerCycle},
+	{"5. A stream holds its slot until it ends", streamSlot},
+	{"6. A hung provider is cut by the attempt deadline", hung},
+}
+
+// parseArgs parses the command line: the command takes no flag and no
+// subcommand, only -h, which prints the usage to stderr and returns
+// flag.ErrHelp.
+func parseArgs(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run .   (from examples/llm)
+
+Runs the openai-go and anthropic-sdk-go clients, each through a watertight
+pipeline, against local fake providers, in these scenarios:
+`)
+		for _, s := range scenarios {
+			fmt.Fprintln(stderr, "  "+s.title)
+		}
+		fmt.Fprintln(stderr, "\nIt takes no flags and has no subcommands; it needs no API key or network.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+	}
+	return nil
+}
+
 func main() {
-	for _, s := range []struct {
-		title string
-		run   func() error
-	}{
-		{"1. Both providers healthy", healthy},
-		{"2. A slow provider fills its own bulkhead only", slowProvider},
-		{"3. Retry-After is honoured", retryAfter},
-		{"4. The breaker opens on a failing provider and closes when it recovers", breakerCycle},
-		{"5. A stream holds its slot until it ends", streamSlot},
-		{"6. A hung provider is cut by the attempt deadline", hung},
-	} {
+	if err := parseArgs(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "llm:", err)
+		os.Exit(2)
+	}
+	for _, s := range scenarios {
 		fmt.Println(s.title)
 		if err := s.run(); err != nil {
 			fmt.Fprintln(os.Stderr, "   error:", err)

@@ -93,7 +93,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			return // -h: the usage is printed; asking for it is no failure
 		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -105,6 +105,8 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
+		case "help":
+			args = []string{"-h"}
 		case "upstream":
 			return runUpstream(ctx, args[1:], stderr)
 		case "app":
@@ -124,7 +126,7 @@ type loadFlags struct {
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet, defDelay time.Duration) {
-	fs.DurationVar(&f.delay, "delay", defDelay, "the upstream's delay (default from $DELAY, else 30s)")
+	fs.DurationVar(&f.delay, "delay", defDelay, delayUsage)
 	fs.IntVar(&f.chats, "chats", 80, "chats sent at once")
 	fs.IntVar(&f.logins, "logins", 50, "logins per wave, the first 1s after the chats")
 	fs.IntVar(&f.rounds, "rounds", 1, "login waves, 1s apart, pooled into one set of samples")
@@ -153,9 +155,32 @@ func (f *loadFlags) params() params {
 // (about two delays in shared mode, queued behind the first wave).
 func (f *loadFlags) clientTimeout() time.Duration { return 4*f.delay + 30*time.Second }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// delayUsage is the usage of every -delay flag; the flag package appends
+// the default, which $DELAY has already set.
+const delayUsage = "how long the upstream takes to answer, taken from $DELAY if set (a duration, or milliseconds as the seed's DELAY_MS)"
+
+// usage is the all-in-one command's usage: its subcommands, then (printed
+// by newFlagSet's Usage) its flags.
+const usage = `Usage:
+  loginstorm [flags]             run upstream, app and load in this process, for each -mode in turn
+  loginstorm upstream [flags]    serve the slow upstream (a fake LLM provider)
+  loginstorm app [flags]         serve /login and /chat, in shared or bulkhead mode
+  loginstorm load [flags]        send the chats and logins to an app started elsewhere
+  loginstorm help                print this
+
+Run "loginstorm <subcommand> -h" for a subcommand's flags.
+`
+
+// newFlagSet returns a flag set named name whose usage goes to stderr:
+// head, then the flags with their defaults.
+func newFlagSet(name, head string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, head)
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -167,7 +192,7 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var f loadFlags
 	var mode string
-	fs := newFlagSet("loginstorm", stderr)
+	fs := newFlagSet("loginstorm", usage, stderr)
 	f.register(fs, defDelay)
 	fs.StringVar(&mode, "mode", "both", "shared, bulkhead or both")
 	if err := fs.Parse(args); err != nil {
@@ -244,9 +269,9 @@ func runUpstream(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("loginstorm upstream", stderr)
+	fs := newFlagSet("loginstorm upstream", "Usage: loginstorm upstream [flags]\n\nServes the slow upstream, a fake LLM provider that answers every request after -delay, until interrupted.\n", stderr)
 	addr := fs.String("addr", "127.0.0.1:4001", "address to listen on")
-	delay := fs.Duration("delay", defDelay, "how long every answer takes (default from $DELAY, else 30s)")
+	delay := fs.Duration("delay", defDelay, delayUsage)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -263,10 +288,10 @@ func runApp(ctx context.Context, args []string, stderr io.Writer) error {
 	if defMode == "" {
 		defMode = modeShared
 	}
-	fs := newFlagSet("loginstorm app", stderr)
+	fs := newFlagSet("loginstorm app", "Usage: loginstorm app [flags]\n\nServes /login and /chat until interrupted; /chat calls the upstream.\n", stderr)
 	addr := fs.String("addr", "127.0.0.1:3000", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:4001", "the upstream's base URL")
-	mode := fs.String("mode", defMode, "shared or bulkhead (default from $MODE, else shared)")
+	mode := fs.String("mode", defMode, "shared or bulkhead, taken from $MODE if set")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -286,7 +311,7 @@ func runLoadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	var f loadFlags
-	fs := newFlagSet("loginstorm load", stderr)
+	fs := newFlagSet("loginstorm load", "Usage: loginstorm load [flags]\n\nSends the chats, then the login waves, to an app started elsewhere and reports the logins' latency.\n", stderr)
 	f.register(fs, defDelay)
 	target := fs.String("target", "http://127.0.0.1:3000", "the app's base URL")
 	if err := fs.Parse(args); err != nil {

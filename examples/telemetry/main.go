@@ -1,18 +1,20 @@
 // Command telemetry shows watertight's traces and metrics leaving the
-// process through the OpenTelemetry SDK: spans to stdout (or stderr) and, if
-// the standard OTEL_EXPORTER_OTLP_* variables name a collector, over
-// OTLP/HTTP; metrics on a Prometheus /metrics endpoint.
+// process through the OpenTelemetry SDK: metrics on a Prometheus /metrics
+// endpoint; spans over OTLP/HTTP if the standard OTEL_EXPORTER_OTLP_*
+// variables name a collector, and as JSON to stderr or stdout if -spans asks.
 //
 // It runs a small storm through four pipelines (see [RunStorm]): 20 calls
 // of 50 ms at once into a bulkhead of 2 with no queue, calls that succeed on
 // their second attempt, a call whose attempts outlive their timeout, and a
 // dependency that always fails until a breaker opens. Then it scrapes its
 // own /metrics over HTTP, prints the watertight_* samples, and shuts down,
-// or with -serve keeps serving /metrics until interrupted.
+// or with -serve keeps serving /metrics until interrupted, running the storm
+// again every -every if that is set (for a Prometheus and the Grafana
+// dashboard in grafana/ to watch).
 //
 // Usage, from examples/telemetry:
 //
-//	go run . [-addr 127.0.0.1:9464] [-serve] [-spans stderr|stdout|off] [-pretty] [-buckets]
+//	go run . [-addr 127.0.0.1:9464] [-serve [-every 5s]] [-spans off|stderr|stdout] [-pretty] [-buckets]
 //	OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 go run .
 package main
 
@@ -37,25 +39,48 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			return // -h: the usage is printed; asking for it is no failure
 		}
 		fmt.Fprintln(os.Stderr, "telemetry:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the command: the storm summary and the scrape go to stdout, spans
-// (by default) and progress to stderr.
+// usage heads the command's -h output; the flags follow.
+const usage = `Usage: go run . [flags]   (from examples/telemetry)
+
+Runs a storm through four watertight pipelines, serves their metrics on
+/metrics (Prometheus format), scrapes it and prints the watertight_* samples.
+Spans go over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and as JSON only if -spans asks.
+There are no subcommands.
+
+Flags:
+`
+
+// run is the command: the storm summary and the scrape go to stdout,
+// progress to stderr, spans where -spans says (nowhere by default).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("telemetry", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
 	addr := fs.String("addr", "127.0.0.1:9464", "address of the Prometheus /metrics endpoint")
 	serve := fs.Bool("serve", false, "keep serving /metrics after the storm, until interrupted")
-	spans := fs.String("spans", "stderr", "where the stdout trace exporter writes spans: stderr, stdout or off")
+	every := fs.Duration("every", 0, "with -serve, run the storm again at this interval (0: once)")
+	spans := fs.String("spans", "off", "where the stdout trace exporter writes spans as JSON: off, stderr or stdout")
 	pretty := fs.Bool("pretty", false, "indent the spans' JSON")
 	buckets := fs.Bool("buckets", false, "print the histogram's _bucket samples too")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the command has no subcommands (see -h)", fs.Arg(0))
+	}
+	if *every < 0 || (*every > 0 && !*serve) {
+		return fmt.Errorf("-every must be > 0 and used with -serve, got %v", *every)
 	}
 	cfg := SetupConfig{ServiceName: "watertight-telemetry-demo", PrettySpans: *pretty}
 	switch *spans {
@@ -102,7 +127,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	metricsURL := "http://" + ln.Addr().String() + "/metrics"
 
 	storm, err := RunStorm(ctx, tel.TracerProvider, tel.MeterProvider, StormConfig{}, stdout)
-	defer storm.Close()
+	// storm's observable instruments stay registered until it is closed,
+	// after the last scrape or when a later storm replaces it.
+	defer func() { storm.Close() }()
 	if err != nil {
 		return err
 	}
@@ -124,10 +151,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	if *serve {
 		fmt.Fprintf(stderr, "serving %s; interrupt to stop\n", metricsURL)
-		select {
-		case <-ctx.Done():
-		case err := <-served:
-			served <- err // for the deferred Shutdown
+		var tick <-chan time.Time
+		if *every > 0 {
+			t := time.NewTicker(*every)
+			defer t.Stop()
+			tick = t.C
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-served:
+				served <- err // for the deferred Shutdown
+				return nil
+			case <-tick:
+				next, err := RunStorm(ctx, tel.TracerProvider, tel.MeterProvider, StormConfig{}, io.Discard)
+				if err != nil {
+					next.Close()
+					if ctx.Err() != nil {
+						return nil // interrupted mid-storm
+					}
+					return err
+				}
+				storm.Close()
+				storm = next
+			}
 		}
 	}
 	return nil

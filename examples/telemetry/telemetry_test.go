@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -524,5 +526,112 @@ func TestRun(t *testing.T) {
 	// The stdout trace exporter wrote the spans, flushed before the scrape.
 	if n := strings.Count(stderr.String(), `"Name":"watertight storm"`); n != 20 {
 		t.Errorf("stderr holds %d storm spans, want 20", n)
+	}
+}
+
+// TestRunSpansOffByDefault checks that `go run .` prints no span: they go
+// to stderr or stdout only when -spans asks.
+func TestRunSpansOffByDefault(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"-addr", "127.0.0.1:0"}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "watertight_rejections_total{") {
+		t.Errorf("stdout lacks the scrape:\n%s", stdout.String())
+	}
+	for name, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String()} {
+		if strings.Contains(out, `"SpanContext"`) || strings.Contains(out, `"Name":"watertight`) {
+			t.Errorf("%s holds spans without -spans:\n%.2000s", name, out)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+// TestRunUsage checks -h: the usage says what the command does, that it
+// has no subcommands, and lists each flag once with its default once.
+func TestRunUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"-h"}, &stdout, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
+	}
+	out := stderr.String()
+	for _, want := range []string{"Usage: go run .", "no subcommands", "-addr", "-serve", "-every", "-spans", `(default "off")`, "-pretty", "-buckets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage lacks %q:\n%s", want, out)
+		}
+	}
+	for line := range strings.Lines(out) {
+		if strings.Count(line, "default") > 1 {
+			t.Errorf("a usage line gives its default twice: %q", line)
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("-h wrote to stdout: %q", stdout.String())
+	}
+}
+
+func TestRunFlagErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-spans", "syslog"}, "-spans must be"},
+		{[]string{"-every", "1s"}, "-every must be > 0 and used with -serve"},
+		{[]string{"-serve", "-every", "-1s"}, "-every must be > 0"},
+		{[]string{"storm"}, `unexpected argument "storm"`},
+	} {
+		err := run(t.Context(), tt.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestRunServeEvery checks that -serve -every runs the storm again while
+// serving, so the counters keep rising for a Prometheus to rate, and that
+// an interrupt ends the command cleanly.
+func TestRunServeEvery(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &lineWatcher{want: "serving ", found: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-serve", "-every", "50ms"}, io.Discard, stderr)
+	}()
+	var url string
+	select {
+	case line := <-stderr.found:
+		url = strings.TrimSuffix(strings.Fields(strings.TrimPrefix(line, "serving "))[0], ";")
+	case err := <-done:
+		t.Fatalf("run ended before serving: %v", err)
+	}
+	rejected := func() float64 {
+		for _, s := range samples(t, scrapeURL(t, url))["watertight_rejections_total"] {
+			if strings.Contains(s.labels, "watertight_policy_name=storm") {
+				return s.value
+			}
+		}
+		return 0
+	}
+	first := rejected()
+	// No timed assertion: the storm repeats every 50 ms, so the count
+	// rises unless -every does nothing; the test's own timeout bounds it.
+	for rejected() <= first {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run after an interrupt: %v", err)
 	}
 }
