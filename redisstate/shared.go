@@ -1,0 +1,402 @@
+package redisstate
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+// SharedBreaker is a circuit breaker whose open state is shared by the
+// replicas that use the same Name and Redis. Every call goes through a
+// local [breaker.Breaker], which decides alone: the success path costs no
+// round trip to Redis. When the local breaker trips, a background
+// goroutine reports it (a Lua script scored by Redis TIME); once Quorum
+// replicas have tripped within Window, the breaker is open everywhere for
+// OpenTimeout: the replicas learn it by pub/sub, or by polling if a
+// message was missed, and hold their local breakers open for the time that
+// remains, on their own clocks. Then one replica at a time, the holder of
+// a probe lease, sends the half-open probes; its verdict closes the
+// breaker everywhere or opens it again. The others reject meanwhile with
+// reason "half_open_full".
+//
+// While Redis cannot be asked, each replica runs on its local breaker
+// alone (a trip opens it locally, and it probes for itself); when Redis
+// answers again, the replicas follow the shared state again. Build one with
+// [NewSharedBreaker] and stop it with [SharedBreaker.Close]; the zero
+// value is not usable. A SharedBreaker is safe for concurrent use by
+// multiple goroutines.
+type SharedBreaker struct {
+	br       *breaker.Breaker
+	conn     *conn
+	replica  string
+	keys     []string // state, trips, gen, probe
+	channel  string
+	window   string // ms
+	quorum   string
+	openMS   string
+	graceMS  string
+	leaseMS  string
+	poll     time.Duration
+	fallback *fallbackRecord
+
+	// active: the local breaker is held by shared open period gen, rather
+	// than by its own trip; prober: this replica holds gen's probe lease.
+	active atomic.Bool
+	prober atomic.Bool
+	gen    atomic.Int64
+
+	applyMu sync.Mutex // serialises applying the shared state
+	events  chan report
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	pubsub  *redis.PubSub
+	once    sync.Once
+}
+
+// report is a change of the local breaker to tell Redis about.
+type report struct {
+	verdict bool  // a prober's verdict; else a trip
+	ok      bool  // the verdict: closed
+	gen     int64 // the open period judged
+}
+
+// NewSharedBreaker returns a SharedBreaker configured by cfg, or an error
+// naming the first invalid field. It subscribes to the breaker's channel
+// and starts polling in the background; it does not wait for Redis, and
+// works on its local breaker until Redis answers.
+func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newConn(cfg.Redis, cfg.Breaker.Name, cfg.Breaker.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	open := cfg.Breaker.OpenTimeout
+	if open == 0 {
+		open = breaker.DefaultOpenTimeout
+	}
+	quorum, window, poll, lease := cfg.Quorum, cfg.Window, cfg.PollInterval, cfg.ProbeLease
+	if quorum == 0 {
+		quorum = DefaultQuorum
+	}
+	if window == 0 {
+		window = DefaultTripWindow
+	}
+	if poll == 0 {
+		poll = DefaultPollInterval
+	}
+	if lease == 0 {
+		lease = DefaultProbeLease
+	}
+	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
+	prefix := keyPrefix("breaker", cfg.Breaker.Name)
+	in := telemetry.NewInstruments(cfg.Breaker.MeterProvider)
+	s := &SharedBreaker{
+		conn:    c,
+		replica: cfg.Replica,
+		keys:    []string{prefix + "state", prefix + "trips", prefix + "gen", prefix + "probe"},
+		channel: prefix + "events",
+		window:  ms(window),
+		quorum:  strconv.Itoa(quorum),
+		openMS:  ms(open),
+		// An open period left without a verdict (every replica gone)
+		// lapses into closed this long after it ended.
+		graceMS:  ms(open + 2*lease),
+		leaseMS:  ms(lease),
+		poll:     poll,
+		fallback: newFallbackRecord(in.Meter, KindSharedBreaker, cfg.Breaker.Name, "local"),
+		events:   make(chan report, 64),
+		stop:     make(chan struct{}),
+	}
+	if s.replica == "" {
+		s.replica = newReplicaID()
+	}
+	bc := cfg.Breaker
+	user := bc.OnStateChange
+	bc.OnStateChange = func(from, to breaker.State) {
+		if user != nil {
+			user(from, to)
+		}
+		s.onStateChange(from, to)
+	}
+	s.br, err = breaker.New(bc)
+	if err != nil {
+		c.close()
+		return nil, errorf("Config.%w", trimPrefix(err))
+	}
+	s.br.GateProbes(s.gate)
+	s.wg.Add(1)
+	go s.work()
+	if !cfg.NoSubscribe {
+		s.pubsub = c.client.Subscribe(context.Background(), s.channel)
+		s.wg.Add(1)
+		go s.listen()
+	}
+	return s, nil
+}
+
+// trimPrefix strips "breaker: Config." from a breaker config error so that
+// it reads "redisstate: Config.Breaker.X ...".
+func trimPrefix(err error) error {
+	return errString("Breaker." + strings.TrimPrefix(err.Error(), "breaker: Config."))
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// Execute runs fn through the local breaker: see [breaker.Breaker.Execute].
+// It never waits for Redis.
+func (s *SharedBreaker) Execute(ctx context.Context, fn policy.Func) error {
+	return s.br.Execute(ctx, fn)
+}
+
+// Breaker returns the local breaker, for its State and Counts. Calling its
+// ForceOpen, Reset, OpenUntil or GateProbes interferes with the sharing.
+func (s *SharedBreaker) Breaker() *breaker.Breaker { return s.br }
+
+// State returns the local breaker's state.
+func (s *SharedBreaker) State() breaker.State { return s.br.State() }
+
+// Replica returns the identity of this replica in Redis.
+func (s *SharedBreaker) Replica() string { return s.replica }
+
+// gate lets a half-open local breaker probe if this replica holds the
+// probe lease of the shared open period, or if the open period is its own
+// (a trip below the quorum, or while Redis cannot be asked).
+func (s *SharedBreaker) gate(context.Context) bool {
+	return !s.active.Load() || s.prober.Load()
+}
+
+// onStateChange queues the local breaker's trips and verdicts for the
+// worker. It runs on the goroutine that delivers the change (usually a
+// caller's): it never blocks and never talks to Redis.
+func (s *SharedBreaker) onStateChange(from, to breaker.State) {
+	var r report
+	switch {
+	case from == breaker.HalfOpen && s.active.Load() && s.prober.Load() && (to == breaker.Open || to == breaker.Closed):
+		r = report{verdict: true, ok: to == breaker.Closed, gen: s.gen.Load()}
+	case to == breaker.Open && !s.active.Load():
+		r = report{}
+	default:
+		return
+	}
+	select {
+	case s.events <- r:
+	default: // full: the next poll converges
+	}
+}
+
+// listen applies the messages of the breaker's channel.
+func (s *SharedBreaker) listen() {
+	defer s.wg.Done()
+	ch := s.pubsub.Channel()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			s.onMessage(m.Payload)
+		}
+	}
+}
+
+// onMessage applies "open <gen> <ms>" or "closed <gen>".
+func (s *SharedBreaker) onMessage(p string) {
+	f := strings.Fields(p)
+	if len(f) < 2 {
+		return
+	}
+	gen, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return
+	}
+	switch {
+	case f[0] == "open" && len(f) == 3:
+		ms, err := strconv.ParseInt(f[2], 10, 64)
+		if err == nil {
+			s.applyOpen(gen, time.Duration(ms)*time.Millisecond)
+		}
+	case f[0] == "closed":
+		s.applyClosed(gen)
+	}
+}
+
+// applyOpen holds the local breaker for open period gen, remaining from
+// now (<= 0: half-open), unless it already is.
+func (s *SharedBreaker) applyOpen(gen int64, remaining time.Duration) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.active.Load() && s.gen.Load() == gen {
+		return
+	}
+	s.prober.Store(false)
+	s.gen.Store(gen)
+	s.active.Store(true) // before OpenUntil: its change is not a trip to report
+	s.br.OpenUntil(time.Now().Add(remaining))
+}
+
+// applyClosed closes the local breaker if it is held by open period gen.
+func (s *SharedBreaker) applyClosed(gen int64) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if !s.active.Load() || s.gen.Load() != gen {
+		return
+	}
+	s.active.Store(false)
+	s.prober.Store(false)
+	s.br.Reset()
+}
+
+// work reports the local breaker's changes and polls the shared state.
+func (s *SharedBreaker) work() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case r := <-s.events:
+			if r.verdict {
+				s.sendVerdict(r)
+			} else {
+				s.sendTrip()
+			}
+		case <-t.C:
+			s.pollOnce()
+		}
+	}
+}
+
+// run runs one script through the guard and returns its two numbers.
+func (s *SharedBreaker) run(sc *redis.Script, args ...any) (int64, int64, error) {
+	var res []int64
+	err := s.conn.do(context.Background(), func(ctx context.Context) error {
+		var err error
+		res, err = sc.Run(ctx, s.conn.client, s.keys, args...).Int64Slice()
+		return err
+	})
+	if err != nil {
+		s.unreachable()
+		return 0, 0, err
+	}
+	if len(res) != 2 {
+		return 0, 0, errorf("script returned %v", res)
+	}
+	return res[0], res[1], nil
+}
+
+// unreachable falls back to the local breaker alone: a half-open period
+// held for a shared open is now probed by this replica itself.
+func (s *SharedBreaker) unreachable() {
+	s.fallback.record(context.Background())
+	s.applyMu.Lock()
+	s.active.Store(false)
+	s.prober.Store(false)
+	s.applyMu.Unlock()
+}
+
+func (s *SharedBreaker) sendTrip() {
+	gen, rem, err := s.run(tripScript, s.replica, s.window, s.quorum, s.openMS, s.graceMS, s.channel)
+	if err == nil && gen > 0 {
+		s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
+	}
+}
+
+func (s *SharedBreaker) sendVerdict(r report) {
+	ok := "0"
+	if r.ok {
+		ok = "1"
+	}
+	gen, rem, err := s.run(verdictScript, s.replica, strconv.FormatInt(r.gen, 10), ok, s.openMS, s.graceMS, s.channel)
+	switch {
+	case err != nil || gen < 0:
+		return
+	case gen == 0:
+		s.applyClosed(r.gen)
+	default:
+		s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
+	}
+}
+
+// pollOnce reads the shared state, applies it if it differs from what this
+// replica holds, and takes or renews the probe lease of a half-open period.
+func (s *SharedBreaker) pollOnce() {
+	gen, rem, err := s.run(pollScript)
+	if err != nil {
+		return
+	}
+	if gen == 0 {
+		if s.active.Load() {
+			s.applyClosed(s.gen.Load())
+		}
+		return
+	}
+	s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
+	if rem > 0 {
+		return
+	}
+	got, _, err := s.runOne(probeScript, s.replica, strconv.FormatInt(gen, 10), s.leaseMS)
+	if err == nil {
+		s.applyMu.Lock()
+		if s.active.Load() && s.gen.Load() == gen {
+			s.prober.Store(got == 1)
+		}
+		s.applyMu.Unlock()
+	}
+}
+
+// runOne is run for a script that returns one number.
+func (s *SharedBreaker) runOne(sc *redis.Script, args ...any) (int64, int64, error) {
+	var n int64
+	err := s.conn.do(context.Background(), func(ctx context.Context) error {
+		var err error
+		n, err = sc.Run(ctx, s.conn.client, s.keys, args...).Int64()
+		return err
+	})
+	if err != nil {
+		s.unreachable()
+	}
+	return n, 0, err
+}
+
+// Close stops the background goroutines, closes the subscription and
+// unregisters the local breaker's gauge. It does not close Redis.Client.
+// The SharedBreaker goes on working as a local breaker. It always returns
+// nil and may be called more than once.
+func (s *SharedBreaker) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		if s.pubsub != nil {
+			s.pubsub.Close()
+		}
+		s.wg.Wait()
+		s.br.Close()
+		s.conn.close()
+	})
+	return nil
+}
+
+func init() {
+	stage.Register(func(p policy.Policy) (stage.Stage, stage.Repeater) {
+		if x, ok := p.(*SharedBreaker); ok && x != nil {
+			return stage.Of(x.br)
+		}
+		return nil, nil
+	})
+}

@@ -1,0 +1,205 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/redisstate"
+)
+
+func newShared(t testing.TB, cfg redisstate.BreakerConfig) *redisstate.SharedBreaker {
+	t.Helper()
+	s, err := redisstate.NewSharedBreaker(cfg)
+	if err != nil {
+		t.Fatalf("NewSharedBreaker: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// replicas builds n shared breakers named name on addr, each with its own
+// client, from cfg.
+func replicas(t testing.TB, n int, addr string, cfg redisstate.BreakerConfig) []*redisstate.SharedBreaker {
+	var out []*redisstate.SharedBreaker
+	for range n {
+		c := cfg
+		c.Redis.Client = newClient(t, addr)
+		out = append(out, newShared(t, c))
+	}
+	return out
+}
+
+func failN(s *redisstate.SharedBreaker, n int) {
+	for range n {
+		s.Execute(context.Background(), func(context.Context) error { return errBoom })
+	}
+}
+
+func TestSharedBreakerConfigErrors(t *testing.T) {
+	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer c.Close()
+	ok := redisstate.BreakerConfig{Breaker: breaker.Config{Name: "x"}, Redis: redisstate.Redis{Client: c}}
+	for _, tc := range []struct {
+		field string
+		edit  func(*redisstate.BreakerConfig)
+	}{
+		{"Config.Breaker.Name", func(c *redisstate.BreakerConfig) { c.Breaker.Name = "" }},
+		{"Config.Breaker.OpenTimeout", func(c *redisstate.BreakerConfig) { c.Breaker.OpenTimeout = -1 }},
+		{"Config.Quorum", func(c *redisstate.BreakerConfig) { c.Quorum = -1 }},
+		{"Config.Window", func(c *redisstate.BreakerConfig) { c.Window = time.Microsecond }},
+		{"Config.PollInterval", func(c *redisstate.BreakerConfig) { c.PollInterval = time.Microsecond }},
+		{"Config.ProbeLease", func(c *redisstate.BreakerConfig) { c.ProbeLease = time.Millisecond }},
+		{"Config.Redis.Client", func(c *redisstate.BreakerConfig) { c.Redis.Client = nil }},
+	} {
+		cfg := ok
+		tc.edit(&cfg)
+		s, err := redisstate.NewSharedBreaker(cfg)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: no error", tc.field)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "redisstate: ") || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %q", tc.field, err)
+		}
+	}
+}
+
+// TestSharedOpenPropagates: one replica's failures open the breaker on the
+// others, by subscription; no replica talks to Redis on a call.
+func TestSharedOpenPropagates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sub  bool
+	}{{"subscription", true}, {"polling", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startRedis(t)
+			rs := replicas(t, 3, s.Addr(), redisstate.BreakerConfig{
+				Breaker:      breaker.Config{Name: "prop", ConsecutiveFailures: 3, OpenTimeout: 10 * time.Second},
+				NoSubscribe:  !tc.sub,
+				PollInterval: 50 * time.Millisecond,
+			})
+			failN(rs[0], 3)
+			if st := rs[0].State(); st != breaker.Open {
+				t.Fatalf("tripping replica: %v", st)
+			}
+			start := time.Now()
+			eventually(t, 5*time.Second, "the others open", func() bool {
+				return rs[1].State() == breaker.Open && rs[2].State() == breaker.Open
+			})
+			t.Logf("open reached both other replicas in %v", time.Since(start))
+			var re *policy.RejectedError
+			err := rs[2].Execute(context.Background(), func(context.Context) error { t.Error("fn ran"); return nil })
+			if !errors.As(err, &re) || re.Reason != breaker.ReasonOpen {
+				t.Fatalf("other replica: %v", err)
+			}
+		})
+	}
+}
+
+// TestSharedQuorum: with Quorum 2, one replica's trip opens only itself;
+// a second replica's trip opens every replica.
+func TestSharedQuorum(t *testing.T) {
+	s := startRedis(t)
+	rs := replicas(t, 3, s.Addr(), redisstate.BreakerConfig{
+		Breaker: breaker.Config{Name: "quorum", ConsecutiveFailures: 2, OpenTimeout: 10 * time.Second},
+		Quorum:  2, PollInterval: 20 * time.Millisecond,
+	})
+	failN(rs[0], 2)
+	time.Sleep(150 * time.Millisecond) // several polls and a report: nothing may open
+	if rs[1].State() != breaker.Closed || rs[2].State() != breaker.Closed {
+		t.Fatalf("one trip of a quorum of 2 opened others: %v %v", rs[1].State(), rs[2].State())
+	}
+	failN(rs[1], 2)
+	eventually(t, 5*time.Second, "the third replica opens", func() bool { return rs[2].State() == breaker.Open })
+}
+
+// probeCounter is an upstream that counts the calls reaching it at once
+// and fails while sick.
+type probeCounter struct {
+	upstream
+	sick atomic.Bool
+}
+
+func (p *probeCounter) call(ctx context.Context) error {
+	if err := p.upstream.call(ctx, 20*time.Millisecond); err != nil {
+		return err
+	}
+	if p.sick.Load() {
+		return errBoom
+	}
+	return nil
+}
+
+// TestSharedOneProber: while the breaker is open everywhere, replicas
+// storming it send one probe at a time (the holder of the probe lease);
+// failed probes reopen it everywhere, and once the upstream heals the
+// prober's verdict closes every replica.
+func TestSharedOneProber(t *testing.T) {
+	s := startRedis(t)
+	rs := replicas(t, 4, s.Addr(), redisstate.BreakerConfig{
+		Breaker:      breaker.Config{Name: "probe", ConsecutiveFailures: 3, OpenTimeout: 150 * time.Millisecond},
+		PollInterval: 10 * time.Millisecond,
+	})
+	var up probeCounter
+	up.sick.Store(true)
+	failN(rs[0], 3)
+	eventually(t, 5*time.Second, "all open", func() bool {
+		for _, r := range rs {
+			if r.State() != breaker.Open {
+				return false
+			}
+		}
+		return true
+	})
+	up.peak.Store(0)
+	up.total.Store(0)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := r.Execute(context.Background(), up.call); errors.Is(err, policy.ErrRejected) {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(time.Second)
+	sickProbes, sickPeak := up.total.Load(), up.peak.Load()
+	up.sick.Store(false)
+	eventually(t, 5*time.Second, "all closed after a good probe", func() bool {
+		for _, r := range rs {
+			if r.State() != breaker.Closed {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("while sick: %d probes in 1s, at most %d at once", sickProbes, sickPeak)
+	if sickPeak > 1 {
+		t.Fatalf("%d probes at once across replicas, want 1", sickPeak)
+	}
+	// One probe per open period of 150 ms at most, give or take a period.
+	if sickProbes < 2 || sickProbes > 9 {
+		t.Fatalf("%d probes in 1 s of 150 ms open periods", sickProbes)
+	}
+}
