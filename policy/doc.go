@@ -14,9 +14,13 @@
 //   - panic if ctx or fn is nil, with a message naming its package, as the
 //     standard library does: a nil context is a programmer error;
 //   - call fn at most once per admitted call (a retrying policy may call it
-//     again, each time after the previous call has returned), with ctx or a
-//     context derived from it, and never after Execute has returned: the
-//     caller may reuse everything fn refers to;
+//     again, each time after the previous call has returned; a hedging
+//     policy may call it again while earlier calls still run: see below),
+//     with ctx or a context derived from it, and never start it after
+//     Execute has returned;
+//   - return only after every call of fn it started has returned, so that
+//     the caller may reuse everything fn refers to, except for the losing
+//     attempts of a hedge (below);
 //   - never retain ctx or fn after Execute returns;
 //   - return fn's error, or an error that wraps it with %w, so callers can
 //     still inspect it with [errors.Is] and [errors.As];
@@ -27,6 +31,28 @@
 //   - free whatever it holds if fn panics or calls runtime.Goexit, and let
 //     the panic propagate;
 //   - hold no lock while fn runs, and call user callbacks outside its locks.
+//
+// # Concurrent attempts (hedging)
+//
+// A policy for calls that are safe to repeat may run fn concurrently with
+// itself: after a delay with no answer, it starts another attempt beside
+// the first (retry.Hedge does). Such a policy must
+//
+//   - give each attempt a context made with [WithClaimer], whose Claimer
+//     grants the claim to one attempt at most at a time, and make the
+//     attempt that claimed the call's outcome when it succeeds;
+//   - cancel every other attempt's context once the call has its outcome,
+//     and return at once, without waiting for them: an attempt that
+//     ignores its context may still be running after Execute returned,
+//     and frees what it holds when it returns;
+//   - carry a panic (or runtime.Goexit) of an attempt's fn to the caller's
+//     goroutine while Execute has not returned.
+//
+// So a Func given to such a policy, or to a pipeline holding one, may run
+// concurrently with itself, and a losing attempt may outlive the call: it
+// must publish nothing the caller reads unless [Claim] says it won. [Do]
+// does exactly that, so fn passed to Do needs no care; code that fills a
+// variable from fn directly must either use Do or check Claim.
 //
 // # Why Execute is the whole contract
 //
