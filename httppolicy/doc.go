@@ -34,10 +34,56 @@
 // Timeouts follow from this: the Deadline bounds the whole exchange, the
 // wait for headers and the reading of the body. The Attempt policy of a
 // pipeline bounds the attempt, and since the attempt stays open while the
-// body is read, it bounds the stream too: set it for the longest body you
-// accept, or leave it unset and bound the wait for headers with
-// http.Transport.ResponseHeaderTimeout in Base (that timeout is a transport
-// error, retried like any other).
+// body is read, it bounds the stream too. For a stream, whose length
+// nobody knows in advance, use the stream timeouts below and leave the
+// Attempt unset, or set it for the longest stream you accept.
+//
+// # Client side: stream timeouts
+//
+// Two timeouts of the Transport watch a stream rather than a call, each
+// off when zero and overridable per request with [WithStreamTimeouts]:
+//
+//   - [Transport.FirstByteTimeout] bounds each attempt's wait from sending
+//     the request to the first byte of the response body (to the headers,
+//     for a response without a body). With it set, RoundTrip hands the
+//     response over only once that byte is in, so a late first byte is the
+//     attempt's failure: a breaker counts it, and it is retried when the
+//     request may be (see below), and the caller never sees the start of a
+//     stream that is then abandoned. A body that comes whole, with its end,
+//     while RoundTrip waits for its first byte ends the call at once: the
+//     bulkhead slot is free before the caller reads.
+//   - [Transport.IdleTimeout] bounds each Read of the body handed over:
+//     the timer runs only while a Read waits for data, so a slow reader is
+//     not taken for a stalled stream. When it fires, that Read fails, and
+//     the call ends as a failure: a breaker counts it, and nothing is
+//     retried, since the caller has part of the answer.
+//
+// For a text/event-stream response, both count only events: comment lines
+// (": ping", the keepalive of many servers) and events whose type is in
+// [Transport.KeepaliveEvents] (Anthropic's "ping" by default), their data
+// lines included, neither bring the first byte nor restart the idle timer;
+// a keepalive's wait is taken off what is left of the idle timeout. An
+// event counts once it is complete (its blank line is in). For any other
+// content type, every byte counts.
+//
+// The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout], and
+// deadline.ErrExceeded and context.DeadlineExceeded, never
+// context.Canceled: each attempt sends its request with a context of its
+// own, canceled with the timeout as its cause, and returns that cause
+// rather than net/http's cancellation, which a breaker would not count.
+// They are counted in watertight.timeouts with watertight.policy.kind
+// first_byte or idle and the Transport's Name, and added to the span in
+// the request's context as watertight.timeout events.
+//
+// The three fit together so: FirstByteTimeout catches a provider that
+// sends headers and then nothing (and is retried while nothing has reached
+// the caller); IdleTimeout catches a stream that stalls mid-way, however
+// many keepalives keep it looking alive; the pipeline's Deadline bounds
+// the whole call, retries and stream included; and the Attempt, if set,
+// still bounds each attempt, its stream included, so leave it unset or
+// long when streaming. A completion that is not streamed gets its headers
+// only once the whole answer is written: send it with WithStreamTimeouts
+// and a first byte timeout that fits, or zero.
 //
 // A timeout gives an error of the same identity whether it ends the wait
 // for headers or the stream: when the context ends the stream, the Read
@@ -72,6 +118,10 @@
 //	success with a body                  nil at EOF or early Close,          the response, at once; the body's
 //	                                     the read error if it breaks,        Read returns the stream's error,
 //	                                     ctx's error if ctx ends it          or the call's if ctx ended it
+//	first byte later than                ErrFirstByteTimeout (a retry        ErrFirstByteTimeout
+//	FirstByteTimeout                     may repeat it)
+//	a Read waited IdleTimeout            ErrIdleTimeout, marked with         the Read returns ErrIdleTimeout
+//	                                     retry.Permanent
 //	the base returns nil, nil            an error naming the base,           that error
 //	                                     marked with retry.Permanent
 //	rejected before any attempt          -                                   the rejection (errors.Is policy.ErrRejected)

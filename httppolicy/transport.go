@@ -112,8 +112,11 @@ type Transport struct {
 // EOF or closed: close it, as net/http requires. If the request's context or
 // a timeout of the policy ends the stream, the body's Read fails with the
 // error the call ended with (a timeout matches deadline.ErrExceeded), as
-// RoundTrip would have returned it before the headers. It closes req.Body,
-// even on error, and does not modify req.
+// RoundTrip would have returned it before the headers. With a first byte
+// timeout (Transport.FirstByteTimeout or [WithStreamTimeouts]), it returns
+// only once the first byte of the body that counts is in; the stream
+// timeouts do not watch the connection of a 101 Switching Protocols
+// response. It closes req.Body, even on error, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
