@@ -36,7 +36,7 @@ func TestBudgetConfigErrors(t *testing.T) {
 	defer c.Close()
 	raw := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer raw.Close()
-	ok := redisstate.BudgetConfig{Name: "x", Limit: 1, Redis: redisstate.Redis{Client: c}}
+	ok := redisstate.BudgetConfig{Name: "x", Limit: 1, Redis: rd(c)}
 	for _, tc := range []struct {
 		field string
 		edit  func(*redisstate.BudgetConfig)
@@ -79,7 +79,7 @@ func TestBudgetRejects(t *testing.T) {
 	s := startRedis(t)
 	var rejected []string
 	var mu sync.Mutex
-	cfg := redisstate.BudgetConfig{Name: "rej", Limit: 1, Redis: redisstate.Redis{Client: newClient(t, s.Addr())},
+	cfg := redisstate.BudgetConfig{Name: "rej", Limit: 1, Redis: rd(newClient(t, s.Addr())),
 		OnReject: func(_ context.Context, e *policy.RejectedError) {
 			mu.Lock()
 			rejected = append(rejected, e.Reason)
@@ -156,7 +156,7 @@ func TestBudgetLocalFirst(t *testing.T) {
 	}
 	defer local.Close()
 	c := newClient(t, s.Addr())
-	b := newBudget(t, redisstate.BudgetConfig{Name: "lf", Limit: 10, Local: local, Redis: redisstate.Redis{Client: c}})
+	b := newBudget(t, redisstate.BudgetConfig{Name: "lf", Limit: 10, Local: local, Redis: rd(c)})
 	var u upstream
 	var wg sync.WaitGroup
 	var localRej, budgetRej int64
@@ -248,7 +248,7 @@ func TestBudgetStorm(t *testing.T) {
 	for range 4 {
 		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{
 			Name: "storm", Limit: limit, MaxWait: 20 * time.Millisecond,
-			Redis: redisstate.Redis{Client: newClient(t, s.Addr()), CallTimeout: time.Second},
+			Redis: rd(newClient(t, s.Addr())),
 		}))
 	}
 	var u upstream
@@ -282,7 +282,7 @@ func TestBudgetStorm(t *testing.T) {
 func TestBudgetRenewsLongCall(t *testing.T) {
 	s := startRedis(t)
 	cfg := redisstate.BudgetConfig{Name: "long", Limit: 1, LeaseTTL: 60 * time.Millisecond,
-		Redis: redisstate.Redis{Client: newClient(t, s.Addr()), CallTimeout: time.Second}}
+		Redis: rd(newClient(t, s.Addr()))}
 	a := newBudget(t, cfg)
 	cfg.Redis.Client = newClient(t, s.Addr())
 	b := newBudget(t, cfg)
@@ -318,7 +318,7 @@ func TestBudgetFallbackModes(t *testing.T) {
 	defer mp.Shutdown(context.Background())
 	mk := func(mode redisstate.Fallback) *redisstate.Budget {
 		return newBudget(t, redisstate.BudgetConfig{Name: "fb-" + mode.String(), Limit: 4, Fallback: mode, LocalShare: 2,
-			MeterProvider: mp, Redis: redisstate.Redis{Client: newClient(t, s.Addr())}})
+			MeterProvider: mp, Redis: rd(newClient(t, s.Addr()))})
 	}
 	share, open, closed := mk(redisstate.LocalShare), mk(redisstate.FailOpen), mk(redisstate.FailClosed)
 	nop := func(context.Context) error { return nil }

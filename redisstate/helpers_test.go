@@ -80,3 +80,10 @@ func zcard(t testing.TB, c redis.UniversalClient, key string) int64 {
 	}
 	return n
 }
+
+// rd returns the Redis settings of the tests that are not about a slow
+// Redis: a CallTimeout of a second, as -race on a loaded machine can
+// exceed the default 20 ms (and a test would then see the fallback).
+func rd(c redis.UniversalClient) redisstate.Redis {
+	return redisstate.Redis{Client: c, CallTimeout: time.Second}
+}

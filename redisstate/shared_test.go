@@ -32,7 +32,7 @@ func replicas(t testing.TB, n int, addr string, cfg redisstate.BreakerConfig) []
 	var out []*redisstate.SharedBreaker
 	for range n {
 		c := cfg
-		c.Redis.Client = newClient(t, addr)
+		c.Redis = rd(newClient(t, addr))
 		out = append(out, newShared(t, c))
 	}
 	return out
@@ -47,7 +47,7 @@ func failN(s *redisstate.SharedBreaker, n int) {
 func TestSharedBreakerConfigErrors(t *testing.T) {
 	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}})
 	defer c.Close()
-	ok := redisstate.BreakerConfig{Breaker: breaker.Config{Name: "x"}, Redis: redisstate.Redis{Client: c}}
+	ok := redisstate.BreakerConfig{Breaker: breaker.Config{Name: "x"}, Redis: rd(c)}
 	for _, tc := range []struct {
 		field string
 		edit  func(*redisstate.BreakerConfig)
