@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -122,15 +123,37 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p == nil {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	u := &unaryCall{c: c, method: method, req: req, reply: reply, cc: cc, invoker: invoker}
-	// The trailer carries the server's pushback. A full slice expression:
-	// the caller's slice is never written to.
-	u.opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&u.trailer))
-	err := p.Execute(ctx, u.attempt)
+	u := unaryCalls.Get().(*unaryCall)
+	u.c, u.method, u.req, u.reply, u.cc, u.invoker = c, method, req, reply, cc, invoker
+	// The trailer carries the server's pushback: the caller's options and
+	// ours, in a slice of the call's own (the caller's is never written).
+	u.opts = append(append(u.opts[:0], opts...), u.trailerOpt)
+	err := p.Execute(ctx, u.fn)
+	answer := u.answer
+	u.release()
 	if err != nil {
 		return callerError(retry.Unmark(err))
 	}
-	return u.answer
+	return answer
+}
+
+// unaryCalls recycles the state of unary calls, so that a call through the
+// interceptor allocates nothing of its own: the bound attempt function and
+// the Trailer option are made once per unaryCall. A policy must not keep
+// fn after Execute returns (package policy's contract), so a unaryCall is
+// free for the next call once Execute has; after a panic it is dropped.
+var unaryCalls = sync.Pool{New: func() any {
+	u := new(unaryCall)
+	u.fn = u.attempt
+	u.trailerOpt = grpc.Trailer(&u.trailer)
+	return u
+}}
+
+// release clears what the call referred to and recycles u.
+func (u *unaryCall) release() {
+	clear(u.opts)
+	*u = unaryCall{fn: u.fn, trailerOpt: u.trailerOpt, opts: u.opts[:0]}
+	unaryCalls.Put(u)
 }
 
 // unaryCall is one unary call through the policy; attempts run one after
@@ -145,6 +168,9 @@ type unaryCall struct {
 	opts    []grpc.CallOption
 	trailer metadata.MD
 	answer  error // the caller's own error status of the last attempt
+
+	fn         policy.Func     // u.attempt, bound once
+	trailerOpt grpc.CallOption // grpc.Trailer(&u.trailer), made once
 }
 
 func (u *unaryCall) attempt(ctx context.Context) error {
@@ -169,6 +195,14 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 // if the error is not marked, CallerError (and a nil error) if the status
 // is the caller's own (the attempt is then a success for the policy).
 func (c *Client) failure(ctx context.Context, err error, trailer metadata.MD, mayRetry bool) (error, Verdict) {
+	if status.Code(err) == codes.DeadlineExceeded {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// Our deadline has passed, and the server (which got it in
+			// grpc-timeout) may have answered before our timer ran: it is
+			// our deadline all the same, and ctx is done at once.
+			<-ctx.Done()
+		}
+	}
 	if ctx.Err() != nil {
 		// The attempt's context ended: an attempt deadline, a stream
 		// timeout or the caller's cancellation. The attempt ends with the

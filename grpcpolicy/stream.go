@@ -211,7 +211,10 @@ func (w *clientStream) attempt(ctx context.Context) error {
 	}
 
 	w.sendMu.Lock()
-	for _, m := range w.sent {
+	w.mu.Lock()
+	sent := w.sent // SendMsg appends under both locks; a commit clears it under mu
+	w.mu.Unlock()
+	for _, m := range sent {
 		// A failure here shows in RecvMsg, as for the caller's own sends.
 		if s.SendMsg(m) != nil {
 			break

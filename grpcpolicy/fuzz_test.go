@@ -1,0 +1,51 @@
+package grpcpolicy_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/watertight/watertight/grpcpolicy"
+)
+
+// FuzzParsePushback: never panics, never negative, and agrees with
+// strconv on the values it accepts.
+func FuzzParsePushback(f *testing.F) {
+	for _, s := range []string{"0", "1500", "-1", "+5", "", " 1", "1.5", "99999999999999999999", "9223372036855", "\x00"} {
+		f.Add(s, false)
+	}
+	f.Add("10", true)
+	f.Fuzz(func(t *testing.T, v string, twice bool) {
+		vals := []string{v}
+		if twice {
+			vals = append(vals, v)
+		}
+		pb := grpcpolicy.ParsePushback(metadata.MD{grpcpolicy.PushbackKey: vals})
+		if !pb.Set || pb.Delay < 0 || (pb.Stop && pb.Delay != 0) {
+			t.Fatalf("ParsePushback(%q) = %+v", vals, pb)
+		}
+		digits := v != ""
+		for i := 0; i < len(v); i++ {
+			digits = digits && v[i] >= '0' && v[i] <= '9'
+		}
+		if twice || !digits {
+			if !pb.Stop {
+				t.Fatalf("ParsePushback(%q) = %+v, want Stop", vals, pb)
+			}
+			return
+		}
+		if pb.Stop {
+			t.Fatalf("ParsePushback(%q) = %+v, want a delay", vals, pb)
+		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && ms <= int64(1<<63-1)/int64(time.Millisecond) {
+			if pb.Delay != time.Duration(ms)*time.Millisecond {
+				t.Fatalf("ParsePushback(%q) = %v, want %dms", v, pb.Delay, ms)
+			}
+		} else if pb.Delay != time.Duration(1<<63-1) {
+			t.Fatalf("ParsePushback(%q) = %v, want saturation", v, pb.Delay)
+		}
+	})
+}
