@@ -2,6 +2,7 @@ package redisstate
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
@@ -52,6 +54,13 @@ type Budget struct {
 	inflight atomic.Int64 // calls admitted and not yet ended, leased or not
 	waiting  atomic.Int64
 	replicas atomic.Int64 // live replicas Redis last reported; 0: never
+
+	// ghosts are lease ids whose acquire failed without an answer: Redis
+	// may have run the script (a frozen Redis runs it when it wakes), so
+	// the next release removes them with its own lease, in one ZREM.
+	ghostMu sync.Mutex
+	ghosts  []any
+	haunted atomic.Bool // ghosts is not empty
 
 	rejFull, rejWait, rejUnavailable *telemetry.Rejection
 	fallback                         *fallbackRecord
@@ -180,9 +189,13 @@ func (b *Budget) exit(ctx context.Context, token stage.Token, err error) error {
 		// The caller may have given up (ctx canceled) while fn ran: the
 		// lease must be released all the same.
 		rctx := context.WithoutCancel(ctx)
-		b.conn.do(rctx, func(ctx context.Context) error {
-			return b.conn.client.ZRem(ctx, b.keys[0], l.id).Err()
+		members := b.takeGhosts(l.id)
+		err := b.conn.do(rctx, func(ctx context.Context) error {
+			return b.conn.client.ZRem(ctx, b.keys[0], members...).Err()
 		})
+		if err != nil && len(members) > 1 {
+			b.putGhosts(members[1:])
+		}
 	}
 	b.inflight.Add(-1)
 	if b.local != nil {
@@ -202,6 +215,9 @@ func (b *Budget) admit(ctx context.Context) (*lease, error) {
 	for {
 		ok, err := b.tryAcquire(ctx, id)
 		if err != nil {
+			if !errors.Is(err, breaker.ErrOpen) { // the guard refused: nothing was sent
+				b.addGhost(id)
+			}
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
@@ -314,6 +330,39 @@ func (l *lease) renewLease() {
 		l.timer.Reset(b.renew)
 	}
 	l.mu.Unlock()
+}
+
+// maxGhosts bounds the ghosts kept: past it, a ghost lease just lapses
+// after LeaseTTL.
+const maxGhosts = 256
+
+func (b *Budget) addGhost(id string) {
+	b.ghostMu.Lock()
+	if len(b.ghosts) < maxGhosts {
+		b.ghosts = append(b.ghosts, id)
+		b.haunted.Store(true)
+	}
+	b.ghostMu.Unlock()
+}
+
+// takeGhosts returns id followed by the ghosts, which it clears.
+func (b *Budget) takeGhosts(id string) []any {
+	if !b.haunted.Load() {
+		return []any{id}
+	}
+	b.ghostMu.Lock()
+	out := append([]any{id}, b.ghosts...)
+	b.ghosts = b.ghosts[:0]
+	b.haunted.Store(false)
+	b.ghostMu.Unlock()
+	return out
+}
+
+// putGhosts gives back ghosts a failed release could not remove.
+func (b *Budget) putGhosts(g []any) {
+	for _, id := range g {
+		b.addGhost(id.(string))
+	}
 }
 
 // reject records a rejection and calls OnReject.

@@ -1,5 +1,259 @@
 package redisstate_test
 
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/redisstate"
+)
+
+// Replicas as separate processes: the test binary started again with
+// childEnv set to a role runs that role (from TestMain) instead of the
+// tests, reading its parameters from the environment and talking to the
+// parent on stdout.
 const childEnv = "REDISSTATE_TEST_CHILD"
 
-func runChild(role string) int { return 2 }
+// runChild runs a child replica's role and returns its exit code.
+func runChild(role string) int {
+	addr, name := os.Getenv("REDIS_ADDR"), os.Getenv("POLICY_NAME")
+	limit, _ := strconv.Atoi(os.Getenv("LIMIT"))
+	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64})
+	defer client.Close()
+	rd := redisstate.Redis{Client: client, CallTimeout: time.Second}
+	switch role {
+	case "budget-hold":
+		// Take every lease, say so, and hang until killed.
+		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, LeaseTTL: 300 * time.Millisecond, Redis: rd})
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		var wg sync.WaitGroup
+		for range limit {
+			wg.Add(1)
+			go b.Execute(context.Background(), func(context.Context) error { wg.Done(); select {} })
+		}
+		wg.Wait()
+		fmt.Println("held")
+		select {}
+	case "budget-storm":
+		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, MaxWait: 20 * time.Millisecond, Redis: rd})
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		url := os.Getenv("UPSTREAM")
+		d, _ := time.ParseDuration(os.Getenv("DURATION"))
+		var mu sync.Mutex
+		var admitted, rejected, failed int
+		var wg sync.WaitGroup
+		end := time.Now().Add(d)
+		for range 8 {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					err := b.Execute(context.Background(), func(ctx context.Context) error {
+						req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							return err
+						}
+						io.Copy(io.Discard, resp.Body)
+						return resp.Body.Close()
+					})
+					mu.Lock()
+					switch {
+					case err == nil:
+						admitted++
+					case errors.Is(err, policy.ErrRejected):
+						rejected++
+					default:
+						failed++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		fmt.Println("done", admitted, rejected, failed)
+		return 0
+	case "breaker-watch":
+		s, err := redisstate.NewSharedBreaker(redisstate.BreakerConfig{
+			Breaker: breaker.Config{Name: name, OpenTimeout: 10 * time.Second}, Redis: rd})
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		defer s.Close()
+		time.Sleep(100 * time.Millisecond) // subscribed
+		fmt.Println("ready")
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			if s.State() == breaker.Open {
+				fmt.Println("open")
+				return 0
+			}
+		}
+		fmt.Println("never opened")
+		return 1
+	}
+	fmt.Println("unknown role", role)
+	return 2
+}
+
+// child is a replica process.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+// startChild starts the test binary as a replica in role, with env added.
+func startChild(t *testing.T, role string, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	})
+	return c
+}
+
+// expect waits for the child's next line and checks its first word.
+func (c *child) expect(t *testing.T, word string) string {
+	t.Helper()
+	select {
+	case l, ok := <-c.lines:
+		if !ok || strings.Fields(l+" x")[0] != word {
+			t.Fatalf("child said %q, want %q", l, word)
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		t.Fatalf("child silent, want %q", word)
+	}
+	return ""
+}
+
+// TestProcessLeasesLapse: a replica process holds every lease of a budget
+// (renewing them) until it is killed with SIGKILL; its leases then lapse
+// within LeaseTTL and another replica is admitted.
+func TestProcessLeasesLapse(t *testing.T) {
+	s := startRedis(t)
+	c := startChild(t, "budget-hold", "REDIS_ADDR="+s.Addr(), "POLICY_NAME=lapse", "LIMIT=3")
+	c.expect(t, "held")
+	b := newBudget(t, redisstate.BudgetConfig{Name: "lapse", Limit: 3, LeaseTTL: 300 * time.Millisecond, Redis: rd(newClient(t, s.Addr()))})
+	nop := func(context.Context) error { return nil }
+	// Renewed: still held after three LeaseTTLs.
+	for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if err := b.Execute(context.Background(), nop); !errors.Is(err, bulkhead.ErrFull) {
+			t.Fatalf("admitted while the child holds every lease: %v", err)
+		}
+	}
+	killed := time.Now()
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	eventually(t, 5*time.Second, "admitted after the holder was killed", func() bool {
+		return b.Execute(context.Background(), nop) == nil
+	})
+	t.Logf("leases of the killed replica lapsed %v after the kill (LeaseTTL 300ms)", time.Since(killed))
+}
+
+// TestProcessStorm: three replica processes and this one storm a budget of
+// 5 whose calls go to one HTTP upstream, which counts the requests it
+// serves at once: never more than 5.
+func TestProcessStorm(t *testing.T) {
+	s := startRedis(t)
+	var u upstream
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.call(r.Context(), 2*time.Millisecond)
+	}))
+	defer srv.Close()
+	const limit = 5
+	env := []string{"REDIS_ADDR=" + s.Addr(), "POLICY_NAME=pstorm", "LIMIT=" + strconv.Itoa(limit), "UPSTREAM=" + srv.URL, "DURATION=1500ms"}
+	var kids []*child
+	for range 3 {
+		kids = append(kids, startChild(t, "budget-storm", env...))
+	}
+	b := newBudget(t, redisstate.BudgetConfig{Name: "pstorm", Limit: limit, MaxWait: 20 * time.Millisecond, Redis: rd(newClient(t, s.Addr()))})
+	stop := make(chan struct{})
+	time.AfterFunc(1500*time.Millisecond, func() { close(stop) })
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b.Execute(context.Background(), func(ctx context.Context) error {
+					resp, err := srv.Client().Get(srv.URL)
+					if err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					return err
+				})
+			}
+		})
+	}
+	wg.Wait()
+	for i, k := range kids {
+		l := k.expect(t, "done")
+		f := strings.Fields(l)
+		t.Logf("process %d: admitted %s, rejected %s, failed %s", i, f[1], f[2], f[3])
+		if f[1] == "0" || f[3] != "0" {
+			t.Fatalf("process %d: %s", i, l)
+		}
+	}
+	t.Logf("upstream: %d requests, at most %d at once", u.total.Load(), u.peak.Load())
+	if p := u.peak.Load(); p > limit {
+		t.Fatalf("upstream saw %d at once, over the global limit %d", p, limit)
+	}
+}
+
+// TestProcessBreakerOpens: this process's failures open the breaker in two
+// replica processes.
+func TestProcessBreakerOpens(t *testing.T) {
+	s := startRedis(t)
+	env := []string{"REDIS_ADDR=" + s.Addr(), "POLICY_NAME=pbreaker"}
+	a, b := startChild(t, "breaker-watch", env...), startChild(t, "breaker-watch", env...)
+	a.expect(t, "ready")
+	b.expect(t, "ready")
+	r := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "pbreaker", ConsecutiveFailures: 2, OpenTimeout: 10 * time.Second},
+		Redis: rd(newClient(t, s.Addr()))})
+	failN(r, 2)
+	a.expect(t, "open")
+	b.expect(t, "open")
+}

@@ -1,0 +1,229 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/redisstate"
+	"github.com/watertight/watertight/redisstate/internal/redistest"
+)
+
+// outageStats is what an outage storm saw.
+type outageStats struct {
+	mu          sync.Mutex
+	admitted    int64
+	full        int64 // rejected for capacity (full, wait_timeout)
+	unavailable int64 // rejected because of Redis
+	otherErr    int64 // any other error: a failure because of Redis
+	during      int64 // admitted while Redis was away
+	lat         []time.Duration
+}
+
+// budgetOutage storms budgets from several goroutines each while outage
+// runs (it takes Redis away and back, and returns when done), then checks
+// that nothing hung and the upstream never saw more than max at once.
+func budgetOutage(t *testing.T, s *redistest.Server, mode redisstate.Fallback, outage func(away *atomic.Bool)) *outageStats {
+	const limit, nrep, share = 6, 3, 2
+	var budgets []*redisstate.Budget
+	for range nrep {
+		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{
+			Name: "outage", Limit: limit, MaxWait: 10 * time.Millisecond, LeaseTTL: time.Second,
+			Fallback: mode, LocalShare: share,
+			Redis: redisstate.Redis{Client: newClient(t, s.Addr()), CallTimeout: 50 * time.Millisecond, RetryAfter: 100 * time.Millisecond},
+		}))
+	}
+	var u upstream
+	var away atomic.Bool
+	var st outageStats
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, b := range budgets {
+		for range 6 {
+			wg.Go(func() {
+				var lat []time.Duration
+				defer func() { st.mu.Lock(); st.lat = append(st.lat, lat...); st.mu.Unlock() }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					wasAway := away.Load()
+					start := time.Now()
+					var ran time.Duration
+					err := b.Execute(context.Background(), func(ctx context.Context) error {
+						ran = time.Since(start)
+						return u.call(ctx, time.Duration(rand.IntN(3000))*time.Microsecond)
+					})
+					st.mu.Lock()
+					var re *policy.RejectedError
+					switch {
+					case err == nil:
+						st.admitted++
+						if wasAway && away.Load() {
+							st.during++
+						}
+						lat = append(lat, ran)
+					case errors.As(err, &re) && re.Reason == redisstate.ReasonRedisUnavailable:
+						st.unavailable++
+					case errors.Is(err, bulkhead.ErrFull):
+						st.full++
+						time.Sleep(time.Millisecond)
+					default:
+						st.otherErr++
+					}
+					st.mu.Unlock()
+				}
+			})
+		}
+	}
+	outage(&away)
+	close(stop)
+	wg.Wait()
+	sort.Slice(st.lat, func(i, j int) bool { return st.lat[i] < st.lat[j] })
+	p := func(q float64) time.Duration { return st.lat[int(q*float64(len(st.lat)-1))] }
+	t.Logf("%v: admitted %d (%d while Redis was away), full %d, redis_unavailable %d, other errors %d; upstream peak %d; time to admission p50 %v p99 %v max %v",
+		mode, st.admitted, st.during, st.full, st.unavailable, st.otherErr, u.peak.Load(), p(0.5), p(0.99), st.lat[len(st.lat)-1])
+	if st.otherErr != 0 {
+		t.Fatalf("%d calls failed with an error of their own", st.otherErr)
+	}
+	// The local shares add up to the limit, but at the edges of the outage
+	// the calls admitted one way still run while the others are admitted
+	// the other way (leases held when Redis went away count in a replica's
+	// share, not in the others'; a restarted Redis has forgotten every
+	// lease): the fleet can then reach the limit plus the sum of the
+	// shares, and no more.
+	if mode == redisstate.LocalShare && u.peak.Load() > limit+nrep*share {
+		t.Fatalf("local share: upstream peak %d over the limit %d plus the shares %d x %d", u.peak.Load(), limit, nrep, share)
+	}
+	if mode != redisstate.FailClosed && (st.during == 0 || st.unavailable != 0) {
+		t.Fatalf("%v: %d calls admitted while Redis was away, %d rejected for it", mode, st.during, st.unavailable)
+	}
+	// Converged: leases are taken again, and all given back.
+	c := newClient(t, s.Addr())
+	eventually(t, 10*time.Second, "leases taken again after the outage", func() bool {
+		seen := int64(-1)
+		budgets[0].Execute(context.Background(), func(context.Context) error { seen = zcard(t, c, leasesKey("outage")); return nil })
+		return seen >= 1
+	})
+	eventually(t, 5*time.Second, "every lease given back", func() bool { return zcard(t, c, leasesKey("outage")) == 0 })
+	for _, b := range budgets {
+		if b.InFlight() != 0 {
+			t.Fatalf("%d in flight after the storm", b.InFlight())
+		}
+	}
+	return &st
+}
+
+// TestBudgetRedisKilledMidStorm: Redis killed (connections refused) in the
+// middle of a storm, then restarted empty: calls keep flowing under each
+// fallback, nothing hangs or leaks, and leases are taken again after.
+func TestBudgetRedisKilledMidStorm(t *testing.T) {
+	for _, mode := range []redisstate.Fallback{redisstate.LocalShare, redisstate.FailOpen, redisstate.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := startRedis(t)
+			budgetOutage(t, s, mode, func(away *atomic.Bool) {
+				time.Sleep(300 * time.Millisecond)
+				s.Kill()
+				away.Store(true)
+				time.Sleep(500 * time.Millisecond)
+				away.Store(false)
+				s.Restart()
+				time.Sleep(500 * time.Millisecond)
+			})
+		})
+	}
+}
+
+// TestBudgetRedisFrozenMidStorm: Redis stopped with SIGSTOP (the hang of a
+// dead host: connections open, nothing answers) in the middle of a storm,
+// then resumed: calls keep flowing, and the leases a frozen Redis took for
+// acquires that had timed out are removed by later releases.
+func TestBudgetRedisFrozenMidStorm(t *testing.T) {
+	for _, mode := range []redisstate.Fallback{redisstate.LocalShare, redisstate.FailOpen, redisstate.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := startRedis(t)
+			budgetOutage(t, s, mode, func(away *atomic.Bool) {
+				time.Sleep(300 * time.Millisecond)
+				s.Freeze()
+				away.Store(true)
+				time.Sleep(500 * time.Millisecond)
+				away.Store(false)
+				s.Thaw()
+				time.Sleep(500 * time.Millisecond)
+			})
+		})
+	}
+}
+
+// TestSharedBreakerOutage: with Redis killed, then frozen, replicas run on
+// their local breakers (a trip opens only the tripping replica, calls on
+// the others keep flowing), and once Redis is back a trip opens every
+// replica again, without a restart.
+func TestSharedBreakerOutage(t *testing.T) {
+	for _, how := range []string{"killed", "frozen"} {
+		t.Run(how, func(t *testing.T) {
+			s := startRedis(t)
+			rs := replicas(t, 3, s.Addr(), redisstate.BreakerConfig{
+				Breaker:      breaker.Config{Name: "outage", ConsecutiveFailures: 2, OpenTimeout: 200 * time.Millisecond},
+				PollInterval: 20 * time.Millisecond,
+			})
+			for _, r := range rs {
+				r.Execute(context.Background(), func(context.Context) error { return nil })
+			}
+			if how == "killed" {
+				s.Kill()
+			} else {
+				s.Freeze()
+			}
+			time.Sleep(100 * time.Millisecond) // the polls notice
+			failN(rs[0], 2)
+			if rs[0].State() != breaker.Open {
+				t.Fatalf("tripping replica: %v", rs[0].State())
+			}
+			var worst time.Duration
+			for range 200 {
+				for _, r := range rs[1:] {
+					start := time.Now()
+					if err := r.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
+						t.Fatalf("replica without Redis: %v", err)
+					}
+					worst = max(worst, time.Since(start))
+				}
+			}
+			t.Logf("Redis %s: slowest of 400 calls on the other replicas %v", how, worst)
+			// The tripping replica probes for itself and closes.
+			eventually(t, 5*time.Second, "the tripped replica closes on its own probe", func() bool {
+				rs[0].Execute(context.Background(), func(context.Context) error { return nil })
+				return rs[0].State() == breaker.Closed
+			})
+			if how == "killed" {
+				s.Restart()
+			} else {
+				s.Thaw()
+			}
+			// Wait until each replica's guard lets it reach Redis again
+			// and whatever the frozen Redis ran on waking has settled.
+			time.Sleep(1500 * time.Millisecond)
+			for _, r := range rs {
+				eventually(t, 5*time.Second, "closed after the outage", func() bool {
+					r.Execute(context.Background(), func(context.Context) error { return nil })
+					return r.State() == breaker.Closed
+				})
+			}
+			failN(rs[1], 2)
+			eventually(t, 5*time.Second, "a trip after the outage opens every replica", func() bool {
+				return rs[0].State() != breaker.Closed && rs[2].State() != breaker.Closed
+			})
+		})
+	}
+}
