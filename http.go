@@ -44,7 +44,9 @@ type Client struct {
 // clone of http.DefaultTransport's settings), so an admitted call never waits unseen
 // for a connection and no other dependency shares its pool. The client has
 // no Timeout of its own: the pipeline's deadlines bound each request, its
-// body included.
+// body included. The pipeline's RateLimit policy, if it is a
+// *ratelimit.Limiter, is the Transport's Signals: every response's
+// rate-limit headers feed its hold.
 //
 // Its errors are New's. Call [Client.Close] when done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
@@ -66,13 +68,19 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		base.MaxConnsPerHost = 0
 		base.MaxIdleConnsPerHost = 0
 	}
+	tr := &httppolicy.Transport{
+		Base:        base,
+		Policy:      p,
+		IsFailure:   h.IsFailure,
+		RetryUnsafe: h.RetryUnsafe,
+	}
+	if l := p.RateLimit(); l != nil {
+		// Every response feeds the shared hold: a nil *Limiter must not
+		// become a non-nil Signals.
+		tr.Signals = l
+	}
 	return &Client{
-		Client: &http.Client{Transport: &httppolicy.Transport{
-			Base:        base,
-			Policy:      p,
-			IsFailure:   h.IsFailure,
-			RetryUnsafe: h.RetryUnsafe,
-		}},
+		Client:   &http.Client{Transport: tr},
 		Pipeline: p,
 		base:     base,
 	}, nil

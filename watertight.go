@@ -12,6 +12,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/pipeopt"
+	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -34,6 +35,14 @@ type Config struct {
 	Deadline *deadline.Config
 	// Retry repeats failed attempts.
 	Retry *retry.Config
+	// RateLimit admits each attempt, retries included, at the pace the
+	// dependency allows: a hold fed by its rate-limit headers (through
+	// [NewHTTPClient]'s Transport, or an error's RetryAfter) and an
+	// optional client-side rate. A zero MaxWait takes the Retry section's
+	// MaxInterval (retry.DefaultMaxInterval if that is 0), so that no
+	// attempt waits for a hold longer than the retry would have waited for
+	// a Retry-After. A held attempt keeps its Bulkhead slot.
+	RateLimit *ratelimit.Config
 	// Breaker stops calling a failing dependency; it sees every attempt.
 	Breaker *breaker.Config
 	// Attempt bounds each attempt (innermost). Its Timeout must not be
@@ -54,10 +63,11 @@ type Config struct {
 type Pipeline struct {
 	*compose.Pipeline
 
-	bulkhead *bulkhead.Bulkhead
-	limiter  *adaptive.Limiter
-	breaker  *breaker.Breaker
-	owned    []io.Closer // what New built and Close closes
+	bulkhead  *bulkhead.Bulkhead
+	limiter   *adaptive.Limiter
+	breaker   *breaker.Breaker
+	rateLimit *ratelimit.Limiter
+	owned     []io.Closer // what New built and Close closes
 }
 
 // New builds the pipeline named name from cfg. A section's empty Name takes
@@ -121,6 +131,22 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		}
 		pols.Retry = rt
 	}
+	if c := cfg.RateLimit; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		if cc.MaxWait == 0 && cfg.Retry != nil {
+			cc.MaxWait = cfg.Retry.MaxInterval
+			if cc.MaxWait == 0 {
+				cc.MaxWait = retry.DefaultMaxInterval
+			}
+		}
+		l, err := ratelimit.New(cc)
+		if err != nil {
+			p.Close()
+			return nil, sectionErr("RateLimit", "ratelimit", err)
+		}
+		p.rateLimit, pols.RateLimit = l, l
+	}
 	if c := cfg.Breaker; c != nil {
 		cc := *c
 		b.fill(&cc.Name, &cc.MeterProvider, name)
@@ -159,6 +185,9 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	if p.breaker == nil {
 		p.breaker, _ = pols.Breaker.(*breaker.Breaker)
 	}
+	if p.rateLimit == nil {
+		p.rateLimit, _ = pols.RateLimit.(*ratelimit.Limiter)
+	}
 	cp, err := compose.New(name, pols, opts...)
 	if err != nil {
 		p.Close()
@@ -196,6 +225,17 @@ func (p *Pipeline) Breaker() *breaker.Breaker {
 		return nil
 	}
 	return p.breaker
+}
+
+// RateLimit returns the *ratelimit.Limiter in the RateLimit slot (built
+// from Config.RateLimit or given in Config.Use), or nil if there is none.
+// [NewHTTPClient] makes it its Transport's Signals. It is nil on a nil
+// Pipeline.
+func (p *Pipeline) RateLimit() *ratelimit.Limiter {
+	if p == nil {
+		return nil
+	}
+	return p.rateLimit
 }
 
 // Close closes every policy New built for the sections of its Config (it
@@ -242,6 +282,7 @@ func checkSlots(cfg Config) error {
 		{"Bulkhead", cfg.Bulkhead != nil, cfg.Use.Bulkhead != nil},
 		{"Deadline", cfg.Deadline != nil, cfg.Use.Deadline != nil},
 		{"Retry", cfg.Retry != nil, cfg.Use.Retry != nil},
+		{"RateLimit", cfg.RateLimit != nil, cfg.Use.RateLimit != nil},
 		{"Breaker", cfg.Breaker != nil, cfg.Use.Breaker != nil},
 		{"Attempt", cfg.Attempt != nil, cfg.Use.Attempt != nil},
 	}
