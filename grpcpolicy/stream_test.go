@@ -49,21 +49,23 @@ func recvAll(cs grpc.ClientStream) ([]string, error) {
 	}
 }
 
+// ending is one way for a stream to end.
+type ending struct {
+	name string
+	// server runs in the handler after the first message was sent.
+	server func(ctx context.Context, ss grpc.ServerStream) error
+	// client ends the stream from the client's side; it returns the
+	// error RecvMsg ended with.
+	client  func(t *testing.T, cs grpc.ClientStream, cancel context.CancelFunc, e *env) error
+	code    codes.Code
+	failure bool // a breaker failure
+}
+
 // A stream holds its bulkhead slot until it ends, and frees it on every
 // way of ending: EOF, the caller's cancellation, a server error, the
 // server aborting (its connection gone), a status that is the caller's
 // own, and the first message of a client-streaming call.
 func TestStreamFreesSlotOnEveryEnding(t *testing.T) {
-	type ending struct {
-		name string
-		// server runs in the handler after the first message was sent.
-		server func(ctx context.Context, ss grpc.ServerStream) error
-		// client ends the stream from the client's side; it returns the
-		// error RecvMsg ended with.
-		client  func(t *testing.T, cs grpc.ClientStream, cancel context.CancelFunc, e *env) error
-		code    codes.Code
-		failure bool // a breaker failure
-	}
 	drain := func(t *testing.T, cs grpc.ClientStream, _ context.CancelFunc, _ *env) error {
 		_, err := recvAll(cs)
 		return err
@@ -101,48 +103,56 @@ func TestStreamFreesSlotOnEveryEnding(t *testing.T) {
 		}, code: codes.Unavailable, failure: true},
 	}
 	for _, tc := range endings {
-		t.Run(tc.name, func(t *testing.T) {
-			svc := &service{stream: func(_ string, ss grpc.ServerStream) error {
-				f := new(frame)
-				if err := ss.RecvMsg(f); err != nil {
-					return err
-				}
-				if err := ss.SendMsg(f); err != nil {
-					return err
-				}
-				return tc.server(ss.Context(), ss)
-			}}
-			bh := newBulkhead(t, "dep", 1, 0)
-			br := newBreaker(t, 1)
-			pl := newPipeline(t, compose.Policies{Bulkhead: bh, Breaker: br})
-			c := newClient(t, grpcpolicy.ClientConfig{Policy: pl})
-			e := newEnv(t, false, svc, nil, c.DialOptions())
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			cs, err := e.openWatch(ctx, "m1")
-			if err != nil {
-				t.Fatal(err)
+		for _, tcp := range []bool{false, true} {
+			name := tc.name + "/bufconn"
+			if tcp {
+				name = tc.name + "/tcp"
 			}
-			f := new(frame)
-			if err := cs.RecvMsg(f); err != nil || string(f.b) != "m1" {
-				t.Fatalf("first message %q, %v", f.b, err)
-			}
-			if bh.Active() != 1 {
-				t.Fatalf("active = %d while the stream is open, want 1", bh.Active())
-			}
-			// A second stream is refused while the first holds the slot.
-			if _, err := e.openWatch(t.Context(), "m2"); !errors.Is(err, bulkhead.ErrFull) || status.Code(err) != codes.Unavailable {
-				t.Fatalf("second stream: %v, want bulkhead.ErrFull", err)
-			}
-			err = tc.client(t, cs, cancel, e)
-			if status.Code(err) != tc.code {
-				t.Errorf("stream ended with %v (code %v), want %v", err, status.Code(err), tc.code)
-			}
-			waitFor(t, "the slot to be freed", func() bool { return bh.Active() == 0 })
-			if got := br.State() == breaker.Open; got != tc.failure {
-				t.Errorf("breaker open = %v, want %v", got, tc.failure)
-			}
-		})
+			t.Run(name, func(t *testing.T) { streamEnding(t, tcp, tc) })
+		}
+	}
+}
+
+func streamEnding(t *testing.T, tcp bool, tc ending) {
+	svc := &service{stream: func(_ string, ss grpc.ServerStream) error {
+		f := new(frame)
+		if err := ss.RecvMsg(f); err != nil {
+			return err
+		}
+		if err := ss.SendMsg(f); err != nil {
+			return err
+		}
+		return tc.server(ss.Context(), ss)
+	}}
+	bh := newBulkhead(t, "dep", 1, 0)
+	br := newBreaker(t, 1)
+	pl := newPipeline(t, compose.Policies{Bulkhead: bh, Breaker: br})
+	c := newClient(t, grpcpolicy.ClientConfig{Policy: pl})
+	e := newEnv(t, tcp, svc, nil, c.DialOptions())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cs, err := e.openWatch(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := new(frame)
+	if err := cs.RecvMsg(f); err != nil || string(f.b) != "m1" {
+		t.Fatalf("first message %q, %v", f.b, err)
+	}
+	if bh.Active() != 1 {
+		t.Fatalf("active = %d while the stream is open, want 1", bh.Active())
+	}
+	// A second stream is refused while the first holds the slot.
+	if _, err := e.openWatch(t.Context(), "m2"); !errors.Is(err, bulkhead.ErrFull) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("second stream: %v, want bulkhead.ErrFull", err)
+	}
+	err = tc.client(t, cs, cancel, e)
+	if status.Code(err) != tc.code {
+		t.Errorf("stream ended with %v (code %v), want %v", err, status.Code(err), tc.code)
+	}
+	waitFor(t, "the slot to be freed", func() bool { return bh.Active() == 0 })
+	if got := br.State() == breaker.Open; got != tc.failure {
+		t.Errorf("breaker open = %v, want %v", got, tc.failure)
 	}
 }
 
