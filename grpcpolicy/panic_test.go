@@ -74,7 +74,9 @@ func TestStreamPanicAfterHandover(t *testing.T) {
 func TestUnaryPanicFreesSlot(t *testing.T) {
 	bh := newBulkhead(t, "dep", 1, 0)
 	c := newClient(t, grpcpolicy.ClientConfig{Policy: bh})
-	boom := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { panic("invoker bug") }
+	boom := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		panic("invoker bug")
+	}
 	for range 3 {
 		func() {
 			defer func() {
