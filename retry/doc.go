@@ -96,6 +96,48 @@
 // all fail. When everything fails, attempts per call settle at
 // 1 + Ratio + MinPerSecond/(calls per second), whatever MaxAttempts is.
 //
+// # Hedging
+//
+// A [Hedge] (built with [NewHedge] from a [HedgeConfig]) takes the Retry
+// slot for calls that are safe to repeat, and cuts the slow tail rather
+// than the failures: when the first attempt has not answered after a
+// delay, it starts another beside it, up to MaxHedges; the first success
+// wins at once, and the others are canceled, their contexts' cause being
+// [ErrHedgeLost]. A failed attempt starts the next hedge at once, as
+// gRPC's hedging does for a non-fatal status. The delay is fixed
+// (HedgeConfig.Delay), or learned: a quantile of the latencies of the last
+// Window attempts, at least MinDelay, kept in a ring of fixed size. Every
+// hedge draws on the same [Budget] as retries.
+//
+// After an attempt fails with err, the first rule that applies decides:
+//
+//	condition                                  outcome                                  error returned
+//	errors.Is(err, policy.ErrRejected)         no more hedges; the call ends when        err, unchanged, if no attempt ran fn;
+//	                                             the attempts still running end           else *ExhaustedError, Reason "rejected"
+//	the call's ctx is done                     stop                                     err, unchanged
+//	err marked with Permanent                  stop, the others canceled                the marked error
+//	HedgeConfig.ShouldRetry(err) == false      stop, the others canceled                err, unchanged
+//	otherwise                                  the next hedge starts at once, if
+//	                                             MaxHedges and the budget allow
+//	no attempt left running, none to start     stop, exhausted                          *ExhaustedError, Reason "max_attempts"
+//	                                                                                      or "budget", Kind "hedge"
+//
+// and the caller's context ending stops the call at once, with an error
+// matching ctx.Err() (and the latest failure, if any). Each attempt runs in
+// a goroutine of its own, with a context for which [Attempt] returns its
+// number; fn therefore runs concurrently with itself, and policy.Do
+// publishes only the winner's value (see package policy). Execute returns
+// with the winner without waiting for the losers: one that ignores its
+// context runs on until fn returns. A panic in an attempt is carried to
+// the caller while Execute has not returned.
+//
+// Telemetry: each hedge adds 1 to watertight.hedges with its outcome in
+// watertight.hedge.outcome (won, lost, canceled, failed) and a
+// watertight.hedge event to the span in ctx; an exhaustion adds 1 to
+// watertight.retry.exhausted with watertight.policy.kind = "hedge" and its
+// reason. In a compose pipeline a Hedge runs through its Execute, as a
+// user-written policy does (one closure per call).
+//
 // # Permanent errors
 //
 // [Permanent] marks an error as not to be retried; [Unmark] takes the

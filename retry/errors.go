@@ -50,7 +50,11 @@ const (
 // uninformative, exhaustion. It is not modified after it is returned, so it
 // may be read concurrently.
 type ExhaustedError struct {
-	// Name is the Config.Name of the policy that gave up.
+	// Kind is the kind of policy that gave up: "retry" (a [Retry]; also
+	// when empty) or "hedge" (a [Hedge]).
+	Kind string
+	// Name is the Config.Name (or HedgeConfig.Name) of the policy that
+	// gave up.
 	Name string
 	// Attempts is the number of attempts that ran fn and failed. With
 	// ReasonRejected, the rejected attempt, which did not run fn, is not
@@ -82,7 +86,10 @@ type ExhaustedError struct {
 // ReasonRejected, `retry "llm": gave up after 1 attempt: attempt 2 was
 // rejected (breaker "llm" rejected the call: open): <last error>`.
 func (e *ExhaustedError) Error() string {
-	msg := "retry"
+	msg := Kind
+	if e.Kind != "" {
+		msg = e.Kind
+	}
 	if e.Name != "" {
 		msg += " " + strconv.Quote(e.Name)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -137,4 +138,28 @@ func ExampleBudget() {
 	// Output:
 	// 1 attempt(s), reason budget: retry "search": gave up after 1 attempt: the retry budget is spent: 503 Service Unavailable
 	// 2 attempt(s), reason budget: retry "suggest": gave up after 2 attempts: the retry budget is spent: 503 Service Unavailable
+}
+
+// A hedge: the first attempt is slow, so after 10ms a second starts beside
+// it and wins; the first is canceled, and policy.Do returns the winner's
+// value.
+func ExampleHedge() {
+	h, err := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	lost := make(chan bool, 1)
+	v, err := policy.Do(context.Background(), h, func(ctx context.Context) (string, error) {
+		if retry.Attempt(ctx) == 1 {
+			<-ctx.Done() // a slow replica, until canceled
+			lost <- context.Cause(ctx) == retry.ErrHedgeLost
+			return "", ctx.Err()
+		}
+		return "from attempt 2", nil
+	})
+	fmt.Println(v, err)
+	fmt.Println("attempt 1 canceled as the loser:", <-lost)
+	// Output:
+	// from attempt 2 <nil>
+	// attempt 1 canceled as the loser: true
 }

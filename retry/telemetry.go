@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -79,4 +80,92 @@ func (rec *recorder) exhaust(ctx context.Context, reason string) {
 		}
 	}
 	panic("retry: unknown exhaustion reason " + reason) // unreachable: reasons are constants of this package
+}
+
+// HedgeKind is the watertight.policy.kind of every Hedge.
+const HedgeKind = "hedge"
+
+// Outcomes of a hedge (an attempt after the first of a [Hedge]'s call), in
+// the watertight.hedge.outcome attribute of watertight.hedges.
+const (
+	// HedgeWon: the hedge's success is the call's.
+	HedgeWon = "won"
+	// HedgeLost: another attempt won while the hedge ran.
+	HedgeLost = "lost"
+	// HedgeCanceled: the call ended otherwise while the hedge ran (the
+	// caller's context, another attempt's fatal error).
+	HedgeCanceled = "canceled"
+	// HedgeFailed: the hedge failed on its own before the call ended.
+	HedgeFailed = "failed"
+)
+
+// Telemetry names of a Hedge.
+const (
+	// MetricHedges counts hedges by outcome.
+	MetricHedges = "watertight.hedges"
+	// KeyHedgeOutcome is the outcome of a hedge on watertight.hedges.
+	KeyHedgeOutcome = attribute.Key("watertight.hedge.outcome")
+	// EventHedge is the span event a hedge's start adds to the span in
+	// the call's ctx, with its attempt number and whether a failure
+	// (rather than the delay) started it.
+	EventHedge = "watertight.hedge"
+	// KeyHedgeAfterFailure says, on a watertight.hedge event, that a
+	// failure started the hedge.
+	KeyHedgeAfterFailure = attribute.Key("watertight.hedge.after_failure")
+)
+
+var hedgeOutcomes = [...]string{HedgeWon, HedgeLost, HedgeCanceled, HedgeFailed}
+
+// hedgeRecorder holds the telemetry of one Hedge, prepared at NewHedge.
+type hedgeRecorder struct {
+	recorder
+	hedges      metric.Int64Counter
+	outcomeOpts [len(hedgeOutcomes)][]metric.AddOption
+}
+
+func newHedgeRecorder(mp metric.MeterProvider, name string) hedgeRecorder {
+	in := telemetry.NewInstruments(mp)
+	rec := hedgeRecorder{recorder: recorder{
+		attempts:  in.Attempts,
+		exhausted: in.Exhausted,
+		kind:      telemetry.KeyKind.String(HedgeKind),
+		name:      telemetry.KeyName.String(name),
+	}}
+	rec.opts = telemetry.AddOptions(rec.kind, rec.name)
+	for i, reason := range reasons {
+		rec.exhaustOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyReason.String(reason))
+	}
+	var err error
+	rec.hedges, err = in.Meter.Int64Counter(MetricHedges, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
+	if err != nil {
+		otel.Handle(err)
+	}
+	for i, o := range hedgeOutcomes {
+		rec.outcomeOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyHedgeOutcome.String(o))
+	}
+	return rec
+}
+
+// started adds a watertight.hedge event to the span in ctx, if it is
+// recording, for hedge attempt number attempt.
+func (rec *hedgeRecorder) started(ctx context.Context, attempt int, afterFailure bool) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(EventHedge, trace.WithAttributes(
+			rec.kind, rec.name,
+			telemetry.KeyAttempt.Int(attempt),
+			KeyHedgeAfterFailure.Bool(afterFailure),
+		))
+	}
+}
+
+// outcome counts a hedge's outcome, one of hedgeOutcomes.
+func (rec *hedgeRecorder) outcome(ctx context.Context, o string) {
+	for i, x := range hedgeOutcomes {
+		if x == o {
+			rec.hedges.Add(ctx, 1, rec.outcomeOpts[i]...)
+			return
+		}
+	}
+	panic("retry: unknown hedge outcome " + o) // unreachable: outcomes are constants of this package
 }

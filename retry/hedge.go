@@ -1,0 +1,372 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/watertight/watertight/policy"
+)
+
+// ErrHedgeLost is the cause (see [context.Cause]) with which a [Hedge]
+// cancels the attempts still running when its call ends: another attempt
+// won, or the call ended otherwise (the caller's context, a fatal error).
+// Such an attempt's error says nothing about the dependency, whatever it
+// is (an attempt deadline's, say): a policy below the Hedge that counts
+// outcomes (a breaker) should exclude an attempt whose context's cause
+// matches ErrHedgeLost.
+var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another attempt")
+
+// Hedge runs a call that is safe to repeat and, when the first attempt has
+// not answered after a delay, starts another beside it, up to MaxHedges;
+// the first attempt to succeed wins, and the others are canceled. A failed
+// attempt starts the next hedge at once. See [HedgeConfig] for the delay
+// (fixed, or a quantile of recent latencies) and the package documentation
+// for the rules. Build one with [NewHedge]; the zero Hedge is not usable.
+// A Hedge is safe for concurrent use by multiple goroutines.
+//
+// Every attempt runs in a goroutine of its own, with a context carrying its
+// number (see [Attempt]) and a claim (see policy.Claim), so fn runs
+// concurrently with itself: policy.Do publishes only the winner's value.
+// Execute returns as soon as the call has its outcome, without waiting for
+// the attempts it canceled: one that ignores its context keeps running
+// until fn returns, and frees what it holds then. A panic (or
+// runtime.Goexit) in fn is carried to the caller's goroutine while Execute
+// has not returned, after the other attempts are canceled; in a losing
+// attempt after Execute returned, it crashes the program, as a panic in any
+// goroutine does.
+type Hedge struct {
+	s      hedgeSettings
+	prefix string
+	rec    hedgeRecorder
+	est    *delayEstimator // nil: fixed delay
+}
+
+// NewHedge returns a Hedge configured by cfg, or an error naming the first
+// invalid field of cfg. It never panics.
+func NewHedge(cfg HedgeConfig) (*Hedge, error) {
+	s, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	h := &Hedge{s: s, prefix: HedgeKind, rec: newHedgeRecorder(cfg.MeterProvider, s.name)}
+	if s.name != "" {
+		h.prefix += " " + strconv.Quote(s.name)
+	}
+	if s.quantile != 0 {
+		h.est = newDelayEstimator(s.quantile, s.minDelay, s.delay, s.window)
+	}
+	return h, nil
+}
+
+// MaxHedges returns the number of attempts a call may start beside the
+// first.
+func (h *Hedge) MaxHedges() int { return h.s.maxHedges }
+
+// Delay returns the delay in force: the fixed Delay, or the one learned so
+// far; a negative value means that no hedge starts on delay yet (a learned
+// delay without enough latencies and no Delay to start with).
+func (h *Hedge) Delay() time.Duration {
+	if h.est == nil {
+		return h.s.delay
+	}
+	return h.est.delay()
+}
+
+// hedgeCall is the state one call's attempts share.
+type hedgeCall struct {
+	results chan hedgeResult // buffered for every attempt: a send never blocks
+	winner  atomic.Int32     // the attempt that holds the claim; 0: none
+	// ended is set, under mu, once Execute has its outcome; an attempt
+	// sends its result under mu only while ended is false, so that a
+	// result is either read by Execute (which drains the channel as it
+	// ends, to carry a panic) or known to be an orphan.
+	ended atomic.Bool
+	mu    sync.Mutex
+}
+
+// hedgeClaim is one attempt's policy.Claimer.
+type hedgeClaim struct {
+	call *hedgeCall
+	n    int32
+}
+
+// Claim grants the claim to the first attempt that asks, and again to it.
+func (c *hedgeClaim) Claim() bool {
+	return c.call.winner.CompareAndSwap(0, c.n) || c.call.winner.Load() == c.n
+}
+
+// hedgeResult is how an attempt ended.
+type hedgeResult struct {
+	n        int
+	err      error
+	claimed  bool // err == nil and the attempt holds the claim
+	panicked bool
+	pval     any
+	goexit   bool
+}
+
+// Execute runs fn, and runs it again beside the first attempt after the
+// delay or at once after a failure, up to MaxHedges more times, until an
+// attempt succeeds; it returns nil as soon as one does, canceling the
+// others. Otherwise it returns the error the rules in the package
+// documentation give. It panics if ctx or fn is nil.
+func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
+	if ctx == nil {
+		panic("retry: nil Context")
+	}
+	if fn == nil {
+		panic("retry: nil fn")
+	}
+	if h.s.budget != nil {
+		h.s.budget.Deposit()
+	}
+	maxAttempts := 1 + h.s.maxHedges
+	c := &hedgeCall{results: make(chan hedgeResult, maxAttempts)}
+	actx, cancel := context.WithCancelCause(ctx)
+	started, running := 0, 0
+	launch := func(afterFailure bool) {
+		started++
+		running++
+		if started > 1 {
+			if h.s.onHedge != nil {
+				h.s.onHedge(ctx, started, afterFailure)
+			}
+			h.rec.started(ctx, started, afterFailure)
+		}
+		h.run(c, actx, fn, started)
+	}
+	launch(false)
+
+	var (
+		timer *time.Timer
+		tick  <-chan time.Time
+	)
+	// arm sets the timer for the next hedge, if one may start on delay.
+	arm := func() {
+		d := h.Delay()
+		if started >= maxAttempts || d < 0 {
+			tick = nil
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		tick = timer.C
+	}
+	arm()
+	// end stops everything still running: the outcome is decided. A
+	// panic (or Goexit) of an attempt that ended before, still in the
+	// channel, is carried to the caller now.
+	end := func() {
+		c.mu.Lock()
+		c.ended.Store(true)
+		c.mu.Unlock()
+		if timer != nil {
+			timer.Stop()
+		}
+		cancel(ErrHedgeLost)
+		for {
+			select {
+			case r := <-c.results:
+				if r.panicked {
+					panic(r.pval)
+				}
+				if r.goexit {
+					runtime.Goexit()
+				}
+			default:
+				return
+			}
+		}
+	}
+	var (
+		last      error // the latest failure of an attempt that ran fn
+		lastN     int
+		failures  int // attempts that ran fn and failed
+		rejection error
+		refused   bool // the budget refused a hedge
+		stopped   bool // no more hedges: refused or rejected
+	)
+	// next starts the next hedge if MaxHedges, the budget and the rules
+	// allow, and reports whether it did.
+	next := func(afterFailure bool) bool {
+		if stopped || started >= maxAttempts {
+			return false
+		}
+		if h.s.budget != nil && !h.s.budget.TryWithdraw() {
+			refused, stopped = true, true
+			return false
+		}
+		launch(afterFailure)
+		return true
+	}
+	for {
+		select {
+		case r := <-c.results:
+			running--
+			switch {
+			case r.panicked || r.goexit:
+				end() // may carry another attempt's panic instead
+				if r.panicked {
+					panic(r.pval)
+				}
+				runtime.Goexit()
+			case r.err == nil && r.claimed:
+				end()
+				return nil
+			case r.err == nil:
+				// A success that found the claim held by another attempt,
+				// which has not answered yet: nothing to publish.
+			case errors.Is(r.err, policy.ErrRejected):
+				// A refusal (an open breaker) is never hedged around.
+				rejection, stopped = r.err, true
+			case ctx.Err() != nil:
+				end()
+				return Unmark(r.err)
+			case isPermanent(r.err):
+				end()
+				return Unmark(r.err)
+			case h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
+				end()
+				return r.err
+			default:
+				last, lastN = r.err, r.n
+				failures++
+				if next(true) {
+					arm() // the next hedge on delay counts from this one
+				}
+			}
+			if running == 0 {
+				end()
+				return h.final(ctx, failures, lastN, last, rejection, refused)
+			}
+		case <-tick:
+			tick = nil
+			if next(false) {
+				arm()
+			}
+		case <-ctx.Done():
+			end()
+			if last != nil {
+				return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, ctx.Err(), lastN, Unmark(last))
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// final is the error of a call all of whose attempts ended without a
+// winner.
+func (h *Hedge) final(ctx context.Context, failures, lastN int, last, rejection error, refused bool) error {
+	if last == nil {
+		if rejection != nil {
+			return rejection // fn never ran
+		}
+		// Only successes that lost the claim to an attempt whose success
+		// a policy below then turned into a failure: rare, and still no
+		// outcome to publish.
+		return fmt.Errorf("%s: %w", h.prefix, ErrHedgeLost)
+	}
+	e := &ExhaustedError{Kind: HedgeKind, Name: h.s.name, Attempts: failures, Reason: ReasonMaxAttempts, Err: Unmark(last)}
+	switch {
+	case rejection != nil:
+		e.Reason = ReasonRejected
+		e.Rejection, _ = errors.AsType[*policy.RejectedError](rejection)
+	case refused:
+		e.Reason = ReasonBudget
+	}
+	h.rec.exhaust(ctx, e.Reason)
+	return e
+}
+
+// run starts attempt n in a goroutine of its own; its result goes to
+// c.results.
+func (h *Hedge) run(c *hedgeCall, ctx context.Context, fn policy.Func, n int) {
+	claim := &hedgeClaim{call: c, n: int32(n)}
+	actx := context.WithValue(policy.WithClaimer(ctx, claim), attemptKey{}, n)
+	var start time.Time
+	if h.est != nil {
+		start = time.Now()
+	}
+	go func() {
+		r := hedgeResult{n: n}
+		normal, recovered := false, false
+		// Two defers, as singleflight does, to tell a panic from
+		// runtime.Goexit: the inner one recovers a panic, the outer one
+		// sees a Goexit (neither returned normally nor recovered).
+		defer func() {
+			if !normal && !recovered {
+				r.goexit = true
+			}
+			h.finish(actx, c, claim, &r, start)
+			c.mu.Lock()
+			if !c.ended.Load() {
+				c.results <- r
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			if r.panicked {
+				// No caller to carry it to: the call has its outcome.
+				panic(r.pval)
+			}
+		}()
+		func() {
+			defer func() {
+				if !normal {
+					if v := recover(); v != nil {
+						r.panicked, r.pval, recovered = true, v, true
+					}
+				}
+			}()
+			r.err = fn(actx)
+			normal = true
+		}()
+	}()
+}
+
+// finish settles the claim of an attempt that ended, records its latency
+// for a learned delay, and counts a hedge's outcome.
+func (h *Hedge) finish(ctx context.Context, c *hedgeCall, claim *hedgeClaim, r *hedgeResult, start time.Time) {
+	if r.err == nil && !r.panicked && !r.goexit {
+		r.claimed = claim.Claim()
+	} else {
+		// A winner whose success a policy below turned into a failure (or
+		// whose fn panicked after Do claimed) gives the claim back.
+		c.winner.CompareAndSwap(claim.n, 0)
+	}
+	ended := c.ended.Load()
+	if h.est != nil && !r.panicked && !r.goexit {
+		d := time.Since(start)
+		switch {
+		case r.err == nil:
+			h.est.add(d)
+		case ended && c.winner.Load() != 0 && d >= h.est.delay():
+			// Canceled because another attempt won, after running longer
+			// than the delay: a lower bound, and a slow attempt.
+			h.est.add(d)
+		}
+	}
+	if r.n > 1 {
+		switch {
+		case r.claimed:
+			h.rec.outcome(ctx, HedgeWon)
+		case r.err == nil && !r.panicked && !r.goexit, ended && c.winner.Load() != 0:
+			h.rec.outcome(ctx, HedgeLost)
+		case ended, ctx.Err() != nil:
+			// The call ended without a winner, or the caller's context
+			// (which the attempt's derives from) ended first.
+			h.rec.outcome(ctx, HedgeCanceled)
+		default:
+			h.rec.outcome(ctx, HedgeFailed)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package retry
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// delayEstimator learns a Hedge's delay: a quantile of the last window
+// latencies, at least a floor, kept in a ring of fixed size (bounded
+// memory). The delay in force is an atomic read; samples are added under a
+// mutex, and the quantile is recomputed (a selection in a scratch copy of
+// the ring, O(window)) once every window/16 samples, so that adding a
+// sample costs O(16) on average.
+type delayEstimator struct {
+	q     float64
+	floor time.Duration
+
+	cur atomic.Int64 // the delay in force, in ns; -1: none yet
+
+	mu      sync.Mutex
+	ring    []int64 // ns
+	next    int     // where the next sample goes
+	n       int     // samples in ring, <= len(ring)
+	since   int     // samples added since the last recomputation
+	scratch []int64
+}
+
+func newDelayEstimator(q float64, floor, initial time.Duration, window int) *delayEstimator {
+	e := &delayEstimator{q: q, floor: floor, ring: make([]int64, window), scratch: make([]int64, window)}
+	if initial > 0 {
+		e.cur.Store(int64(initial))
+	} else {
+		e.cur.Store(-1)
+	}
+	return e
+}
+
+// delay returns the delay in force, or a negative value for none yet.
+func (e *delayEstimator) delay() time.Duration { return time.Duration(e.cur.Load()) }
+
+// add records one latency.
+func (e *delayEstimator) add(d time.Duration) {
+	e.mu.Lock()
+	e.ring[e.next] = int64(d)
+	if e.next++; e.next == len(e.ring) {
+		e.next = 0
+	}
+	if e.n < len(e.ring) {
+		e.n++
+	}
+	e.since++
+	if e.n >= hedgeMinSamples && e.since >= max(1, e.n/16) {
+		e.since = 0
+		e.cur.Store(int64(max(time.Duration(e.quantile()), e.floor)))
+	}
+	e.mu.Unlock()
+}
+
+// quantile returns the q-quantile of the samples (nearest rank). e.mu must
+// be held.
+func (e *delayEstimator) quantile() int64 {
+	s := e.scratch[:e.n]
+	copy(s, e.ring[:e.n])
+	k := int(math.Ceil(e.q*float64(e.n))) - 1
+	k = min(max(k, 0), e.n-1)
+	return selectKth(s, k)
+}
+
+// selectKth returns the k-th smallest element of s (0-based), reordering
+// s: Hoare's quickselect with a median-of-three pivot, O(len(s)) on
+// average.
+func selectKth(s []int64, k int) int64 {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// Median of three to s[mid].
+		if s[mid] < s[lo] {
+			s[mid], s[lo] = s[lo], s[mid]
+		}
+		if s[hi] < s[lo] {
+			s[hi], s[lo] = s[lo], s[hi]
+		}
+		if s[hi] < s[mid] {
+			s[hi], s[mid] = s[mid], s[hi]
+		}
+		pivot := s[mid]
+		i, j := lo, hi
+		for i <= j {
+			for s[i] < pivot {
+				i++
+			}
+			for s[j] > pivot {
+				j--
+			}
+			if i <= j {
+				s[i], s[j] = s[j], s[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return s[k]
+		}
+	}
+	return s[k]
+}

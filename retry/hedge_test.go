@@ -1,0 +1,593 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"pgregory.net/rapid"
+
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+func mustHedge(t testing.TB, cfg HedgeConfig) *Hedge {
+	t.Helper()
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = noop.NewMeterProvider()
+	}
+	h, err := NewHedge(cfg)
+	if err != nil {
+		t.Fatalf("NewHedge(%+v): %v", cfg, err)
+	}
+	return h
+}
+
+func TestHedgeConfigValidation(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name  string
+		cfg   HedgeConfig
+		field string
+		msg   string
+	}{
+		{"zero", HedgeConfig{}, "", ""},
+		{"fixed", HedgeConfig{Delay: time.Millisecond}, "", ""},
+		{"quantile with an initial delay", HedgeConfig{Delay: time.Second, Quantile: 0.5}, "", ""},
+		{"MaxHedges limit", HedgeConfig{MaxHedges: MaxHedgesLimit}, "", ""},
+		{"Window 20", HedgeConfig{Window: 20}, "", ""},
+		{"MaxHedges -1", HedgeConfig{MaxHedges: -1}, "HedgeConfig.MaxHedges", "must be in [1, 100], got -1"},
+		{"MaxHedges 101", HedgeConfig{MaxHedges: 101}, "HedgeConfig.MaxHedges", "must be in [1, 100], got 101"},
+		{"Delay negative", HedgeConfig{Delay: -time.Millisecond}, "HedgeConfig.Delay", "must be >= 0, got -1ms"},
+		{"Quantile 1", HedgeConfig{Quantile: 1}, "HedgeConfig.Quantile", "must be in (0, 1), got 1"},
+		{"Quantile negative", HedgeConfig{Quantile: -0.5}, "HedgeConfig.Quantile", "must be in (0, 1), got -0.5"},
+		{"Quantile NaN", HedgeConfig{Quantile: nan}, "HedgeConfig.Quantile", "must be in (0, 1), got NaN"},
+		{"MinDelay negative", HedgeConfig{MinDelay: -1}, "HedgeConfig.MinDelay", "must be > 0, got -1ns"},
+		{"Window 19", HedgeConfig{Window: 19}, "HedgeConfig.Window", "must be in [20, 100000], got 19"},
+		{"Window huge", HedgeConfig{Window: 100001}, "HedgeConfig.Window", "must be in [20, 100000], got 100001"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.MeterProvider = noop.NewMeterProvider()
+			h, err := NewHedge(tt.cfg)
+			if tt.field == "" {
+				if err != nil || h == nil {
+					t.Errorf("NewHedge = %v, %v; want valid", h, err)
+				}
+				return
+			}
+			if err == nil || h != nil {
+				t.Fatalf("NewHedge = %v, %v; want an error naming %s", h, err, tt.field)
+			}
+			if want := "retry: " + tt.field + " " + tt.msg; err.Error() != want {
+				t.Errorf("err = %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// attemptLog records, for each attempt of one call, when it started and
+// how its context ended.
+type attemptLog struct {
+	mu     sync.Mutex
+	starts map[int]time.Duration
+	causes map[int]error
+	t0     time.Time
+}
+
+func newAttemptLog() *attemptLog {
+	return &attemptLog{starts: map[int]time.Duration{}, causes: map[int]error{}, t0: time.Now()}
+}
+
+// fn returns an fn whose attempt n takes lat(n) (or until its context is
+// done) and then returns err(n).
+func (l *attemptLog) fn(lat func(n int) time.Duration, errFor func(n int) error) policy.Func {
+	return func(ctx context.Context) error {
+		n := Attempt(ctx)
+		l.mu.Lock()
+		l.starts[n] = time.Since(l.t0)
+		l.mu.Unlock()
+		select {
+		case <-time.After(lat(n)):
+			return errFor(n)
+		case <-ctx.Done():
+			l.mu.Lock()
+			l.causes[n] = context.Cause(ctx)
+			l.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *attemptLog) started() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for n := 1; n <= len(l.starts); n++ {
+		out = append(out, l.starts[n])
+	}
+	return out
+}
+
+func lats(ds ...time.Duration) func(int) time.Duration {
+	return func(n int) time.Duration { return ds[n-1] }
+}
+
+// After the delay with no answer a hedge starts; the first success wins at
+// once, and the loser is canceled with the cause ErrHedgeLost.
+func TestHedgeFixedDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: 15 * time.Millisecond})
+		l := newAttemptLog()
+		start := time.Now()
+		err := h.Execute(t.Context(), l.fn(lats(100*time.Millisecond, 10*time.Millisecond), always(nil)))
+		if err != nil || time.Since(start) != 25*time.Millisecond {
+			t.Errorf("Execute = %v after %v; want nil after 25ms", err, time.Since(start))
+		}
+		synctest.Wait()
+		if got := l.started(); !slices.Equal(got, []time.Duration{0, 15 * time.Millisecond}) {
+			t.Errorf("attempts started at %v, want [0 15ms]", got)
+		}
+		if c := l.causes[1]; !errors.Is(c, ErrHedgeLost) {
+			t.Errorf("the loser's cause = %v, want ErrHedgeLost", c)
+		}
+	})
+}
+
+// An attempt that answers before the delay is the only one.
+func TestHedgeNotNeeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: 15 * time.Millisecond, MaxHedges: 3})
+		l := newAttemptLog()
+		if err := h.Execute(t.Context(), l.fn(lats(14*time.Millisecond), always(nil))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if got := l.started(); len(got) != 1 {
+			t.Errorf("attempts started at %v, want one", got)
+		}
+	})
+}
+
+// A failed attempt starts the next hedge at once; the next on delay counts
+// from it. With every attempt failing, the call ends exhausted.
+func TestHedgeFailureStartsNextAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Name: "x", Delay: 15 * time.Millisecond, MaxHedges: 2})
+		l := newAttemptLog()
+		last := errors.New("503")
+		err := h.Execute(t.Context(), l.fn(lats(2*time.Millisecond, 100*time.Millisecond, 1*time.Millisecond), always(last)))
+		if got := l.started(); !slices.Equal(got, []time.Duration{0, 2 * time.Millisecond, 17 * time.Millisecond}) {
+			t.Errorf("attempts started at %v, want [0 2ms 17ms]", got)
+		}
+		var ee *ExhaustedError
+		if !errors.As(err, &ee) || ee.Kind != HedgeKind || ee.Reason != ReasonMaxAttempts || ee.Attempts != 3 || !errors.Is(err, last) || !errors.Is(err, ErrExhausted) {
+			t.Fatalf("err = %#v; want an exhaustion of 3 attempts wrapping the last error", err)
+		}
+		if want := `hedge "x": gave up after 3 attempts: 503`; err.Error() != want {
+			t.Errorf("message %q, want %q", err, want)
+		}
+	})
+}
+
+// A fn that ignores its context in a losing attempt: the winner returns at
+// once, policy.Do returns the winner's value, and the loser's goroutine
+// ends when fn returns (goleak checks at the end of the package's tests).
+func TestHedgeLoserIgnoresContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond})
+		release := make(chan struct{})
+		var loserDone atomic.Bool
+		start := time.Now()
+		v, err := policy.Do(t.Context(), h, func(ctx context.Context) (string, error) {
+			if Attempt(ctx) == 1 {
+				<-release // ignores ctx
+				loserDone.Store(true)
+				return "loser", nil
+			}
+			time.Sleep(5 * time.Millisecond)
+			return "winner", nil
+		})
+		if v != "winner" || err != nil || time.Since(start) != 15*time.Millisecond {
+			t.Errorf("Do = %q, %v after %v; want the winner at 15ms", v, err, time.Since(start))
+		}
+		close(release)
+		synctest.Wait()
+		if !loserDone.Load() {
+			t.Errorf("the loser did not finish")
+		}
+	})
+}
+
+// A panic in an attempt reaches the caller, after the others are canceled.
+func TestHedgePanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond})
+		var canceled atomic.Bool
+		func() {
+			defer func() {
+				if v := recover(); v != "boom" {
+					t.Errorf("recovered %v, want boom", v)
+				}
+			}()
+			h.Execute(t.Context(), func(ctx context.Context) error {
+				if Attempt(ctx) == 2 {
+					panic("boom")
+				}
+				<-ctx.Done()
+				canceled.Store(errors.Is(context.Cause(ctx), ErrHedgeLost))
+				return ctx.Err()
+			})
+			t.Errorf("Execute returned")
+		}()
+		synctest.Wait()
+		if !canceled.Load() {
+			t.Errorf("the other attempt was not canceled with ErrHedgeLost")
+		}
+	})
+}
+
+// runtime.Goexit in an attempt ends the caller's goroutine too.
+func TestHedgeGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond})
+		returned := false
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			h.Execute(context.Background(), func(ctx context.Context) error {
+				if Attempt(ctx) == 1 {
+					time.Sleep(5 * time.Millisecond)
+					runtime.Goexit()
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			returned = true
+		})
+		wg.Wait()
+		if returned {
+			t.Errorf("Execute returned after an attempt's Goexit")
+		}
+	})
+}
+
+// The caller's cancellation ends the call at once, with its error.
+func TestHedgeCallerCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond, MaxHedges: 3})
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		l := newAttemptLog()
+		start := time.Now()
+		err := h.Execute(ctx, l.fn(lats(time.Hour, time.Hour, time.Hour, time.Hour), always(nil)))
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 20*time.Millisecond {
+			t.Errorf("Execute = %v after %v; want the deadline at 20ms", err, time.Since(start))
+		}
+		synctest.Wait()
+		if len(l.started()) != 4 {
+			t.Errorf("attempts = %d, want 4", len(l.started()))
+		}
+	})
+}
+
+// A permanent error, a ShouldRetry refusal and a rejection end hedging:
+// the first two end the call at once (canceling the others), a rejection
+// of the first attempt is the call's outcome, unchanged.
+func TestHedgeFatalErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fatal := errors.New("400")
+		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond, MaxHedges: 3, ShouldRetry: func(err error) bool { return err != fatal }})
+		l := newAttemptLog()
+		err := h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), func(n int) error { return Permanent(fatal) }))
+		synctest.Wait()
+		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrHedgeLost) {
+			t.Errorf("permanent: err = %v after %d attempts, first canceled with %v; want the error itself after 2, the first canceled", err, len(l.started()), l.causes[1])
+		}
+		l = newAttemptLog()
+		err = h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), always(fatal)))
+		synctest.Wait()
+		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrHedgeLost) {
+			t.Errorf("ShouldRetry false: err = %v after %d attempts; want the error after 2, the first canceled", err, len(l.started()))
+		}
+		synctest.Wait()
+		rej := policy.NewRejectedError("breaker", "b", "open", nil)
+		l = newAttemptLog()
+		err = h.Execute(t.Context(), l.fn(lats(0), always(rej)))
+		if err != rej || len(l.started()) != 1 {
+			t.Errorf("rejection: err = %v after %d attempts; want the rejection after 1", err, len(l.started()))
+		}
+	})
+}
+
+// A rejected hedge after a failure: the call is exhausted with Reason
+// rejected, wrapping fn's failure.
+func TestHedgeRejectedAfterFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: time.Hour, MaxHedges: 3})
+		rej := policy.NewRejectedError("breaker", "b", "open", nil)
+		err := h.Execute(t.Context(), func(ctx context.Context) error {
+			if Attempt(ctx) == 1 {
+				return errBoom
+			}
+			return rej
+		})
+		var ee *ExhaustedError
+		if !errors.As(err, &ee) || ee.Reason != ReasonRejected || ee.Rejection != rej || ee.Attempts != 1 || errors.Is(err, policy.ErrRejected) || !errors.Is(err, errBoom) {
+			t.Errorf("err = %#v; want exhausted, Reason rejected, wrapping errBoom", err)
+		}
+	})
+}
+
+// Every hedge draws on the budget; a refused hedge is not started, and a
+// call whose failures found the budget spent ends with Reason budget.
+func TestHedgeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBudget(t, BudgetConfig{Ratio: 0.6, MinPerSecond: NoMinimum})
+		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond, Budget: b, MaxHedges: 2})
+		l := newAttemptLog()
+		// One call: 0.6 of a hedge paid for; none starts.
+		if err := h.Execute(t.Context(), l.fn(lats(50*time.Millisecond), always(nil))); err != nil || len(l.started()) != 1 {
+			t.Errorf("err = %v after %d attempts; want success after 1", err, len(l.started()))
+		}
+		// The second call pays for one hedge; the third attempt is refused.
+		l = newAttemptLog()
+		err := h.Execute(t.Context(), l.fn(lats(50*time.Millisecond, 50*time.Millisecond), always(errBoom)))
+		var ee *ExhaustedError
+		if !errors.As(err, &ee) || ee.Reason != ReasonBudget || ee.Attempts != 2 || len(l.started()) != 2 {
+			t.Errorf("err = %v after %d attempts; want exhausted by the budget after 2", err, len(l.started()))
+		}
+		if got := b.Available(); got < 0 || got >= 1 {
+			t.Errorf("Available = %v, want in [0, 1)", got)
+		}
+	})
+}
+
+// The learned delay is the quantile of recent latencies, at least
+// MinDelay, and none before 20 latencies unless Delay gives one.
+func TestHedgeLearnedDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Quantile: 0.9, MinDelay: 5 * time.Millisecond, Window: 100})
+		if d := h.Delay(); d >= 0 {
+			t.Errorf("Delay before any latency = %v, want none", d)
+		}
+		call := func(lat time.Duration) {
+			if err := h.Execute(t.Context(), func(ctx context.Context) error { time.Sleep(lat); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 19 {
+			call(time.Duration(i+1) * time.Millisecond)
+		}
+		if d := h.Delay(); d >= 0 {
+			t.Errorf("Delay after 19 latencies = %v, want none", d)
+		}
+		call(20 * time.Millisecond)
+		if d := h.Delay(); d != 18*time.Millisecond {
+			t.Errorf("Delay after 1..20ms = %v, want the p90, 18ms", d)
+		}
+		// 100 fast calls replace the window: the floor.
+		for range 100 {
+			call(time.Millisecond)
+		}
+		if d := h.Delay(); d != 5*time.Millisecond {
+			t.Errorf("Delay after 100 x 1ms = %v, want the floor, 5ms", d)
+		}
+		// With a Delay to start with.
+		h2 := mustHedge(t, HedgeConfig{Quantile: 0.5, Delay: 7 * time.Millisecond})
+		if d := h2.Delay(); d != 7*time.Millisecond {
+			t.Errorf("initial Delay = %v, want 7ms", d)
+		}
+	})
+}
+
+// A loser canceled after running longer than the delay counts as a slow
+// latency: with every first attempt slow, the learned delay does not fall
+// to the hedges' fast latencies alone.
+func TestHedgeCensoredLatencies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Quantile: 0.6, Delay: 20 * time.Millisecond, MinDelay: time.Millisecond, Window: 20})
+		for range 40 {
+			l := newAttemptLog()
+			if err := h.Execute(t.Context(), l.fn(lats(time.Hour, 10*time.Millisecond), always(nil))); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		// Samples: the winners' 10ms, the losers' lower bounds of 20ms and
+		// more, as many: the 60th percentile is above 10ms. Without them it
+		// would be 10ms.
+		if d := h.Delay(); d <= 10*time.Millisecond {
+			t.Errorf("Delay = %v; want above the winners' 10ms", d)
+		}
+	})
+}
+
+// watertight.hedges counts hedges by outcome; exhaustions carry the kind
+// hedge and their reason.
+func TestHedgeTelemetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer mp.Shutdown(context.Background())
+		h := mustHedge(t, HedgeConfig{Name: "h", Delay: 10 * time.Millisecond, MaxHedges: 1, MeterProvider: mp})
+		ctx := t.Context()
+		// won: the hedge answers first.
+		h.Execute(ctx, newAttemptLog().fn(lats(time.Hour, time.Millisecond), always(nil)))
+		// lost: the first attempt answers while the hedge runs.
+		h.Execute(ctx, newAttemptLog().fn(lats(12*time.Millisecond, time.Hour), always(nil)))
+		// failed, then the call is exhausted.
+		h.Execute(ctx, newAttemptLog().fn(lats(time.Millisecond, time.Millisecond), always(errBoom)))
+		// canceled: the caller gives up while the hedge runs.
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		h.Execute(cctx, newAttemptLog().fn(lats(time.Hour, time.Hour), always(nil)))
+		cancel()
+		synctest.Wait()
+		got := sums(t, reader)
+		kind, name := telemetry.KeyKind.String(HedgeKind), telemetry.KeyName.String("h")
+		for _, o := range hedgeOutcomes {
+			if v := got[MetricHedges][attribute.NewSet(kind, name, KeyHedgeOutcome.String(o))]; v != 1 {
+				t.Errorf("hedges{outcome=%s} = %d, want 1", o, v)
+			}
+		}
+		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, KeyReason.String(ReasonMaxAttempts))]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
+			t.Errorf("exhausted = %v, want 1 with reason max_attempts", got[telemetry.MetricExhausted])
+		}
+	})
+}
+
+func TestSelectKth(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		n := 1 + r.IntN(200)
+		s := make([]int64, n)
+		for i := range s {
+			s[i] = int64(r.IntN(50)) // duplicates
+		}
+		sorted := slices.Clone(s)
+		slices.Sort(sorted)
+		k := r.IntN(n)
+		if got := selectKth(slices.Clone(s), k); got != sorted[k] {
+			t.Fatalf("selectKth(%v, %d) = %d, want %d", s, k, got, sorted[k])
+		}
+	}
+}
+
+// TestHedgeProperties drives Hedges of random configurations, sharing a
+// Budget, with random calls (latencies, failures, panics, caller
+// cancellations, fns that ignore their context), in synctest bubbles, and
+// checks that a call never makes more than 1 + MaxHedges attempts, that
+// every attempt that starts ends once, that the budget never goes negative
+// and never grants more hedges than were paid for, and that a call that
+// succeeds returns the value of an attempt that succeeded.
+func TestHedgeProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			b, err := NewBudget(BudgetConfig{
+				Ratio:        rapid.SampledFrom([]float64{0.1, 0.5, 2}).Draw(rt, "ratio"),
+				MinPerSecond: rapid.SampledFrom([]float64{NoMinimum, 1, 10}).Draw(rt, "minPerSecond"),
+			})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			var hedged atomic.Int64
+			cfg := HedgeConfig{
+				MaxHedges:     rapid.IntRange(1, 4).Draw(rt, "maxHedges"),
+				Delay:         time.Duration(rapid.IntRange(0, 20).Draw(rt, "delayMs")) * time.Millisecond,
+				Quantile:      rapid.SampledFrom([]float64{0, 0.5, 0.9}).Draw(rt, "quantile"),
+				Window:        20,
+				Budget:        b,
+				MeterProvider: noop.NewMeterProvider(),
+				OnHedge:       func(context.Context, int, bool) { hedged.Add(1) },
+			}
+			h, err := NewHedge(cfg)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			var (
+				wg              sync.WaitGroup
+				started, ended  atomic.Int64
+				overrun, wrong  atomic.Int64
+				calls           atomic.Int64
+				releaseIgnorers = make(chan struct{})
+			)
+			start := time.Now()
+			for range rapid.IntRange(1, 30).Draw(rt, "calls") {
+				seed := rapid.Uint64().Draw(rt, "seed")
+				// Only the first attempt panics: it runs before any other
+				// can end the call (a delay is never 0), and a panic in an
+				// attempt after the call ended would crash the program.
+				panics := rapid.IntRange(0, 4).Draw(rt, "panic") == 1
+				cancelAfter := time.Duration(rapid.IntRange(0, 60).Draw(rt, "cancelAfterMs")) * time.Millisecond
+				// An attempt that ignores its context, only in a call its
+				// caller cancels: otherwise, if every other attempt failed,
+				// the call would wait for it for ever.
+				ignoreAt := 0
+				if cancelAfter > 0 {
+					ignoreAt = rapid.IntRange(0, 5).Draw(rt, "ignoreAt")
+				}
+				calls.Add(1)
+				wg.Go(func() {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					if cancelAfter > 0 {
+						stop := time.AfterFunc(cancelAfter, cancel)
+						defer stop.Stop()
+					}
+					defer func() { _ = recover() }()
+					var n, mu = atomic.Int64{}, sync.Mutex{}
+					succeeded := map[int]bool{}
+					v, err := policy.Do(ctx, h, func(ctx context.Context) (int, error) {
+						started.Add(1)
+						defer ended.Add(1)
+						a := Attempt(ctx)
+						if int(n.Add(1)) > 1+cfg.MaxHedges {
+							overrun.Add(1)
+						}
+						x := seed + uint64(a)*0x9e3779b97f4a7c15
+						x ^= x >> 29
+						x *= 0xbf58476d1ce4e5b9
+						lat := time.Duration(x%40) * time.Millisecond
+						if a == 1 && panics {
+							panic("fn panicked")
+						}
+						if a == ignoreAt {
+							<-releaseIgnorers
+						} else {
+							select {
+							case <-time.After(lat):
+							case <-ctx.Done():
+								return 0, ctx.Err()
+							}
+						}
+						if x>>60 < 6 {
+							return 0, errBoom
+						}
+						mu.Lock()
+						succeeded[a] = true
+						mu.Unlock()
+						return a, nil
+					})
+					if err == nil {
+						mu.Lock()
+						ok := succeeded[v]
+						mu.Unlock()
+						if !ok {
+							wrong.Add(1)
+						}
+					}
+				})
+				time.Sleep(time.Duration(rapid.IntRange(0, 30).Draw(rt, "gapMs")) * time.Millisecond)
+			}
+			wg.Wait()
+			close(releaseIgnorers)
+			synctest.Wait()
+			if overrun.Load() != 0 {
+				rt.Fatalf("a call made more than 1 + MaxHedges attempts")
+			}
+			if wrong.Load() != 0 {
+				rt.Fatalf("%d calls returned a value no successful attempt produced", wrong.Load())
+			}
+			if started.Load() != ended.Load() {
+				rt.Fatalf("%d attempts started, %d ended", started.Load(), ended.Load())
+			}
+			b.mu.Lock()
+			bal := b.balance
+			b.mu.Unlock()
+			paid := b.reserve + b.s.ratio*float64(calls.Load()) + b.s.floor*time.Since(start).Seconds()
+			if bal < 0 || float64(hedged.Load()) > paid+1e-6 {
+				rt.Fatalf("balance %v, %d hedges for %v paid", bal, hedged.Load(), paid)
+			}
+		})
+	})
+}
