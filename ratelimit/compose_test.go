@@ -165,3 +165,30 @@ func rejections(t *testing.T, r *sdkmetric.ManualReader, name, reason string) in
 	}
 	return 0
 }
+
+// A held attempt waits before the breaker: while it waits, the half-open
+// breaker's one probe stays free for a call that is not held.
+func TestHeldAttemptTakesNoProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{ConsecutiveFailures: 1, OpenTimeout: time.Second}))
+		defer br.Close()
+		lim := newLimiter(t, ratelimit.Config{})
+		held := must[*compose.Pipeline](t)(compose.New("held", compose.Policies{RateLimit: lim, Breaker: br}))
+		free := must[*compose.Pipeline](t)(compose.New("free", compose.Policies{Breaker: br}))
+		free.Execute(context.Background(), func(context.Context) error { return errors.New("down") })
+		time.Sleep(time.Second)
+		if br.State() != breaker.HalfOpen {
+			t.Fatalf("breaker %v", br.State())
+		}
+		lim.HoldFor(5 * time.Second)
+		done := make(chan error)
+		go func() { done <- held.Execute(context.Background(), ok) }()
+		synctest.Wait() // the held call waits in the limiter
+		if err := free.Execute(context.Background(), ok); err != nil {
+			t.Errorf("the probe was taken by a held attempt: %v", err)
+		}
+		if err := <-done; err != nil || br.State() != breaker.Closed {
+			t.Errorf("held call: %v, breaker %v", err, br.State())
+		}
+	})
+}

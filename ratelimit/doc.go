@@ -68,6 +68,7 @@
 // an overloaded server is failing) is left to the retry as before; it feeds
 // the hold too, so both end at the same moment.
 //
-// A Limiter is safe for concurrent use; admission without a hold and
-// without a client-side rate costs one atomic load and no clock read.
+// A Limiter is safe for concurrent use. Without a client-side rate,
+// admission while no hold is in force costs one atomic load and no clock
+// read (the first attempt after a hold ends clears it).
 package ratelimit

@@ -33,7 +33,8 @@ type Limiter struct {
 	// epoch is the origin of until: a monotonic clock reading taken at New.
 	epoch time.Time
 	// until is the end of the hold, in nanoseconds since epoch; 0: no hold
-	// was ever set, which admission checks without reading the clock.
+	// (none was set, or the last one is over and was cleared), which
+	// admission checks without reading the clock.
 	until atomic.Int64
 
 	maxHold  time.Duration
@@ -169,6 +170,9 @@ func (l *Limiter) enter(ctx context.Context) error {
 		now := time.Now()
 		hold := time.Duration(u) - now.Sub(l.epoch)
 		if hold <= 0 {
+			// The hold is over: clear it, so that admission reads no
+			// clock until the next one (a hold set meanwhile is kept).
+			l.until.CompareAndSwap(u, 0)
 			return nil
 		}
 		return l.wait(ctx, now, hold, 0, nil, nil)

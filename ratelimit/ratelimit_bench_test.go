@@ -1,0 +1,78 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
+)
+
+// BenchmarkExecute measures admission on the success path: fn alone (the
+// reference), a Limiter that was never held (one atomic load), one whose
+// hold has passed (a clock read), and one with a client-side rate that
+// never makes a call wait (x/time/rate's ReserveN, under its mutex).
+func BenchmarkExecute(b *testing.B) {
+	ctx := context.Background()
+	run := func(b *testing.B, l *ratelimit.Limiter) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Execute(ctx, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("fn", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := ok(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("no_hold", func(b *testing.B) {
+		l, _ := ratelimit.New(ratelimit.Config{})
+		run(b, l)
+	})
+	b.Run("hold_passed", func(b *testing.B) {
+		l, _ := ratelimit.New(ratelimit.Config{})
+		l.HoldFor(time.Nanosecond)
+		time.Sleep(time.Millisecond)
+		run(b, l)
+	})
+	b.Run("rate", func(b *testing.B) {
+		l, _ := ratelimit.New(ratelimit.Config{RequestsPerSecond: 1e12, TokensPerMinute: 1e15})
+		run(b, l)
+	})
+}
+
+// BenchmarkPipeline is a retry and breaker pipeline with and without a
+// Limiter in its RateLimit slot: what the slot adds to a call.
+func BenchmarkPipeline(b *testing.B) {
+	for _, withLimit := range []bool{false, true} {
+		name := "retry_breaker"
+		if withLimit {
+			name += "_ratelimit"
+		}
+		b.Run(name, func(b *testing.B) {
+			rt, _ := retry.New(retry.Config{})
+			br, _ := breaker.New(breaker.Config{})
+			defer br.Close()
+			pols := compose.Policies{Retry: rt, Breaker: br}
+			if withLimit {
+				pols.RateLimit, _ = ratelimit.New(ratelimit.Config{})
+			}
+			p, _ := compose.New("bench", pols)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := p.Execute(ctx, ok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
