@@ -2,8 +2,10 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	fsbudget "github.com/failsafe-go/failsafe-go/budget"
+	fshedge "github.com/failsafe-go/failsafe-go/hedgepolicy"
 	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
 
 	"github.com/watertight/watertight/retry"
@@ -66,4 +68,42 @@ func BenchmarkRetryBudgetParallel(b *testing.B) {
 		ex := fsExec(fsRetryBudget())
 		par(b, func() error { return ex.RunWithExecution(fsWork) })
 	})
+}
+
+// The success-path cost of a hedge that never fires (the attempt answers
+// long before the delay), against plain retry: each attempt of a hedge
+// runs in a goroutine of its own, with a timer for the delay. failsafe-go's
+// hedgepolicy with the same delay is beside it.
+func BenchmarkHedge(b *testing.B) {
+	b.Run("lib=watertight/op=retry", func(b *testing.B) {
+		r := wtRetry(b, nil)
+		seq(b, nil, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=watertight/op=hedge", func(b *testing.B) {
+		h := wtHedge(b)
+		seq(b, nil, func() error { return h.Execute(bg, work) })
+	})
+	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
+		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
+		seq(b, nil, func() error { return ex.RunWithExecution(fsWork) })
+	})
+}
+
+func BenchmarkHedgeParallel(b *testing.B) {
+	b.Run("lib=watertight/op=retry", func(b *testing.B) {
+		r := wtRetry(b, nil)
+		par(b, func() error { return r.Execute(bg, work) })
+	})
+	b.Run("lib=watertight/op=hedge", func(b *testing.B) {
+		h := wtHedge(b)
+		par(b, func() error { return h.Execute(bg, work) })
+	})
+	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
+		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
+		par(b, func() error { return ex.RunWithExecution(fsWork) })
+	})
+}
+
+func wtHedge(tb testing.TB) *retry.Hedge {
+	return must[*retry.Hedge](tb)(retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: time.Hour}))
 }
