@@ -16,6 +16,7 @@ import (
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
 // Pipeline runs calls through its policies in the fixed order described in
@@ -51,6 +52,9 @@ type slot struct {
 	policy   policy.Policy
 	twoPhase stage.Stage    // non-nil: run in two phases
 	repeater stage.Repeater // non-nil: compose drives the loop
+	// hedge: the policy (a *retry.Hedge) runs attempts concurrently, each
+	// through the slots below it, with its own attempt span and timing.
+	hedge bool
 }
 
 var _ policy.Policy = (*Pipeline)(nil)
@@ -83,8 +87,9 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		}
 		st := slot{policy: s.p}
 		st.twoPhase, st.repeater = stage.Of(s.p)
+		_, st.hedge = s.p.(*retry.Hedge)
 		pl.stages = append(pl.stages, st)
-		if st.repeater != nil {
+		if st.repeater != nil || st.hedge {
 			pl.perAttempt = true
 		}
 	}
@@ -221,7 +226,7 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 	}
 	st := &p.stages[i]
 	switch {
-	case i == len(p.stages)-1 && st.repeater == nil && (i > 0 || p.observer == nil):
+	case i == len(p.stages)-1 && st.repeater == nil && !st.hedge && (i > 0 || p.observer == nil):
 		// The innermost policy wraps fn itself, which needs no closure:
 		// its own Execute costs no more than its two phases (the
 		// breaker's is those two phases).
@@ -230,6 +235,20 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 		return p.runStage(ctx, i, st.twoPhase, fn, attempts)
 	case st.repeater != nil:
 		return p.loop(ctx, i, st.repeater, fn, attempts)
+	case st.hedge:
+		// Concurrent attempts, each run below the hedge as loop runs a
+		// Repeater's, numbered by the hedge (retry.Attempt). One closure
+		// per call, beside the hedge's own goroutine per attempt.
+		return st.policy.Execute(ctx, func(ctx context.Context) error {
+			switch {
+			case attempts != nil:
+				return p.tracedAttempt(ctx, attempts, retry.Attempt(ctx), i+1, fn)
+			case p.observer != nil:
+				return p.runTimed(ctx, i+1, fn, nil)
+			default:
+				return p.run(ctx, i+1, fn, nil)
+			}
+		})
 	default:
 		return st.policy.Execute(ctx, func(ctx context.Context) error {
 			return p.run(ctx, i+1, fn, attempts)

@@ -1,0 +1,75 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
+)
+
+// A Hedge in a compose pipeline's Retry slot: each attempt runs through the
+// slots below (the breaker sees the winner's success and the canceled
+// loser as an exclusion, not a failure), each gets an attempt span with
+// its number, and policy.Do returns the winner's value.
+func TestHedgeInPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+		defer tp.Shutdown(context.Background())
+		h, err := retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: 10 * time.Millisecond, MeterProvider: noop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := breaker.New(breaker.Config{Name: "b", MeterProvider: noop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := compose.New("hedged", compose.Policies{Retry: h, Breaker: br},
+			compose.WithTracerProvider(tp), compose.WithMeterProvider(noop.NewMeterProvider()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loserCause := make(chan error, 1)
+		v, err := policy.Do(t.Context(), p, func(ctx context.Context) (string, error) {
+			if retry.Attempt(ctx) == 1 {
+				<-ctx.Done()
+				loserCause <- context.Cause(ctx)
+				return "", ctx.Err()
+			}
+			time.Sleep(5 * time.Millisecond)
+			return "hedge", nil
+		})
+		if v != "hedge" || err != nil {
+			t.Fatalf("Do = %q, %v; want the hedge's value", v, err)
+		}
+		if c := <-loserCause; !errors.Is(c, retry.ErrHedgeLost) {
+			t.Errorf("loser's cause = %v, want ErrHedgeLost", c)
+		}
+		synctest.Wait()
+		if c := br.Counts(); c.TotalSuccesses != 1 || c.TotalFailures != 0 || c.TotalExclusions != 1 {
+			t.Errorf("breaker counts = %+v; want 1 success, 1 exclusion, no failure", c)
+		}
+		var attempts []int64
+		for _, s := range sr.Ended() {
+			if s.Name() == "watertight hedged attempt" {
+				set := attribute.NewSet(s.Attributes()...)
+				n, _ := set.Value("watertight.retry.attempt")
+				attempts = append(attempts, n.AsInt64())
+			}
+		}
+		if len(attempts) != 2 || attempts[0]+attempts[1] != 3 {
+			t.Errorf("attempt spans for attempts %v, want 1 and 2", attempts)
+		}
+	})
+}
