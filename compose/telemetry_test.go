@@ -83,6 +83,11 @@ func TestSpans(t *testing.T) {
 	if v, _ := attrOf(call.Attributes(), telemetry.KeyPipeline); v.AsString() != "llm" {
 		t.Errorf("pipeline attribute = %v", v)
 	}
+	for _, s := range spans {
+		if sc := s.InstrumentationScope(); sc.Name != telemetry.ScopeName || sc.Version != telemetry.Version {
+			t.Errorf("span %q scope = %+v, want %s version %s", s.Name(), sc, telemetry.ScopeName, telemetry.Version)
+		}
+	}
 	for i, s := range spans[:3] {
 		if s.Name() != "watertight llm attempt" || s.Parent().SpanID() != call.SpanContext().SpanID() {
 			t.Errorf("attempt span %d: %q, parent %v", i, s.Name(), s.Parent().SpanID())
@@ -149,8 +154,8 @@ func TestDurationHistogram(t *testing.T) {
 	}
 	counts := map[string]uint64{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != telemetry.ScopeName {
-			t.Errorf("scope %q", sm.Scope.Name)
+		if sm.Scope.Name != telemetry.ScopeName || sm.Scope.Version != telemetry.Version {
+			t.Errorf("scope %+v, want %s version %s", sm.Scope, telemetry.ScopeName, telemetry.Version)
 		}
 		for _, m := range sm.Metrics {
 			if m.Name != "watertight.call.duration" || m.Unit != "s" {
@@ -192,6 +197,8 @@ func TestGlobalProviderLateInstall(t *testing.T) {
 	p.Execute(context.Background(), fn)
 	if got := len(sr.Ended()); got != 1 {
 		t.Errorf("%d spans after the SDK was installed, want 1", got)
+	} else if v := sr.Ended()[0].InstrumentationScope().Version; v != telemetry.Version {
+		t.Errorf("span from the global provider: scope version %q, want %q", v, telemetry.Version)
 	}
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	p.Execute(context.Background(), fn)
