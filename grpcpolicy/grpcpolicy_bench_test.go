@@ -12,7 +12,8 @@ import (
 )
 
 // benchUnary measures one unary call over loopback TCP with the dial
-// options dopts (nil: a bare call) and the server options sopts.
+// options dopts (nil: a bare call) and the server options sopts, in wall
+// time and in the process's CPU time per call (cpu-ns/op).
 func benchUnary(b *testing.B, sopts []grpc.ServerOption, dopts []grpc.DialOption) {
 	e := newEnv(b, true, &service{}, sopts, dopts)
 	ctx := context.Background()
@@ -22,10 +23,16 @@ func benchUnary(b *testing.B, sopts []grpc.ServerOption, dopts []grpc.DialOption
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu0, ok := processCPU()
 	for b.Loop() {
 		if err := e.conn.Invoke(ctx, mCall, in, out); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// Client and server run in this process: their CPU time per call, both
+	// sides included, is steadier than wall time on a shared machine.
+	if cpu1, ok1 := processCPU(); ok && ok1 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 }
 
@@ -41,25 +48,35 @@ func benchPipeline(b *testing.B) *compose.Pipeline {
 	})
 }
 
-// The reference: a bare unary call on loopback TCP.
-func BenchmarkUnaryBare(b *testing.B) { benchUnary(b, nil, nil) }
-
-// The client interceptor around the full pipeline.
-func BenchmarkUnaryClientPipeline(b *testing.B) {
-	c, err := grpcpolicy.NewClient(grpcpolicy.ClientConfig{Policy: benchPipeline(b)})
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkUnary is one unary call on loopback TCP: bare (the reference),
+// then through the client interceptor, the server interceptor, or both.
+// Compare with benchstat -col /via.
+func BenchmarkUnary(b *testing.B) {
+	client := func(b *testing.B, full bool) []grpc.DialOption {
+		var c *grpcpolicy.Client
+		var err error
+		if full {
+			c, err = grpcpolicy.NewClient(grpcpolicy.ClientConfig{Policy: benchPipeline(b)})
+		} else {
+			c, err = grpcpolicy.NewClient(grpcpolicy.ClientConfig{Policy: newBulkhead(b, "dep", 1000, 0)})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c.DialOptions()
 	}
-	benchUnary(b, nil, c.DialOptions())
-}
-
-// The server interceptor around the full pipeline.
-func BenchmarkUnaryServerPipeline(b *testing.B) {
-	s, err := grpcpolicy.NewServer(grpcpolicy.ServerConfig{Policy: benchPipeline(b)})
-	if err != nil {
-		b.Fatal(err)
+	server := func(b *testing.B) []grpc.ServerOption {
+		s, err := grpcpolicy.NewServer(grpcpolicy.ServerConfig{Policy: benchPipeline(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s.ServerOptions()
 	}
-	benchUnary(b, s.ServerOptions(), nil)
+	b.Run("via=bare", func(b *testing.B) { benchUnary(b, nil, nil) })
+	b.Run("via=client-bulkhead", func(b *testing.B) { benchUnary(b, nil, client(b, false)) })
+	b.Run("via=client-pipeline", func(b *testing.B) { benchUnary(b, nil, client(b, true)) })
+	b.Run("via=server-pipeline", func(b *testing.B) { benchUnary(b, server(b), nil) })
+	b.Run("via=both-pipeline", func(b *testing.B) { benchUnary(b, server(b), client(b, true)) })
 }
 
 // The interceptor alone, without a network: an invoker that returns at
