@@ -237,8 +237,19 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 		return p.loop(ctx, i, st.repeater, fn, attempts)
 	case st.hedge:
 		// Concurrent attempts, each run below the hedge as loop runs a
-		// Repeater's, numbered by the hedge (retry.Attempt). One closure
-		// per call, beside the hedge's own goroutine per attempt.
+		// Repeater's, numbered by the hedge (retry.Attempt). Two closures
+		// per call, beside the hedge's own goroutine per attempt: the
+		// first reports the fn of an attempt canceled because the call
+		// ended (another attempt won) as canceled to the slots below,
+		// whatever its own error (a driver's "timeout", say): an outcome
+		// that says nothing about the dependency (a breaker excludes it).
+		fn := func(ctx context.Context) error {
+			err := fn(ctx)
+			if err != nil && errors.Is(context.Cause(ctx), retry.ErrHedgeLost) {
+				return hedgeLost{err}
+			}
+			return err
+		}
 		return st.policy.Execute(ctx, func(ctx context.Context) error {
 			switch {
 			case attempts != nil:
@@ -278,6 +289,17 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy
 	finished = true
 	return s.Exit(inner, token, err)
 }
+
+// hedgeLost is the outcome of a hedge's losing attempt as the slots below
+// the hedge see it: it matches context.Canceled and unwraps to fn's own
+// error.
+type hedgeLost struct{ err error }
+
+func (e hedgeLost) Error() string { return "hedge lost: " + e.err.Error() }
+func (e hedgeLost) Unwrap() error { return e.err }
+
+// Is reports whether target is context.Canceled.
+func (e hedgeLost) Is(target error) bool { return target == context.Canceled }
 
 // runTimed is run for one attempt whose latency the observer learns from:
 // up to the moment the dependency answered, if an AnswerClock in ctx says

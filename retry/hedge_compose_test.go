@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -70,6 +72,58 @@ func TestHedgeInPipeline(t *testing.T) {
 		}
 		if len(attempts) != 2 || attempts[0]+attempts[1] != 3 {
 			t.Errorf("attempt spans for attempts %v, want 1 and 2", attempts)
+		}
+	})
+}
+
+// A loser that turns its cancellation into an error of its own (a driver's
+// "timeout") is still excluded by the breaker below the hedge: compose
+// reports it as canceled, from its context's cause.
+func TestHedgeLoserExcludedWhateverItsError(t *testing.T) {
+	for _, name := range []string{"innermost", "attempt"} {
+		t.Run(name, testHedgeLoserExcluded)
+	}
+}
+
+func testHedgeLoserExcluded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := retry.NewHedge(retry.HedgeConfig{Delay: 10 * time.Millisecond, MeterProvider: noop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := breaker.New(breaker.Config{Name: "b", MeterProvider: noop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With an Attempt deadline the breaker runs in two phases
+		// (compose's runStage); without, it is the innermost slot and wraps
+		// fn itself: both paths must report the loser as canceled.
+		withAttempt := strings.HasSuffix(t.Name(), "attempt")
+		ps := compose.Policies{Retry: h, Breaker: br}
+		if withAttempt {
+			ps.Attempt, err = deadline.New(deadline.Config{Name: "a", Timeout: time.Second, MeterProvider: noop.NewMeterProvider()})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := compose.New("hedged", ps, compose.WithMeterProvider(noop.NewMeterProvider()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		driverTimeout := errors.New("driver: i/o timeout")
+		err = p.Execute(t.Context(), func(ctx context.Context) error {
+			if retry.Attempt(ctx) == 1 {
+				<-ctx.Done()
+				return driverTimeout
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if c := br.Counts(); c.TotalSuccesses != 1 || c.TotalFailures != 0 || c.TotalExclusions != 1 {
+			t.Errorf("breaker counts = %+v; want 1 success, 1 exclusion, no failure", c)
 		}
 	})
 }
