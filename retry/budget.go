@@ -141,7 +141,7 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Budget{s: s, start: time.Now(), reserve: s.window.Seconds() * s.floor}
+	b := &Budget{s: s, start: time.Now(), reserve: min(s.window.Seconds()*s.floor, budgetMaxBalance)}
 	b.balance = b.reserve
 	return b, nil
 }
@@ -182,6 +182,11 @@ func (b *Budget) Available() float64 {
 	return v
 }
 
+// budgetMaxBalance caps the balance (and the reserve), far above any real
+// count of retries, so that absurd but valid settings (a Ratio of 1e300)
+// cannot make it infinite, and then NaN once it decays.
+const budgetMaxBalance = 1 << 53
+
 // update brings the balance to now: the old balance decays by
 // exp(-dt/window); the calls deposited since the last update, taken to have
 // arrived evenly over dt, decay on average by (1-exp(-dt/window)) x
@@ -195,12 +200,12 @@ func (b *Budget) update(now time.Duration) {
 	if dt <= 0 {
 		// No time has passed (or the clock stood still): deposits count in
 		// full, nothing decays.
-		b.balance += fresh
+		b.balance = min(b.balance+fresh, budgetMaxBalance)
 		return
 	}
 	b.at = now
 	x := float64(dt) / float64(b.s.window)
 	keep := math.Exp(-x)
 	gained := -math.Expm1(-x) // 1 - keep, precise for small x
-	b.balance = b.balance*keep + fresh*gained/x + b.reserve*gained
+	b.balance = min(b.balance*keep+fresh*gained/x+b.reserve*gained, budgetMaxBalance)
 }

@@ -471,3 +471,29 @@ func TestBudgetProperties(t *testing.T) {
 		})
 	})
 }
+
+// Absurd but valid settings never make the balance infinite or NaN.
+func TestBudgetHugeSettings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBudget(t, BudgetConfig{Ratio: math.MaxFloat64, MinPerSecond: math.MaxFloat64, Window: time.Duration(math.MaxInt64)})
+		for range 3 {
+			b.Deposit()
+		}
+		for _, d := range []time.Duration{0, time.Nanosecond, time.Hour, 1000 * time.Hour} {
+			time.Sleep(d)
+			if !b.TryWithdraw() {
+				t.Errorf("refused a withdrawal")
+			}
+			if a := b.Available(); math.IsNaN(a) || math.IsInf(a, 0) || a < 0 {
+				t.Fatalf("Available = %v after %v", a, d)
+			}
+		}
+		small := mustBudget(t, BudgetConfig{Ratio: math.MaxFloat64, Window: time.Millisecond})
+		small.Deposit()
+		small.Deposit()
+		time.Sleep(1000 * time.Hour) // the deposits decay to nothing: exp(-3.6e9)
+		if a := small.Available(); math.IsNaN(a) || math.IsInf(a, 0) || a < 0 {
+			t.Fatalf("Available = %v", a)
+		}
+	})
+}

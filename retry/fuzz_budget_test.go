@@ -1,0 +1,144 @@
+package retry_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/retry"
+)
+
+// FuzzBudgetConfig builds a BudgetConfig from fuzzed fields and checks that
+// NewBudget never panics and returns an error, naming the first invalid
+// field by the documented rules, exactly when one is invalid; a valid
+// Budget starts at its reserve, never holds a negative or NaN balance, and
+// grants no more withdrawals than its reserve plus what the deposits paid
+// for.
+func FuzzBudgetConfig(f *testing.F) {
+	f.Add(0.0, 0.0, int64(0), uint16(10), uint16(10))
+	f.Add(0.2, retry.NoMinimum, int64(time.Second), uint16(100), uint16(50))
+	f.Add(math.NaN(), 0.0, int64(0), uint16(1), uint16(1))
+	f.Add(1e300, 1e300, int64(math.MaxInt64), uint16(1000), uint16(1000))
+	f.Add(-1.0, -2.0, int64(-1), uint16(0), uint16(0))
+	f.Add(1e-300, 0.0, int64(time.Millisecond), uint16(3), uint16(3))
+	f.Fuzz(func(t *testing.T, ratio, minPerSecond float64, window int64, deposits, withdrawals uint16) {
+		cfg := retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond, Window: time.Duration(window)}
+		want := ""
+		r, floor, w := ratio, minPerSecond, time.Duration(window)
+		if r == 0 {
+			r = retry.DefaultBudgetRatio
+		}
+		if floor == 0 {
+			floor = retry.DefaultBudgetMinPerSecond
+		} else if floor == retry.NoMinimum {
+			floor = 0
+		}
+		if w == 0 {
+			w = retry.DefaultBudgetWindow
+		}
+		switch {
+		case !(r > 0) || math.IsInf(r, 0):
+			want = "Ratio"
+		case !(floor >= 0) || math.IsInf(floor, 0):
+			want = "MinPerSecond"
+		case w < time.Millisecond:
+			want = "Window"
+		}
+		b, err := retry.NewBudget(cfg)
+		if want != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), "retry: BudgetConfig."+want+" ") {
+				t.Fatalf("NewBudget(%+v) = %v; want an error naming %s", cfg, err, want)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("NewBudget(%+v) = %v; want valid", cfg, err)
+		}
+		reserve := w.Seconds() * floor
+		if a := b.Available(); math.IsNaN(a) || a < 0 || a > reserve*(1+1e-9) {
+			t.Fatalf("Available = %v, reserve %v", a, reserve)
+		}
+		for range deposits {
+			b.Deposit()
+		}
+		granted := 0
+		for range withdrawals {
+			if b.TryWithdraw() {
+				granted++
+			}
+		}
+		// Time passes during the test: the floor adds at most
+		// MinPerSecond a second.
+		if paid := reserve + r*float64(deposits) + floor*1 + 1e-9; float64(granted) > paid && !math.IsInf(paid, 1) {
+			t.Fatalf("granted %d, paid %v", granted, paid)
+		}
+		if a := b.Available(); math.IsNaN(a) || a < 0 {
+			t.Fatalf("Available = %v", a)
+		}
+	})
+}
+
+// FuzzHedgeConfig builds a HedgeConfig from fuzzed fields and checks that
+// NewHedge never panics and returns an error, naming the first invalid
+// field by the documented rules, exactly when one is invalid; a valid Hedge
+// reports the delay the rules give and runs a call that succeeds.
+func FuzzHedgeConfig(f *testing.F) {
+	ms := int64(time.Millisecond)
+	f.Add(0, int64(0), 0.0, int64(0), 0)
+	f.Add(1, 15*ms, 0.0, int64(0), 0)
+	f.Add(3, 0*ms, 0.9, 5*ms, 20)
+	f.Add(-1, -ms, math.NaN(), -ms, 19)
+	f.Add(101, int64(math.MaxInt64), 1.0, int64(math.MaxInt64), 100001)
+	f.Fuzz(func(t *testing.T, maxHedges int, delay int64, quantile float64, minDelay int64, window int) {
+		cfg := retry.HedgeConfig{MaxHedges: maxHedges, Delay: time.Duration(delay), Quantile: quantile,
+			MinDelay: time.Duration(minDelay), Window: window}
+		mh, q, md, w := maxHedges, quantile, minDelay, window
+		if mh == 0 {
+			mh = retry.DefaultMaxHedges
+		}
+		if q == 0 && delay == 0 {
+			q = retry.DefaultHedgeQuantile
+		}
+		if md == 0 {
+			md = int64(retry.DefaultHedgeMinDelay)
+		}
+		if w == 0 {
+			w = retry.DefaultHedgeWindow
+		}
+		want := ""
+		switch {
+		case mh < 1 || mh > retry.MaxHedgesLimit:
+			want = "MaxHedges"
+		case delay < 0:
+			want = "Delay"
+		case q != 0 && !(q > 0 && q < 1):
+			want = "Quantile"
+		case md < 0:
+			want = "MinDelay"
+		case w < 20 || w > 100000:
+			want = "Window"
+		}
+		h, err := retry.NewHedge(cfg)
+		if want != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), "retry: HedgeConfig."+want+" ") {
+				t.Fatalf("NewHedge(%+v) = %v; want an error naming %s", cfg, err, want)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("NewHedge(%+v) = %v; want valid", cfg, err)
+		}
+		wantDelay := time.Duration(delay)
+		if q != 0 && delay == 0 {
+			wantDelay = -1
+		}
+		if d := h.Delay(); d != wantDelay || h.MaxHedges() != mh {
+			t.Fatalf("Delay = %v, MaxHedges = %d; want %v, %d", d, h.MaxHedges(), wantDelay, mh)
+		}
+		if err := h.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Execute = %v", err)
+		}
+	})
+}
