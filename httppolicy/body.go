@@ -144,3 +144,18 @@ func (b *memBody) Read(p []byte) (int, error) {
 }
 
 func (b *memBody) Close() error { return nil }
+
+// prefixBody is a body read whole into memory while the Transport waited
+// for its first byte.
+type prefixBody struct{ b []byte }
+
+func (b *prefixBody) Read(p []byte) (int, error) {
+	if len(b.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b)
+	b.b = b.b[n:]
+	return n, nil
+}
+
+func (b *prefixBody) Close() error { return nil }

@@ -14,9 +14,14 @@ import (
 // before its first event fails the attempt.
 const maxPrefix = 1 << 20
 
-// prefixChunk is the size of the first read ahead: enough for a small body
-// to come with its EOF, so that the call can end at once.
-const prefixChunk = 512
+// prefixChunk is the size of the first read ahead of a body of unknown
+// or large length: enough for a small body to come with its EOF, so that
+// the call can end at once. A body of known length up to maxExactPrefix
+// gets a buffer of its size.
+const (
+	prefixChunk    = 512
+	maxExactPrefix = 64 << 10
+)
 
 var errTooManyKeepalives = errors.New("httppolicy: more than 1 MiB of keepalives before the first event")
 
@@ -155,8 +160,14 @@ func (w *streamWatch) counts(p []byte) bool {
 // readFirst reads body until the first byte that counts, its end or an
 // error, while the first byte timer runs, and returns what it read. eof
 // reports that it read the whole body. On error the caller closes body.
-func (w *streamWatch) readFirst(body io.Reader) (prefix []byte, eof bool, err error) {
-	prefix = make([]byte, 0, prefixChunk)
+func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eof bool, err error) {
+	size := prefixChunk
+	if length > 0 && length <= maxExactPrefix {
+		// net/http gives the end of a body of known length with its last
+		// bytes, so a buffer of its size is read once.
+		size = int(length)
+	}
+	prefix = make([]byte, 0, size)
 	for {
 		if len(prefix) == cap(prefix) {
 			prefix = append(prefix, 0)[:len(prefix)]

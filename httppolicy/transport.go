@@ -1,7 +1,6 @@
 package httppolicy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -183,7 +182,7 @@ type exchange struct {
 	handed   bool           // a response has been sent on out
 
 	out      chan result   // 1-buffered: exactly one send per exchange
-	finished chan struct{} // closed once Execute has returned
+	finished chan struct{} // made with the stream; closed once Execute has returned
 
 	// clock marks when each attempt got its response headers, so that an
 	// adaptive limit in the pipeline samples the time to the answer, not
@@ -200,7 +199,6 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 		hasBody:    req.Body != nil && req.Body != http.NoBody,
 		idempotent: idempotent(req),
 		out:        make(chan result, 1),
-		finished:   make(chan struct{}),
 	}
 	if x.base == nil {
 		x.base = http.DefaultTransport
@@ -217,7 +215,12 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 // policy's Execute (and with it the bulkhead slot and the deadline's
 // context) can outlive RoundTrip while the caller reads the body.
 func (x *exchange) run(ctx context.Context) {
-	defer close(x.finished)
+	growStack(0)
+	defer func() {
+		if x.finished != nil {
+			close(x.finished)
+		}
+	}()
 	finished := false
 	defer func() {
 		if finished {
@@ -300,7 +303,10 @@ func (x *exchange) attempt(ctx context.Context) error {
 		defer w.end()
 		rctx = w.ctx
 	}
-	r := x.req.Clone(rctx)
+	// A shallow copy, as http.Client sends: a RoundTripper must not modify
+	// the request, and a deep copy (Request.Clone) would cost more than
+	// the rest of the Transport's own work.
+	r := x.req.WithContext(rctx)
 	if x.hasBody {
 		if !x.bodySent {
 			x.bodySent = true // the base transport closes it
@@ -399,7 +405,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 			// Hand the response over only once its first byte that counts
 			// is in: until then, a late byte is this attempt's failure,
 			// which may be retried.
-			p, eof, err := w.readFirst(resp.Body)
+			p, eof, err := w.readFirst(resp.Body, resp.ContentLength)
 			if err != nil {
 				resp.Body.Close()
 				return x.failed(err)
@@ -407,7 +413,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 			if eof {
 				// The whole body is in: the call ends now.
 				resp.Body.Close()
-				resp.Body = &memBody{r: bytes.NewReader(p)}
+				resp.Body = &prefixBody{b: p}
 				x.accepted = resp
 				return nil
 			}
@@ -426,6 +432,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 
 	// Accepted: hand the response over now, and keep this attempt (and
 	// every policy above it) open while the caller reads the body.
+	x.finished = make(chan struct{})
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, done: make(chan error, 1), finished: x.finished}
 	if w, ok := resp.Body.(io.Writer); ok {
 		// 101 Switching Protocols: net/http's body is an
@@ -500,4 +507,17 @@ func closeReqBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// growStack grows the stack of the exchange's new goroutine once, at its
+// start, while only a frame or two are on it. Execute's calls through a
+// pipeline of policies down to the base transport run deeper than a new
+// goroutine's stack, and a stack grown there is copied frame by frame
+// under every one of them, which the benchmarks (bench, BenchmarkTransport)
+// showed to cost more CPU than all the policies together.
+//
+//go:noinline
+func growStack(i int) byte {
+	var buf [12 << 10]byte
+	return buf[i]
 }
