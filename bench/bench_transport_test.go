@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
+	fsbreaker "github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	fstimeout "github.com/failsafe-go/failsafe-go/timeout"
+
+	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/retry"
+)
+
+// The Transport's own cost: a keep-alive GET over loopback to a server
+// that answers "hello", sent four ways in the same run, for
+// `benchstat -col /lib`:
+//
+//	lib=bare        the base http.Transport alone
+//	lib=watertight  httppolicy.Transport over the same kind of base, with
+//	                the README's quick-start pipeline and both stream
+//	                timeouts set
+//	lib=empty       httppolicy.Transport with an empty pipeline and both
+//	                stream timeouts set: the Transport without policies
+//	lib=failsafe    failsafe-go's failsafehttp round tripper with the same
+//	                policies (bulkhead 10 with a 1 s wait, timeout 30 s,
+//	                retry 3, breaker, attempt timeout 10 s)
+//
+// BenchmarkTransportExecute is the quick-start pipeline's own Execute
+// cost, with a no-op fn: the target is watertight - bare <= Execute + 3 us.
+
+// quickStart is the README's quick-start pipeline.
+func quickStart(tb testing.TB) *watertight.Pipeline {
+	p, err := watertight.New("llm", watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10, MaxQueue: 20, MaxWait: time.Second},
+		Deadline: &deadline.Config{Timeout: 30 * time.Second},
+		Retry:    &retry.Config{MaxAttempts: 3},
+		Breaker:  &breaker.Config{},
+		Attempt:  &deadline.Config{Timeout: 10 * time.Second},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// fsQuickStart is the same pipeline in failsafe-go, outermost first.
+func fsQuickStart() []failsafe.Policy[*http.Response] {
+	return []failsafe.Policy[*http.Response]{
+		fsbulkhead.NewBuilder[*http.Response](10).WithMaxWaitTime(time.Second).Build(),
+		fstimeout.New[*http.Response](30 * time.Second),
+		failsafehttp.NewRetryPolicyBuilder().WithMaxAttempts(3).Build(),
+		fsbreaker.NewBuilder[*http.Response]().WithFailureThreshold(breakerFailures).WithDelay(breakerOpen).Build(),
+		fstimeout.New[*http.Response](10 * time.Second),
+	}
+}
+
+// helloServer answers every request with "hello"; it and the idle
+// connections of the bases it is used with close at cleanup (goleak).
+func helloServer(tb testing.TB) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+func loopbackBase(tb testing.TB) *http.Transport {
+	base := httppolicy.NewDependencyTransport(10)
+	tb.Cleanup(base.CloseIdleConnections)
+	return base
+}
+
+// transports returns the round trippers compared, by lib.
+func transports(tb testing.TB) []struct {
+	lib string
+	rt  http.RoundTripper
+} {
+	streamTimeouts := func(tr *httppolicy.Transport) *httppolicy.Transport {
+		tr.FirstByteTimeout, tr.IdleTimeout = 10*time.Second, 10*time.Second
+		return tr
+	}
+	return []struct {
+		lib string
+		rt  http.RoundTripper
+	}{
+		{"bare", loopbackBase(tb)},
+		{"watertight", streamTimeouts(&httppolicy.Transport{Base: loopbackBase(tb), Policy: quickStart(tb), Name: "llm"})},
+		{"empty", streamTimeouts(&httppolicy.Transport{Base: loopbackBase(tb), Policy: emptyPipeline(tb), Name: "llm"})},
+		{"failsafe", failsafehttp.NewRoundTripper(loopbackBase(tb), fsQuickStart()...)},
+	}
+}
+
+func emptyPipeline(tb testing.TB) *watertight.Pipeline {
+	p, err := watertight.New("empty", watertight.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+// getHello sends one GET through rt and reads the body to its end.
+func getHello(tb testing.TB, rt http.RoundTripper, req *http.Request) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != 5 || resp.StatusCode != 200 {
+		tb.Fatalf("status %d, %d bytes, %v", resp.StatusCode, n, err)
+	}
+}
+
+func BenchmarkTransport(b *testing.B) {
+	srv := helloServer(b)
+	for _, tt := range transports(b) {
+		b.Run("lib="+tt.lib, func(b *testing.B) {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			getHello(b, tt.rt, req) // the connection is open
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				getHello(b, tt.rt, req)
+			}
+		})
+	}
+}
+
+func BenchmarkTransportExecute(b *testing.B) {
+	p := quickStart(b)
+	seq(b, nil, func() error { return p.Execute(bg, work) })
+}
+
+// TestTransportSetups sends one request through each setup.
+func TestTransportSetups(t *testing.T) {
+	srv := helloServer(t)
+	for _, tt := range transports(t) {
+		t.Run(tt.lib, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			getHello(t, tt.rt, req)
+			getHello(t, tt.rt, req)
+		})
+	}
+}
