@@ -87,11 +87,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
 	l.slots.Init(s.initial, s.queueCap, s.maxWait)
-	// The probe arms a timer whose callback takes l.mu and reads ctl.timer:
-	// hold l.mu while it is stored.
-	l.mu.Lock()
 	l.startProbe(0)
-	l.mu.Unlock()
 	l.reg = l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
 }
@@ -110,6 +106,9 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	}
 	if fn == nil {
 		panic("adaptive: nil fn")
+	}
+	if l.probing.Load() {
+		l.probeCheck()
 	}
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
 		return l.refused(ctx, o, err)
@@ -151,6 +150,9 @@ func (l *Limiter) observeErr(d time.Duration, err error, end time.Time) {
 func (l *Limiter) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("adaptive: nil Context")
+	}
+	if l.probing.Load() {
+		l.probeCheck()
 	}
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
 		return ctx, nil, l.refused(ctx, o, err)

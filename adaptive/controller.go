@@ -15,9 +15,10 @@ const (
 	maxProbeFailures = 20                    // failures that abandon a probe
 	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x the latency) without progress
 	probeAgeFactor   = 20
-	quietSamples     = 16              // a window of at most this many samples, all with at most probeLimit in flight, measures noLoad
-	clockSlack       = 2 * time.Second // a clock reading this far behind the window's start comes from another clock
-	fallSpan         = 2 * time.Second // a fall of more than a third within this re-probes
+	quietSamples     = 16                        // a window of at most this many samples, all with at most probeLimit in flight, is quiet
+	clockSlack       = 2 * time.Second           // a clock reading this far behind the latest comes from another clock
+	clockJump        = 10 * 365 * 24 * time.Hour // and so does one this far ahead
+	fallSpan         = 2 * time.Second           // a fall of more than a third within this re-probes
 	latencyFloor     = 10 * time.Microsecond
 	minGradient      = 0.5
 	headroom         = 1.0
@@ -60,8 +61,7 @@ type controller struct {
 	measured bool          // noLoad holds a measurement
 
 	// lastNow is the latest clock reading taken under Limiter.mu, in ns
-	// since base: the timer that abandons a stalled probe uses it, so that
-	// it reads no clock of its own (see clock).
+	// since base (see clock).
 	lastNow int64
 
 	// The probe in progress, if Limiter.probing.
@@ -71,12 +71,9 @@ type controller struct {
 	nSamples      int
 	probeFailures int
 	longest       time.Duration // longest latency seen during the probe
-	lastProbe     int64         // when noLoad was last measured, or a probe abandoned
-	probes        int           // probes started (for tests); also the probe's generation
-	quiet         int           // noLoad measurements from quiet windows (for tests)
-	timer         *time.Timer   // abandons the probe if it stops progressing (see probeStalled)
-	armedAt       int64         // progressAt when the timer was armed
-	closed        bool          // Close ran: no timer is armed any more
+	lastProbe     int64         // when noLoad was last measured or confirmed, or a probe abandoned
+	probes        int           // probes started (for tests)
+	quiet         int           // quiet windows that confirmed noLoad (for tests)
 
 	// The limits of the recent windows, for the fall that re-probes early.
 	hist    [64]limitPoint // windows last >= 50 ms: 64 cover more than fallSpan
@@ -134,31 +131,34 @@ func (c *controller) fell(now int64) bool {
 // shift that clock adds when the readings jump back.
 func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) + l.shift.Load() }
 
-// clock returns t on the controller's clock, as since does, and records it
-// as ctl.lastNow. l.mu is held.
+// clock returns t on the controller's clock, as since does, records it as
+// ctl.lastNow, and reports whether the reading came from another clock
+// than the previous ones. l.mu is held.
 //
-// Monotonic readings never go backwards, but a Limiter can see readings of
-// two clocks: built outside a testing/synctest bubble and used inside one
-// (or in one bubble, then another), it reads the bubble's fake time, which
-// starts in the year 2000. Its windows would not close and its probe would
-// count no sample until that clock caught up with the first. A reading
-// more than clockSlack behind the latest one (goroutines that read the
-// clock moments apart and take the lock in the other order are well within
-// it) shifts the controller's clock so that time continues from there. A
-// jump forward needs nothing: the window closes, and a probe is abandoned.
-func (l *Limiter) clock(t time.Time) int64 {
+// Monotonic readings never jump, but a Limiter can see readings of two
+// clocks: built outside a testing/synctest bubble and used inside one (or
+// in one bubble, then another, or back outside), it reads the bubble's
+// fake time, which starts in the year 2000. A reading more than clockSlack
+// behind the latest one (goroutines that read the clock moments apart and
+// take the lock in the other order are well within it), or more than
+// clockJump (10 years) ahead, comes from another clock: the controller's
+// clock is shifted so that time continues from the latest reading. Its
+// windows then close on time, and the shift stays bounded however often
+// the clocks alternate.
+func (l *Limiter) clock(t time.Time) (now int64, rebased bool) {
 	c := &l.ctl
-	now := l.since(t)
-	if now < c.lastNow-int64(clockSlack) {
+	now = l.since(t)
+	if now < c.lastNow-int64(clockSlack) || now > c.lastNow+int64(clockJump) {
 		l.shift.Add(c.lastNow - now)
 		now = c.lastNow
 		// The window's start moved with the clock: let samples of the new
 		// clock close it on time.
 		l.closeAt.Store(now + c.windowLen())
 		l.openedAt.Store(now)
+		rebased = true
 	}
 	c.lastNow = max(c.lastNow, now)
-	return now
+	return now, rebased
 }
 
 // observe takes one attempt's outcome: a latency sample d (a success or a
@@ -232,7 +232,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 		return // another sample is closing it, or a probe step runs
 	}
 	defer l.mu.Unlock()
-	now := l.clock(end)
+	now, _ := l.clock(end)
 	if l.probing.Load() {
 		return
 	}
@@ -263,20 +263,26 @@ func (l *Limiter) closeWindow(end time.Time) {
 // sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	c := &l.ctl
-	// A quiet window measures noLoad as a probe would, without capping
-	// anything: all its calls ran with at most probeLimit in flight (below
-	// the limit, so the cap was not what kept it there). Low steady traffic
-	// thus never needs a probe: one would take as long as 10 calls take to
-	// arrive, with admission capped at 3 for all that time. With at most
-	// quietSamples samples every sample read the slots in flight (see
-	// observe), so peak is exact: the most calls in flight at once. The
-	// mean stands in for the probe's median; the window holds no more.
-	if count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
+	// A quiet window ran as a probe does, without capping anything: all
+	// its calls with at most probeLimit in flight (below the limit, so the
+	// cap was not what kept it there). With at most quietSamples samples
+	// every sample read the slots in flight (see observe), so peak is
+	// exact: the most calls in flight at once. If its mean latency agrees
+	// with noLoad (within Tolerance either way), it confirms noLoad, and
+	// the periodic probe is postponed: at a few calls a second a probe
+	// would cap admission at 3 for as long as 10 calls take to arrive, and
+	// a burst in that time would meet the cap. It never sets noLoad: a
+	// mean follows the one slow call of a window (a window of 10 at 20 ms
+	// with one at 600 ms has a mean of 78 ms), where a probe takes the
+	// median. A window that disagrees leaves the periodic probe due.
+	if c.measured && count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
 		2*failures <= int64(count)+failures {
-		c.noLoad = time.Duration(sumUs/count) * time.Microsecond
-		c.measured = true
-		c.lastProbe = now
-		c.quiet++
+		mean := float64(sumUs) / float64(count)
+		base := max(c.noLoad, latencyFloor).Seconds() * 1e6
+		if mean <= c.tolerance*base && mean >= base/c.tolerance {
+			c.lastProbe = now
+			c.quiet++
+		}
 	}
 	// A ProbeInterval shorter than a few windows would leave no window to
 	// adjust in between: the probes are spaced at least 20 windows apart.
@@ -351,7 +357,6 @@ func (l *Limiter) startProbe(now int64) {
 		c.drainedAt = now
 	}
 	l.probing.Store(true)
-	l.armProbeTimer()
 }
 
 // stallAge is how long a probe may go without progress before it is
@@ -360,44 +365,27 @@ func (c *controller) stallAge() int64 {
 	return int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest)))
 }
 
-// armProbeTimer starts the timer that abandons the probe if it makes no
-// progress for stallAge. Samples alone cannot end a probe that traffic has
-// left: one started as the calls stopped would cap admission at 3 through
-// any idle period, and the next burst would meet the cap. l.mu is held.
-func (l *Limiter) armProbeTimer() {
-	c := &l.ctl
-	if c.closed {
-		return
+// probeCheck runs before an admission during a probe: when no call is in
+// flight, it abandons the probe if it has made no progress for stallAge,
+// or if the clock changed (see clock). Samples alone cannot end a probe
+// that traffic has left: one started as the calls stopped would cap
+// admission at 3 through any idle period, and the next burst would meet
+// the cap. With calls in flight their samples, or their failures, decide
+// (observeProbe): their latency, unknown yet, may be longer than a second.
+// Nothing runs in the background: the next admission finds the probe
+// stale.
+func (l *Limiter) probeCheck() {
+	if !l.mu.TryLock() {
+		return // a sample or another admission is at it
 	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.armedAt = c.progressAt
-	gen := c.probes
-	// One timer per probe (a probe is rare), so that its callback knows its
-	// probe: a callback of an older probe that fires while a newer one runs
-	// sees another generation and does nothing.
-	c.timer = time.AfterFunc(time.Duration(c.stallAge()), func() { l.probeStalled(gen) })
-}
-
-// probeStalled runs when probe gen's timer fires: it abandons the probe if
-// it has not progressed since the timer was armed, or re-arms the timer. It
-// reads no clock: under a testing/synctest bubble the timer may belong to
-// another clock than the samples (see clock), so it goes by ctl.lastNow,
-// the latest sample's time.
-func (l *Limiter) probeStalled(gen int) {
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := &l.ctl
-	if !l.probing.Load() || c.probes != gen || c.closed {
+	if !l.probing.Load() || l.slots.Active() > 0 {
 		return
 	}
-	if c.progressAt != c.armedAt {
-		c.armedAt = c.progressAt
-		c.timer.Reset(time.Duration(c.stallAge()))
-		return
+	now, rebased := l.clock(time.Now())
+	if rebased || now-l.ctl.progressAt > l.ctl.stallAge() {
+		l.endProbe(now)
 	}
-	l.endProbe(c.lastNow)
 }
 
 // observeProbe takes one attempt's outcome during a probe.
@@ -408,11 +396,17 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	active := l.slots.Active()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock(end)
+	now, rebased := l.clock(end)
 	if !l.probing.Load() {
 		return // the probe ended meanwhile; this sample is dropped
 	}
 	c := &l.ctl
+	if rebased {
+		// A probe begun on another clock (a testing/synctest bubble that
+		// ended, say): its times mean nothing on this one.
+		l.endProbe(now)
+		return
+	}
 	switch {
 	case failed:
 		c.probeFailures++
@@ -457,9 +451,6 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 func (l *Limiter) endProbe(now int64) {
 	c := &l.ctl
 	c.lastProbe = now
-	if c.timer != nil {
-		c.timer.Stop()
-	}
 	c.histLen, c.histAt = 0, 0
 	c.remember(now)
 	for i := range l.cells {

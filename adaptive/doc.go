@@ -133,13 +133,15 @@
 // every ProbeInterval (30 s), and early when the limit has fallen by more
 // than a third within 2 s.
 //
-// Low traffic needs no probe: a window of at most 16 samples whose calls all
-// ran with at most 3 in flight, below the limit, and mostly succeeded,
-// measured the no-load latency as a probe would, without capping anything;
-// its mean becomes noLoad, and the next periodic probe is due
-// ProbeInterval later. At a few calls a second, a probe would otherwise
-// cap admission at 3 for as long as 10 calls take to arrive, and a burst
-// in that time would meet the cap.
+// Low steady traffic needs no periodic probe: a window of at most 16
+// samples whose calls all ran with at most 3 in flight, below the limit,
+// and mostly succeeded ran as a probe does, without capping anything. If
+// its mean latency agrees with noLoad (within Tolerance either way), it
+// confirms noLoad and the next periodic probe is due ProbeInterval later.
+// At a few calls a second a probe caps admission at 3 for as long as 10
+// calls take to arrive, and a burst in that time meets the cap. A quiet
+// window never sets noLoad: its mean follows the one slow call of the
+// window, where a probe takes the median.
 //
 // The early probe is the answer to drift. A rise of the base latency (the
 // dependency got slower at any load: a cold cache, a failover to a far
@@ -161,17 +163,18 @@
 // saw), is abandoned: the limit is restored and the next probe comes after
 // ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
 // or of streamed answers (sampled at their headers, their slots held for
-// the whole body), is slow but ends measured. A timer abandons a probe that
-// traffic has left, so that an idle spell does not keep admission at 3 for
-// the next burst. Until a first probe succeeds the limit stays at
+// the whole body), is slow but ends measured. A probe that traffic has
+// left (nothing in flight) is checked by the next admission, which
+// abandons it if it is stale, so that an idle spell does not keep
+// admission at 3 for the next burst. Until a first probe succeeds the limit stays at
 // InitialLimit, and the next window of mostly successes starts another
 // probe.
 //
 // The controller's clock is the monotonic clock. A Limiter built outside a
 // testing/synctest bubble and used inside one (or in two bubbles in turn)
-// sees the readings of another clock, which may lie behind the first one:
-// a reading more than 2 s behind the latest shifts the controller's clock
-// so that time continues from there.
+// sees the readings of another clock: a reading more than 2 s behind the
+// latest, or more than 10 years ahead, shifts the controller's clock so
+// that time continues from the latest, and abandons a probe in progress.
 //
 // # Limitations
 //
@@ -191,9 +194,9 @@
 // A call while no probe runs costs the bulkhead's admission (a
 // compare-and-swap, a decrement), two clock reads in Execute (compose reads
 // its own), an atomic add into the window and a few atomic loads; closing a
-// window takes a mutex about every 50 ms. Nothing is allocated per call, and
-// no goroutine runs in the background: the controller moves when samples
-// arrive, on the goroutine of the sample that closes a window, and a probe
-// arms one timer (time.AfterFunc), stopped when the probe ends or the
-// Limiter is closed.
+// window takes a mutex about every 50 ms. Nothing is allocated, and no
+// goroutine or timer runs in the background: the controller moves only when
+// samples arrive, on the goroutine of the sample that closes a window, and
+// during a probe an admission with nothing in flight reads the clock once
+// to see whether the probe is stale.
 package adaptive

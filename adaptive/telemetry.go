@@ -37,20 +37,11 @@ func (l *Limiter) registerObservers(m metric.Meter, name string) metric.Registra
 
 // Close unregisters the limiter's observable instruments (active, queued
 // and limit), so that a limiter no longer in use stops being reported and
-// can be garbage collected, and stops the timer of a probe in progress. It
-// is idempotent and always returns nil; the limiter keeps working after
-// Close, and still counts rejections, but arms no timer: a probe then ends
-// on its samples only. Close is safe for concurrent use.
+// can be garbage collected. It is idempotent and always returns nil; the
+// limiter keeps working after Close, and still counts rejections. Close is
+// safe for concurrent use.
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
-		// Stop the timer of a probe in progress, so that nothing of the
-		// limiter runs after Close. A probe still ends on its samples.
-		l.mu.Lock()
-		l.ctl.closed = true
-		if l.ctl.timer != nil {
-			l.ctl.timer.Stop()
-		}
-		l.mu.Unlock()
 		if l.reg != nil {
 			if err := l.reg.Unregister(); err != nil {
 				otel.Handle(err)

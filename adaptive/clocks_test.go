@@ -1,0 +1,198 @@
+package adaptive_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/adaptive"
+)
+
+// busy runs 8 callers of 10 ms calls for dur, so that windows are not quiet.
+func busy(l *adaptive.Limiter, dur time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l.Execute(ctx, func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// drive runs workers closed-loop callers whose calls take lat() for dur, and
+// reads the admission limit every 100 ms: how many readings found it below
+// the learned limit (a probe's cap).
+func drive(l *adaptive.Limiter, workers int, dur time.Duration, lat func() time.Duration) (capped, readings int) {
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l.Execute(ctx, func(context.Context) error { time.Sleep(lat()); return nil })
+			}
+		})
+	}
+	for range int(dur / (100 * time.Millisecond)) {
+		time.Sleep(100 * time.Millisecond)
+		readings++
+		if l.Admission() < l.Limit() {
+			capped++
+		}
+	}
+	stop()
+	wg.Wait()
+	return capped, readings
+}
+
+// A limiter built outside any bubble (a package-level one) that starts a
+// probe inside a testing/synctest bubble, then is used and closed outside
+// it, and in a second bubble. Nothing of the limiter may belong to a bubble
+// (a bubble's timer stopped from outside it is a fatal error of the
+// runtime), and it keeps learning. (Found by review of a timer that did.)
+func TestLimiterOutlivesBubbles(t *testing.T) {
+	l, err := adaptive.New(adaptive.Config{MaxQueue: adaptive.Unbounded, ProbeInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			busy(l, 40*time.Second) // many periodic probes start in the bubble
+			if st := l.State(); !st.Measured || st.NoLoad < 10*time.Millisecond || st.NoLoad > 12*time.Millisecond {
+				t.Errorf("bubble %d: %+v; want noLoad of about 10ms measured", i+1, st)
+			}
+		})
+	}
+	busy(l, 300*time.Millisecond) // real time, real calls
+	l.Close()
+	if got := l.Limit(); got < 1 || got > 200 {
+		t.Errorf("Limit = %d after the bubbles", got)
+	}
+}
+
+// A probe in progress when a bubble ends must not stay in force in the next
+// bubble, whose clock starts where the first one's did: the first admission
+// there sees the clock change and abandons it. (Found by review: 12 of a
+// burst of 15 rejected after 10 s idle.)
+func TestProbeLeftByABubble(t *testing.T) {
+	l, err := adaptive.New(adaptive.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if l.Execute(ctx, func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil }) != nil {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			})
+		}
+		for !(l.State().Probing && l.State().Probes >= 2) {
+			time.Sleep(time.Millisecond)
+		}
+		stop()
+		wg.Wait()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(10 * time.Second)
+		if got := burst(l, 15, 20*time.Millisecond); got != 0 {
+			t.Errorf("burst of 15 in the next bubble: %d rejected (Limit %d); want 0", got, l.Limit())
+		}
+		if l.State().Probing {
+			t.Errorf("the first bubble's probe still runs: %+v", l.State())
+		}
+	})
+}
+
+// A dependency slower than the 1 s a stalled probe is given (an LLM API, a
+// batch endpoint) under load: the probe must wait for its first answers and
+// measure it. (Found by review of a timer armed for 1 s before any sample:
+// 49 probes in 120 s, none measured.)
+func TestSlowDependencyIsMeasured(t *testing.T) {
+	for _, lat := range []time.Duration{1500 * time.Millisecond, 5 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
+			capped, n := drive(l, 12, 120*time.Second, func() time.Duration { return lat })
+			st := l.State()
+			if !st.Measured || st.NoLoad != lat || capped*4 > n {
+				t.Errorf("latency %v, 12 callers, 120 s: %+v, admission capped in %d of %d readings; want noLoad %v measured, capped in at most a quarter",
+					lat, st, capped, n, lat)
+			}
+		})
+	}
+}
+
+// The base latency rises from 20 ms to 1.5 s under load: the early probe
+// re-measures it and the limit climbs back to the callers' number.
+func TestDriftToSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
+		var lat atomic.Int64
+		lat.Store(int64(20 * time.Millisecond))
+		f := func() time.Duration { return time.Duration(lat.Load()) }
+		drive(l, 12, 10*time.Second, f)
+		lat.Store(int64(1500 * time.Millisecond))
+		drive(l, 12, 180*time.Second, f)
+		if st := l.State(); st.NoLoad != 1500*time.Millisecond || l.Limit() < 12 {
+			t.Errorf("180 s after a drift to 1.5 s: %+v, Limit %d; want noLoad 1.5s and a limit of at least the 12 callers", st, l.Limit())
+		}
+	})
+}
+
+// Low traffic with a tail (1 call in 8 takes 600 ms, the rest 20 ms): a
+// quiet window's mean must not become noLoad, or the limit under load
+// climbs far above the dependency's capacity. (Found by review: noLoad
+// swung between 78 and 136 ms and the limit rose to 45 against a capacity
+// of 5.)
+func TestQuietWindowsKeepTheMedian(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
+		var inflight atomic.Int64
+		call := func(d time.Duration) {
+			l.Execute(context.Background(), func(context.Context) error {
+				n := inflight.Add(1)
+				defer inflight.Add(-1)
+				time.Sleep(d * time.Duration(max(n, 5)) / 5) // capacity 5
+				return nil
+			})
+		}
+		for i := range 240 { // 60 s at 4 calls/s
+			d := 20 * time.Millisecond
+			if i%8 == 7 {
+				d = 600 * time.Millisecond
+			}
+			call(d)
+			time.Sleep(250 * time.Millisecond)
+			if st := l.State(); i > 40 && st.Measured && st.NoLoad != 20*time.Millisecond {
+				t.Fatalf("call %d of low traffic: %+v; want noLoad to stay the median, 20ms", i, st)
+			}
+		}
+		ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+		defer stop()
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					call(20 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		// Settles at Tolerance x 5 + 1 = 7.25; allow the hysteresis and a step.
+		if got := l.Limit(); got > 10 {
+			t.Errorf("after 20 s of 40 callers at a capacity of 5: Limit %d; want at most 10", got)
+		}
+	})
+}
