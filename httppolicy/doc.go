@@ -64,7 +64,11 @@
 // lines included, neither bring the first byte nor restart the idle timer;
 // a keepalive's wait is taken off what is left of the idle timeout. An
 // event counts once it is complete (its blank line is in). For any other
-// content type, every byte counts.
+// content type, every byte counts. What RoundTrip reads while it waits for
+// the first byte is kept and read first by the caller, keepalives
+// included; a stream that sends more than 1 MiB of keepalives before its
+// first event fails the attempt. Neither timeout watches the connection of
+// a 101 Switching Protocols response.
 //
 // The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout], and
 // deadline.ErrExceeded and context.DeadlineExceeded, never

@@ -302,3 +302,55 @@ func checkStormErr(t *testing.T, err error) {
 		t.Errorf("unexpected error %v", err)
 	}
 }
+
+// TestStreamTimeoutsLeaveSwitchedConnection checks that neither timeout
+// watches a 101 Switching Protocols connection, whose first byte may be
+// the caller's to send: the server here speaks only once the caller has,
+// later than both timeouts.
+func TestStreamTimeoutsLeaveSwitchedConnection(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(brw, buf); err == nil {
+			conn.Write(buf)
+		}
+	})
+	bh := newBulkhead(t, 1, 0)
+	tr := &httppolicy.Transport{Base: newBase(t, 1), FirstByteTimeout: 20 * time.Millisecond, IdleTimeout: 20 * time.Millisecond,
+		Policy: newPipeline(t, compose.Policies{Bulkhead: bh})}
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if resp.StatusCode != 101 || !ok {
+		t.Fatalf("status %d, writable %v", resp.StatusCode, ok)
+	}
+	time.Sleep(100 * time.Millisecond)
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(rw) // waits longer than IdleTimeout for the echo
+		done <- string(b)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := rw.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != "ping" {
+		t.Fatalf("echo %q", got)
+	}
+	if bh.Active() != 0 {
+		t.Fatal("slot held after the switched connection ended")
+	}
+}
