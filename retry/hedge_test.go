@@ -591,3 +591,80 @@ func TestHedgeProperties(t *testing.T) {
 		})
 	})
 }
+
+// A storm on real time: 32 goroutines make calls through one Hedge and one
+// Budget with random latencies, failures, panics in first attempts,
+// caller cancellations and fns that ignore their context. No timed
+// assertion: every call returns (or panics to its caller), every attempt
+// that started ends, a call that succeeds returns a successful attempt's
+// value, and nothing is left running (goleak at the end of the package).
+func TestHedgeStorm(t *testing.T) {
+	b := mustBudget(t, BudgetConfig{Ratio: 0.5})
+	h := mustHedge(t, HedgeConfig{MaxHedges: 2, Quantile: 0.5, Delay: 200 * time.Microsecond, MinDelay: 50 * time.Microsecond, Window: 64, Budget: b})
+	var started, ended, bad atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 60 {
+				ctx, cancel := context.WithCancel(context.Background())
+				// A panicking call's first attempt panics and its hedges
+				// fail, and its caller does not cancel: the call cannot end
+				// before the panic reaches it (one in an attempt after the
+				// call ended would crash the program, as documented).
+				panics := r.IntN(20) == 0
+				if !panics && r.IntN(4) == 0 {
+					stop := time.AfterFunc(time.Duration(r.IntN(500))*time.Microsecond, cancel)
+					defer stop.Stop()
+				}
+				ignoreCtx := r.IntN(10) == 0
+				seed := r.Uint64()
+				func() {
+					defer func() { _ = recover() }()
+					v, err := policy.Do(ctx, h, func(ctx context.Context) (uint64, error) {
+						started.Add(1)
+						defer ended.Add(1)
+						a := Attempt(ctx)
+						x := seed ^ uint64(a)*0x9e3779b97f4a7c15
+						x ^= x >> 31
+						if panics {
+							if a == 1 {
+								panic("storm")
+							}
+							return 0, errBoom
+						}
+						lat := time.Duration(x%400) * time.Microsecond
+						if ignoreCtx {
+							time.Sleep(lat)
+						} else {
+							select {
+							case <-time.After(lat):
+							case <-ctx.Done():
+								return 0, ctx.Err()
+							}
+						}
+						if x%5 == 0 {
+							return 0, errBoom
+						}
+						return x, nil
+					})
+					if err == nil && v == 0 {
+						bad.Add(1)
+					}
+				}()
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	// Losers that ignored their context finish on their own.
+	for deadline := time.Now().Add(10 * time.Second); started.Load() != ended.Load() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if started.Load() != ended.Load() || bad.Load() != 0 {
+		t.Errorf("%d attempts started, %d ended; %d successes without a value", started.Load(), ended.Load(), bad.Load())
+	}
+	if a := b.Available(); a < 0 {
+		t.Errorf("Available = %v", a)
+	}
+}
