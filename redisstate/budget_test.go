@@ -247,7 +247,7 @@ func TestBudgetStorm(t *testing.T) {
 	var budgets []*redisstate.Budget
 	for range 4 {
 		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{
-			Name: "storm", Limit: limit, MaxWait: 20 * time.Millisecond,
+			Name: "storm", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed,
 			Redis: rd(newClient(t, s.Addr())),
 		}))
 	}

@@ -23,6 +23,11 @@ func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 	o := *opts
 	o.ContextTimeoutEnabled = true
 	o.MaxRetries = -1
+	if o.DialerRetries == 0 {
+		// go-redis dials 5 times, 100 ms apart, by default: a refused
+		// connection is the guard's business, not the pool's.
+		o.DialerRetries = 1
+	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 100 * time.Millisecond
 	}

@@ -17,7 +17,7 @@ import (
 // test ends.
 func newClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64})
+	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -35,7 +35,7 @@ const childEnv = "REDISSTATE_TEST_CHILD"
 func runChild(role string) int {
 	addr, name := os.Getenv("REDIS_ADDR"), os.Getenv("POLICY_NAME")
 	limit, _ := strconv.Atoi(os.Getenv("LIMIT"))
-	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64})
+	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second})
 	defer client.Close()
 	rd := redisstate.Redis{Client: client, CallTimeout: time.Second}
 	switch role {
@@ -55,7 +55,7 @@ func runChild(role string) int {
 		fmt.Println("held")
 		select {}
 	case "budget-storm":
-		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, MaxWait: 20 * time.Millisecond, Redis: rd})
+		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed, Redis: rd})
 		if err != nil {
 			fmt.Println("error", err)
 			return 1
@@ -156,7 +156,7 @@ func (c *child) expect(t *testing.T, word string) string {
 	t.Helper()
 	select {
 	case l, ok := <-c.lines:
-		if !ok || strings.Fields(l+" x")[0] != word {
+		if !ok || strings.Fields(l + " x")[0] != word {
 			t.Fatalf("child said %q, want %q", l, word)
 		}
 		return l
@@ -191,7 +191,9 @@ func TestProcessLeasesLapse(t *testing.T) {
 
 // TestProcessStorm: three replica processes and this one storm a budget of
 // 5 whose calls go to one HTTP upstream, which counts the requests it
-// serves at once: never more than 5.
+// serves at once: never more than 5. (FailClosed, so that a round trip
+// slowed past its deadline by four -race processes on a loaded machine
+// cannot admit a call without a lease.)
 func TestProcessStorm(t *testing.T) {
 	s := startRedis(t)
 	var u upstream
@@ -205,7 +207,7 @@ func TestProcessStorm(t *testing.T) {
 	for range 3 {
 		kids = append(kids, startChild(t, "budget-storm", env...))
 	}
-	b := newBudget(t, redisstate.BudgetConfig{Name: "pstorm", Limit: limit, MaxWait: 20 * time.Millisecond, Redis: rd(newClient(t, s.Addr()))})
+	b := newBudget(t, redisstate.BudgetConfig{Name: "pstorm", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed, Redis: rd(newClient(t, s.Addr()))})
 	stop := make(chan struct{})
 	time.AfterFunc(1500*time.Millisecond, func() { close(stop) })
 	var wg sync.WaitGroup

@@ -267,17 +267,32 @@ func (s *SharedBreaker) work() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
+	// A report that got no answer is sent again at each poll until one
+	// does, as long as it still stands: the newest trip or verdict only.
+	var pending *report
+	send := func(r report) {
+		var err error
+		if r.verdict {
+			err = s.sendVerdict(r)
+		} else if s.br.State() != breaker.Closed { // the trip still stands
+			err = s.sendTrip()
+		}
+		if err != nil {
+			pending = &r
+		} else {
+			pending = nil
+		}
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
 		case r := <-s.events:
-			if r.verdict {
-				s.sendVerdict(r)
-			} else {
-				s.sendTrip()
-			}
+			send(r)
 		case <-t.C:
+			if pending != nil {
+				send(*pending)
+			}
 			s.pollOnce()
 		}
 	}
@@ -311,27 +326,32 @@ func (s *SharedBreaker) unreachable() {
 	s.applyMu.Unlock()
 }
 
-func (s *SharedBreaker) sendTrip() {
+// sendTrip reports a trip of the local breaker.
+func (s *SharedBreaker) sendTrip() error {
 	gen, rem, err := s.run(tripScript, s.replica, s.window, s.quorum, s.openMS, s.graceMS, s.channel)
 	if err == nil && gen > 0 {
 		s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
 	}
+	return err
 }
 
-func (s *SharedBreaker) sendVerdict(r report) {
+// sendVerdict reports a prober's verdict.
+func (s *SharedBreaker) sendVerdict(r report) error {
 	ok := "0"
 	if r.ok {
 		ok = "1"
 	}
 	gen, rem, err := s.run(verdictScript, s.replica, strconv.FormatInt(r.gen, 10), ok, s.openMS, s.graceMS, s.channel)
 	switch {
-	case err != nil || gen < 0:
-		return
+	case err != nil:
+		return err
+	case gen < 0:
 	case gen == 0:
 		s.applyClosed(r.gen)
 	default:
 		s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
 	}
+	return nil
 }
 
 // pollOnce reads the shared state, applies it if it differs from what this
