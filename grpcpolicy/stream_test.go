@@ -383,3 +383,22 @@ func TestStreamRejected(t *testing.T) {
 		t.Error("the server ran")
 	}
 }
+
+// A stream whose opening fails with the caller's own status gets that
+// status unchanged, and the policy sees a success.
+func TestStreamOpenCallerError(t *testing.T) {
+	br := newBreaker(t, 1)
+	c := newClient(t, grpcpolicy.ClientConfig{Policy: br})
+	notFound := status.Error(codes.NotFound, "no such stream")
+	open := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+		return nil, notFound
+	}
+	for range 3 {
+		if _, err := c.StreamInterceptor()(t.Context(), watchDesc, nil, mWatch, open); err != notFound {
+			t.Fatalf("err = %v, want grpc-go's own error", err)
+		}
+	}
+	if br.State() != 0 {
+		t.Errorf("breaker %v after the caller's own errors", br.State())
+	}
+}
