@@ -423,3 +423,19 @@ func TestDialOptionsDisableGRPCRetries(t *testing.T) {
 		})
 	}
 }
+
+// A pushback that says stop is obeyed whatever Classify says.
+func TestUnaryPushbackStopOverridesClassify(t *testing.T) {
+	svc := &service{unary: failWith(100, codes.Internal, "-1")}
+	always := func(codes.Code, grpcpolicy.Pushback) grpcpolicy.Verdict { return grpcpolicy.Retryable }
+	c := newClient(t, grpcpolicy.ClientConfig{Policy: newRetry(t, retry.Config{MaxAttempts: 3}), Classify: always})
+	e := newEnv(t, false, svc, nil, c.DialOptions())
+	_, err := e.call(t.Context(), mCall, "x")
+	if status.Code(err) != codes.Internal || errors.Is(err, retry.ErrExhausted) || svc.ran.Load() != 1 {
+		t.Fatalf("err %v after %d runs; want INTERNAL at once", err, svc.ran.Load())
+	}
+	var se *grpcpolicy.StatusError
+	if !errors.As(err, &se) || !se.Pushback.Stop {
+		t.Errorf("err %v: want a StatusError with the stop", err)
+	}
+}
