@@ -73,8 +73,8 @@ type sseScanner struct {
 	keepalive bool // the current event's type is a keepalive name
 }
 
-func newSSEScanner(keep []string) sseScanner {
-	s := sseScanner{keep: keep}
+func newSSEScanner(keep []string) *sseScanner {
+	s := &sseScanner{keep: keep}
 	s.keepMessage = s.isKeepalive(nil)
 	s.keepalive = s.keepMessage
 	return s

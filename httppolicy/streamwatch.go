@@ -55,9 +55,10 @@ type streamWatch struct {
 	fbTimer         *time.Timer // nil without a first byte timeout
 	idleTimer       *time.Timer // nil until the response is handed over with an idle timeout
 
+	whole prefixBody // the body, if read whole while waiting for its first byte
+
 	// sse is set for a text/event-stream response: only its events count.
-	sse      sseScanner
-	isSSE    bool
+	sse      *sseScanner
 	idleLeft time.Duration // of the idle timeout, while only keepalives come
 }
 
@@ -140,7 +141,6 @@ func (w *streamWatch) end() {
 // byte.
 func (w *streamWatch) watchResponse(resp *http.Response) {
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
-		w.isSSE = true
 		keep := w.t.KeepaliveEvents
 		if keep == nil {
 			keep = defaultKeepaliveEvents
@@ -151,7 +151,7 @@ func (w *streamWatch) watchResponse(resp *http.Response) {
 
 // counts reports whether the chunk p of the body brought data that counts.
 func (w *streamWatch) counts(p []byte) bool {
-	if w.isSSE {
+	if w.sse != nil {
 		return w.sse.scan(p) > 0
 	}
 	return len(p) > 0
@@ -161,13 +161,14 @@ func (w *streamWatch) counts(p []byte) bool {
 // error, while the first byte timer runs, and returns what it read. eof
 // reports that it read the whole body. On error the caller closes body.
 func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eof bool, err error) {
-	size := prefixChunk
-	if length > 0 && length <= maxExactPrefix {
+	switch {
+	case length > 0 && length <= maxExactPrefix:
 		// net/http gives the end of a body of known length with its last
 		// bytes, so a buffer of its size is read once.
-		size = int(length)
+		prefix = make([]byte, 0, length)
+	default:
+		prefix = make([]byte, 0, prefixChunk)
 	}
-	prefix = make([]byte, 0, size)
 	for {
 		if len(prefix) == cap(prefix) {
 			prefix = append(prefix, 0)[:len(prefix)]
@@ -209,7 +210,7 @@ func (w *streamWatch) startIdle() {
 // off what is left of it.
 func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
 	var start time.Time
-	if w.isSSE {
+	if w.sse != nil {
 		start = time.Now()
 	}
 	w.idleTimer.Reset(w.idleLeft)
@@ -217,7 +218,7 @@ func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
 	w.idleTimer.Stop()
 	if w.counts(p[:n]) {
 		w.idleLeft = w.idle
-	} else if w.isSSE {
+	} else if w.sse != nil {
 		if w.idleLeft -= time.Since(start); w.idleLeft <= 0 {
 			w.idleLeft = 1 // the next Read that waits fires at once
 		}

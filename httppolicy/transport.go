@@ -413,7 +413,8 @@ func (x *exchange) attempt(ctx context.Context) error {
 			if eof {
 				// The whole body is in: the call ends now.
 				resp.Body.Close()
-				resp.Body = &prefixBody{b: p}
+				w.whole.b = p
+				resp.Body = &w.whole
 				x.accepted = resp
 				return nil
 			}
