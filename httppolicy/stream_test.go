@@ -546,3 +546,30 @@ func TestTooManyKeepalives(t *testing.T) {
 		}
 	})
 }
+
+func TestCallerCancelWhileWaitingForFirstByte(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			resp, b := fedResponse(req, 200, "text/event-stream", true, step{0, commentPing})
+			return resp, b, nil
+		}}
+		bh := newBulkhead(t, 1, 0)
+		br := newBreaker(t, 1)
+		tr := &httppolicy.Transport{Base: base, FirstByteTimeout: time.Minute,
+			Policy: newPipeline(t, compose.Policies{Bulkhead: bh, Retry: newRetry(t, 3, nil), Breaker: br})}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Second, cancel)
+		start := time.Now()
+		_, err := get(t, tr, ctx)
+		if !errors.Is(err, context.Canceled) || errors.Is(err, httppolicy.ErrFirstByteTimeout) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if el := time.Since(start); el != time.Second {
+			t.Fatalf("RoundTrip returned %v after the start, want 1s (at the cancellation)", el)
+		}
+		synctest.Wait()
+		if base.count() != 1 || !base.allClosed() || bh.Active() != 0 || br.Counts().TotalFailures != 0 {
+			t.Fatalf("attempts %d, closed %v, Active %d, breaker %+v", base.count(), base.allClosed(), bh.Active(), br.Counts())
+		}
+	})
+}
