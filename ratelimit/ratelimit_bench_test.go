@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -72,6 +73,28 @@ func BenchmarkPipeline(b *testing.B) {
 				if err := p.Execute(ctx, ok); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkObserve is the cost a Transport adds per response: a 200 with
+// ordinary headers and none of the rate-limit ones, and one with OpenAI's
+// six rate-limit headers, quota left.
+func BenchmarkObserve(b *testing.B) {
+	l, _ := ratelimit.New(ratelimit.Config{})
+	plain := resp(200, "Content-Type", "application/json", "Date", "Thu, 03 Dec 2026 12:00:00 GMT", "Content-Length", "512")
+	openai := resp(200, "Content-Type", "application/json",
+		"x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "1s",
+		"x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "59000", "x-ratelimit-reset-tokens", "6m0s")
+	for _, bb := range []struct {
+		name string
+		r    *http.Response
+	}{{"plain", plain}, {"openai_headers", openai}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Observe(bb.r)
 			}
 		})
 	}
