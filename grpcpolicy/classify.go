@@ -103,7 +103,7 @@ func (v Verdict) String() string {
 //	UNAVAILABLE                               Retryable (Failure if the pushback says stop)
 //	RESOURCE_EXHAUSTED with a pushback delay  Retryable
 //	RESOURCE_EXHAUSTED without one            CallerError (grpc-go's own "message larger than max", a quota)
-//	DEADLINE_EXCEEDED                         Failure (our attempt deadline, a stream timeout, the server's)
+//	DEADLINE_EXCEEDED                         Failure (our attempt deadline, the server's)
 //	INTERNAL, UNKNOWN, DATA_LOSS              Failure
 //	anything else                             CallerError (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
 //	                                            PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -34,7 +35,9 @@ type ClientConfig struct {
 	// Classify decides how a failed call's status is treated: a failure
 	// (breaker), a retryable failure, or the caller's own error. Nil means
 	// [DefaultClassify]. The end of an attempt's context (an attempt
-	// deadline) and a stream timeout are classified as DEADLINE_EXCEEDED.
+	// deadline) is classified as DEADLINE_EXCEEDED. The stream timeouts
+	// are not classified: a first-message timeout is Retryable, an idle
+	// timeout a Failure.
 	// A Retryable verdict is treated as Failure when the server's pushback
 	// says stop (gRFC A6). It may be called concurrently.
 	Classify func(code codes.Code, pb Pushback) Verdict
@@ -51,6 +54,14 @@ type ClientConfig struct {
 	// calls does not count. Zero means no bound; it must not be negative.
 	// It fires like FirstMessageTimeout.
 	IdleTimeout time.Duration
+
+	// Name names the Client in the telemetry of its stream timeouts
+	// (watertight.policy.name). Empty is allowed.
+	Name string
+
+	// MeterProvider provides the watertight.timeouts counter, to which the
+	// stream timeouts add. Nil means the global MeterProvider.
+	MeterProvider metric.MeterProvider
 }
 
 // Client holds the interceptors that run a gRPC client's calls through
@@ -80,11 +91,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.classify == nil {
 		c.classify = DefaultClassify
 	}
-	if cfg.FirstMessageTimeout > 0 {
-		c.first = newStreamTimeout(KindFirstMessage, cfg.FirstMessageTimeout)
-	}
-	if cfg.IdleTimeout > 0 {
-		c.idle = newStreamTimeout(KindIdle, cfg.IdleTimeout)
+	if cfg.FirstMessageTimeout > 0 || cfg.IdleTimeout > 0 {
+		counter := timeoutCounter(cfg.MeterProvider)
+		if cfg.FirstMessageTimeout > 0 {
+			c.first = newStreamTimeout(KindFirstMessage, cfg.FirstMessageTimeout, cfg.Name, counter)
+		}
+		if cfg.IdleTimeout > 0 {
+			c.idle = newStreamTimeout(KindIdle, cfg.IdleTimeout, cfg.Name, counter)
+		}
 	}
 	return c, nil
 }
@@ -210,7 +224,13 @@ func (c *Client) failure(ctx context.Context, err error, trailer metadata.MD, ma
 		// policy above makes its own.
 		cerr := ctx.Err()
 		if te, ok := errors.AsType[*StreamTimeoutError](context.Cause(ctx)); ok {
-			cerr = te
+			// A stream timeout. The first message's, as httppolicy's first
+			// byte timeout, is retried while nothing has reached the
+			// caller; an idle timeout comes after a message, and never is.
+			if mayRetry && te.Kind == KindFirstMessage {
+				return te, Retryable
+			}
+			return retry.Permanent(te), Failure
 		}
 		if mayRetry && errors.Is(cerr, context.DeadlineExceeded) && c.classify(codes.DeadlineExceeded, Pushback{}) == Retryable {
 			return cerr, Retryable

@@ -23,8 +23,8 @@
 // The defaults: UNAVAILABLE is retried; RESOURCE_EXHAUSTED is retried when
 // the server pushes back with a delay, and is the caller's own otherwise
 // (grpc-go's own "message larger than max" is a RESOURCE_EXHAUSTED);
-// DEADLINE_EXCEEDED (our attempt deadline, a stream timeout, or the
-// server's), INTERNAL, UNKNOWN and DATA_LOSS are failures not retried;
+// DEADLINE_EXCEEDED (our attempt deadline, or the server's), INTERNAL,
+// UNKNOWN and DATA_LOSS are failures not retried;
 // every other code (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED...) is
 // the caller's own. The end of the caller's own context ends the call,
 // whatever the classification, and a breaker does not count it.
@@ -73,8 +73,13 @@
 // body. When one fires, the stream's context is canceled with a
 // *StreamTimeoutError as its cause (context.Cause), and the stream ends
 // with that error: it matches deadline.ErrExceeded and
-// context.DeadlineExceeded, and has status DEADLINE_EXCEEDED. It is
-// classified as DEADLINE_EXCEEDED: a failure, not retried by default.
+// context.DeadlineExceeded, and has status DEADLINE_EXCEEDED. Both are
+// failures for a breaker. A first-message timeout is retried, as
+// httppolicy's first byte timeout is, while nothing has reached the
+// caller; an idle timeout, which comes after a message, never is. Each
+// adds 1 to watertight.timeouts (watertight.policy.kind "first_message" or
+// "idle", watertight.policy.name [ClientConfig.Name]) and a
+// watertight.timeout event to the call's span.
 //
 // As with grpc-go, a caller must end every stream (read until RecvMsg
 // fails, or cancel its context): an abandoned stream holds its slot until

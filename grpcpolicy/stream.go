@@ -206,7 +206,7 @@ func (w *clientStream) attempt(ctx context.Context) error {
 	}
 	if w.c.first != nil {
 		te := w.c.first
-		a.first = time.AfterFunc(te.Duration, func() { cancel(te) })
+		a.first = time.AfterFunc(te.Duration, func() { te.fire(sctx, cancel) })
 		defer a.first.Stop()
 	}
 
@@ -292,7 +292,7 @@ func (w *clientStream) RecvMsg(m any) error {
 		if a.gotFirst && w.c.idle != nil {
 			te := w.c.idle
 			if a.idle == nil {
-				a.idle = time.AfterFunc(te.Duration, func() { a.cancel(te) })
+				a.idle = time.AfterFunc(te.Duration, func() { te.fire(a.ctx, a.cancel) })
 			} else {
 				a.idle.Reset(te.Duration)
 			}

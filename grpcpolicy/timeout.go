@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -27,8 +28,12 @@ const (
 // context, so code under the stream sees why it was cut.
 //
 // A Client builds one of each kind at construction and returns the same
-// pointer for every timeout: it must not be modified. Its zero value is a
-// valid timeout with no kind.
+// pointer for every timeout: it must not be modified. Each timeout adds 1
+// to the watertight.timeouts counter, with watertight.policy.kind
+// "first_message" or "idle" and watertight.policy.name the Client's Name
+// (as httppolicy's first_byte and idle timeouts do), and a
+// watertight.timeout event to the span in the stream's context if it is
+// recording. Its zero value is a valid timeout with no kind.
 type StreamTimeoutError struct {
 	// Kind is KindFirstMessage or KindIdle.
 	Kind string
@@ -36,12 +41,26 @@ type StreamTimeoutError struct {
 	Duration time.Duration
 
 	msg string
+	rec *timeoutRecord // nil in a StreamTimeoutError not made by a Client
 }
 
-func newStreamTimeout(kind string, d time.Duration) *StreamTimeoutError {
+func newStreamTimeout(kind string, d time.Duration, name string, counter metric.Int64Counter) *StreamTimeoutError {
 	e := &StreamTimeoutError{Kind: kind, Duration: d}
 	e.msg = e.message()
+	e.rec = newTimeoutRecord(counter, kind, name)
 	return e
+}
+
+// fire records the timeout and cancels the stream's context with it as the
+// cause; ctx is the stream's context, for the span.
+func (e *StreamTimeoutError) fire(ctx context.Context, cancel context.CancelCauseFunc) {
+	if ctx.Err() != nil {
+		return // the stream had ended: no timeout
+	}
+	cancel(e)
+	if e.rec != nil {
+		e.rec.record(ctx)
+	}
 }
 
 // Error returns a message such as

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/grpcpolicy"
 	"github.com/watertight/watertight/retry"
@@ -109,8 +108,7 @@ func checkTimeout(t *testing.T, err error, kind string, d time.Duration) {
 func TestStreamFirstMessageTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bh := newBulkhead(t, "dep", 1, 0)
-		pl := newPipeline(t, compose.Policies{Bulkhead: bh, Retry: newRetry(t, retry.Config{MaxAttempts: 3})})
-		c := newClient(t, grpcpolicy.ClientConfig{Policy: pl, FirstMessageTimeout: 2 * time.Second, IdleTimeout: time.Second})
+		c := newClient(t, grpcpolicy.ClientConfig{Policy: bh, FirstMessageTimeout: 2 * time.Second, IdleTimeout: time.Second})
 		s := &fakeStreamer{feeds: feeds(1)}
 		cs := openFake(t, c, s)
 		start := time.Now()
@@ -125,9 +123,6 @@ func TestStreamFirstMessageTimeout(t *testing.T) {
 		}
 		if bh.Active() != 0 {
 			t.Error("slot held after the timeout")
-		}
-		if s.count() != 1 {
-			t.Errorf("%d streams opened: a timeout is not retried by default", s.count())
 		}
 	})
 }
@@ -190,18 +185,14 @@ func TestStreamIdleCountsOnlyWaits(t *testing.T) {
 	})
 }
 
-// With a Classify that retries timeouts, a first-message timeout opens a
-// new stream and sends the request again.
+// A first-message timeout is retried while nothing has reached the caller,
+// as httppolicy's first byte timeout is: a new stream, the request sent
+// again. Once every attempt has timed out, the call ends exhausted, with
+// the timeout's identity.
 func TestStreamFirstMessageTimeoutRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newRetry(t, retry.Config{MaxAttempts: 2})
-		c := newClient(t, grpcpolicy.ClientConfig{Policy: rt, FirstMessageTimeout: time.Second,
-			Classify: func(code codes.Code, pb grpcpolicy.Pushback) grpcpolicy.Verdict {
-				if code == codes.DeadlineExceeded {
-					return grpcpolicy.Retryable
-				}
-				return grpcpolicy.DefaultClassify(code, pb)
-			}})
+		c := newClient(t, grpcpolicy.ClientConfig{Policy: rt, FirstMessageTimeout: time.Second})
 		s := &fakeStreamer{feeds: feeds(2)}
 		s.feeds[1] <- []byte("late but there")
 		close(s.feeds[1])
@@ -215,6 +206,34 @@ func TestStreamFirstMessageTimeoutRetried(t *testing.T) {
 		}
 		if s.count() != 2 || s.opened[1].sent != 1 {
 			t.Errorf("%d streams, the second sent %d messages; want 2 and 1", s.count(), s.opened[1].sent)
+		}
+
+		// Every attempt times out.
+		s = &fakeStreamer{feeds: feeds(2)}
+		cs = openFake(t, c, s)
+		err = cs.RecvMsg(new(frame))
+		checkTimeout(t, err, grpcpolicy.KindFirstMessage, time.Second)
+		if !errors.Is(err, retry.ErrExhausted) || s.count() != 2 {
+			t.Errorf("err %v after %d streams; want exhausted after 2", err, s.count())
+		}
+	})
+}
+
+// An idle timeout comes after a message has reached the caller: never
+// retried.
+func TestStreamIdleTimeoutNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(t, grpcpolicy.ClientConfig{Policy: newRetry(t, retry.Config{MaxAttempts: 3}), IdleTimeout: time.Second})
+		s := &fakeStreamer{feeds: feeds(3)}
+		s.feeds[0] <- []byte("one")
+		cs := openFake(t, c, s)
+		if err := cs.RecvMsg(new(frame)); err != nil {
+			t.Fatal(err)
+		}
+		err := cs.RecvMsg(new(frame))
+		checkTimeout(t, err, grpcpolicy.KindIdle, time.Second)
+		if errors.Is(err, retry.ErrExhausted) || s.count() != 1 {
+			t.Errorf("err %v after %d streams; want the timeout itself after 1", err, s.count())
 		}
 	})
 }
