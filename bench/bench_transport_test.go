@@ -37,6 +37,9 @@ import (
 //
 // BenchmarkTransportExecute is the quick-start pipeline's own Execute
 // cost, with a no-op fn: the target is watertight - bare <= Execute + 3 us.
+// BenchmarkTransportMem sends the same four ways to a base that answers
+// from memory, which leaves the Transport's own cost without the noise of
+// the network and of net/http's goroutines.
 
 // quickStart is the README's quick-start pipeline.
 func quickStart(tb testing.TB) *watertight.Pipeline {
@@ -141,6 +144,54 @@ func BenchmarkTransport(b *testing.B) {
 func BenchmarkTransportExecute(b *testing.B) {
 	p := quickStart(b)
 	seq(b, nil, func() error { return p.Execute(bg, work) })
+}
+
+// memBase answers every request from memory with a 200 and a body of
+// known length that gives its end with its bytes, as net/http does: the
+// Transport's own cost without the network's noise.
+type memBase struct{}
+
+func (memBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: &helloBody{}, ContentLength: 5, Request: req}, nil
+}
+
+type helloBody struct{ done bool }
+
+func (b *helloBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	b.done = true
+	return copy(p, "hello"), io.EOF
+}
+
+func (b *helloBody) Close() error { return nil }
+
+// BenchmarkTransportMem is BenchmarkTransport over memBase.
+func BenchmarkTransportMem(b *testing.B) {
+	streamTimeouts := func(tr *httppolicy.Transport) *httppolicy.Transport {
+		tr.FirstByteTimeout, tr.IdleTimeout = 10*time.Second, 10*time.Second
+		return tr
+	}
+	for _, tt := range []struct {
+		lib string
+		rt  http.RoundTripper
+	}{
+		{"bare", memBase{}},
+		{"watertight", streamTimeouts(&httppolicy.Transport{Base: memBase{}, Policy: quickStart(b), Name: "llm"})},
+		{"empty", streamTimeouts(&httppolicy.Transport{Base: memBase{}, Policy: emptyPipeline(b), Name: "llm"})},
+		{"failsafe", failsafehttp.NewRoundTripper(memBase{}, fsQuickStart()...)},
+	} {
+		b.Run("lib="+tt.lib, func(b *testing.B) {
+			req, _ := http.NewRequest("GET", "http://dep.test/", nil)
+			getHello(b, tt.rt, req)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				getHello(b, tt.rt, req)
+			}
+		})
+	}
 }
 
 // TestTransportSetups sends one request through each setup.
