@@ -168,10 +168,12 @@ func (e *StatusError) GRPCStatus() *status.Status {
 }
 
 // RetryAfter returns the server's pushback delay, or 0 if it set none: a
-// retry policy waits that long before the next attempt.
+// retry policy waits that long before the next attempt, in place of its
+// schedule. A pushback of 0 ms asks for a retry at once (gRFC A6): it is
+// returned as 1ns, since package retry reads 0 as "no wait asked for".
 func (e *StatusError) RetryAfter() time.Duration {
 	if e.Pushback.Set && !e.Pushback.Stop {
-		return e.Pushback.Delay
+		return max(e.Pushback.Delay, time.Nanosecond)
 	}
 	return 0
 }

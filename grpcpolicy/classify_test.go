@@ -100,6 +100,10 @@ func TestStatusError(t *testing.T) {
 	if se.RetryAfter() != time.Second || se.ErrorType() != "UNAVAILABLE" {
 		t.Errorf("RetryAfter %v, ErrorType %q", se.RetryAfter(), se.ErrorType())
 	}
+	se.Pushback.Delay = 0
+	if se.RetryAfter() != time.Nanosecond {
+		t.Errorf("RetryAfter of a 0ms pushback = %v, want 1ns: retry at once", se.RetryAfter())
+	}
 	se.Pushback.Stop = true
 	if se.RetryAfter() != 0 {
 		t.Errorf("RetryAfter with Stop = %v", se.RetryAfter())
