@@ -1,0 +1,71 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/redisstate"
+)
+
+// TestPipelineUse: a Budget in the Bulkhead slot and a SharedBreaker in the
+// Breaker slot of a watertight pipeline (Config.Use), run in two phases by
+// compose: a full budget rejects, a panic gives the lease back, and a trip
+// on one replica's pipeline opens the other's.
+func TestPipelineUse(t *testing.T) {
+	s := startRedis(t)
+	mk := func() (*watertight.Pipeline, *redisstate.Budget) {
+		b := newBudget(t, redisstate.BudgetConfig{Name: "pipe", Limit: 1, Redis: rd(newClient(t, s.Addr()))})
+		br := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "pipe", ConsecutiveFailures: 2, OpenTimeout: time.Minute},
+			Redis: rd(newClient(t, s.Addr())), PollInterval: 20 * time.Millisecond})
+		p, err := watertight.New("pipe", watertight.Config{Use: compose.Policies{Bulkhead: b, Breaker: br}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p, b
+	}
+	a, ba := mk()
+	b, _ := mk()
+	ctx := context.Background()
+
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		a.Execute(ctx, func(context.Context) error { close(held); <-release; return nil })
+		close(done)
+	}()
+	<-held
+	if err := b.Execute(ctx, func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrFull) {
+		t.Fatalf("second replica while the only lease is held: %v", err)
+	}
+	close(release)
+	<-done
+
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("panic swallowed")
+			}
+		}()
+		a.Execute(ctx, func(context.Context) error { panic("in fn") })
+	}()
+	if ba.InFlight() != 0 {
+		t.Fatalf("%d in flight after a panic", ba.InFlight())
+	}
+	if err := b.Execute(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("lease not given back after a panic: %v", err)
+	}
+
+	for range 2 {
+		a.Execute(ctx, func(context.Context) error { return errBoom })
+	}
+	eventually(t, 5*time.Second, "the other pipeline's breaker opens", func() bool {
+		return errors.Is(b.Execute(ctx, func(context.Context) error { return nil }), breaker.ErrOpen)
+	})
+}
