@@ -254,3 +254,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func pipelineOf(b *bulkhead.Bulkhead, r *retry.Retry) compose.Policies {
+	return compose.Policies{Bulkhead: b, Retry: r}
+}
