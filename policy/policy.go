@@ -2,7 +2,7 @@ package policy
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 )
 
 // Func is the unit of work a [Policy] guards: one call to a dependency. It
@@ -32,18 +32,29 @@ type Claimer interface {
 // claimerKey is the context key of an attempt's Claimer.
 type claimerKey struct{}
 
+// claimers is set once a Claimer has been put in a context anywhere in the
+// process: until then Do needs no context lookup to know that its attempts
+// run one at a time.
+var claimers atomic.Bool
+
 // WithClaimer returns a copy of ctx for one attempt of a call whose
 // attempts run concurrently, carrying c, the attempt's Claimer: code that
 // publishes a result by side effect, as [Do] does, asks [Claim] before it
 // publishes. A policy that runs fn concurrently with itself must give each
 // attempt such a context and must make the attempt whose Claim returned
-// true the call's outcome if it succeeds. It panics if ctx or c is nil.
+// true the call's outcome if it succeeds; an attempt that claimed and then
+// failed (a policy below turned its success into an error) must give the
+// claim back before another may take it, and the claim of an attempt that
+// succeeded is never given back. It panics if ctx or c is nil.
 func WithClaimer(ctx context.Context, c Claimer) context.Context {
 	if ctx == nil {
 		panic("policy: nil Context")
 	}
 	if c == nil {
 		panic("policy: nil Claimer")
+	}
+	if !claimers.Load() {
+		claimers.Store(true)
 	}
 	return context.WithValue(ctx, claimerKey{}, c)
 }
@@ -57,18 +68,19 @@ func Claim(ctx context.Context) bool {
 	if ctx == nil {
 		panic("policy: nil Context")
 	}
-	if c, ok := ctx.Value(claimerKey{}).(Claimer); ok {
+	if c := claimerOf(ctx); c != nil {
 		return c.Claim()
 	}
 	return true
 }
 
-// doState is the result a call of Do publishes: only the winning attempt
-// writes it, and nothing does once Do has read it.
-type doState[T any] struct {
-	mu     sync.Mutex
-	out    T
-	closed bool
+// claimerOf returns the Claimer in ctx, or nil.
+func claimerOf(ctx context.Context) Claimer {
+	if !claimers.Load() {
+		return nil
+	}
+	c, _ := ctx.Value(claimerKey{}).(Claimer)
+	return c
 }
 
 // Do runs fn under p and returns fn's result. On error it returns the zero
@@ -84,42 +96,35 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 	if fn == nil {
 		panic("policy: nil fn")
 	}
-	st := new(doState[T])
+	var out T
 	err := p.Execute(ctx, func(ctx context.Context) error {
-		c, concurrent := ctx.Value(claimerKey{}).(Claimer)
-		if !concurrent {
+		c := claimerOf(ctx)
+		if c == nil {
 			// Attempts one at a time, each before Execute returns: a value
 			// kept from an earlier attempt must not outlive that attempt's
 			// result, whatever a policy makes of the outcome.
 			var zero T
-			st.out = zero
+			out = zero
 		}
 		v, err := fn(ctx)
 		if err != nil {
 			return err
 		}
-		if concurrent {
-			if !c.Claim() {
-				return nil
-			}
-			// A winner whose success a policy below the hedge then turned
-			// into a failure gives its claim back; the value it wrote stays
-			// until a later winner's replaces it or Do, seeing the call
-			// fail, returns the zero value.
-			st.mu.Lock()
-			if !st.closed {
-				st.out = v
-			}
-			st.mu.Unlock()
+		// Concurrent attempts: only the one holding the claim writes. A
+		// claim is held by one attempt at a time, and given back only by
+		// an attempt whose success a policy below then turned into a
+		// failure, after its write: the writes are ordered. The policy
+		// returns nil only after the holder's write (it learns of the
+		// success after fn returned), so out is read below only once it is
+		// final; after an error it is not read at all, and a late
+		// attempt's write (a claim taken after the call failed) is never
+		// seen.
+		if c != nil && !c.Claim() {
 			return nil
 		}
-		st.out = v
+		out = v
 		return nil
 	})
-	st.mu.Lock()
-	st.closed = true
-	out := st.out
-	st.mu.Unlock()
 	if err != nil {
 		var zero T
 		return zero, err
