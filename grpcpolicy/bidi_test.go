@@ -19,7 +19,8 @@ import (
 // Bidirectional streams, sender and receiver on two goroutines, against a
 // server that fails at random before its first answer: the retries replay
 // what was sent while the sender keeps sending, and the receiver gets
-// every message once, in order. Run under -race.
+// every message once, in order, unless the sender saw the failure first
+// (SendMsg returned it): then the stream ends with it. Run under -race.
 func TestStreamBidiRetryWhileSending(t *testing.T) {
 	svc := &service{stream: func(_ string, ss grpc.ServerStream) error {
 		// Read a random number of messages, then fail, or echo them all
@@ -82,10 +83,12 @@ func TestStreamBidiRetryWhileSending(t *testing.T) {
 				got, err := recvAll(cs)
 				serr := <-sent
 				if err != nil {
-					// Only a failure after an answer may end it; the send
-					// side then saw the end too.
-					if status.Code(err) != codes.Unavailable || len(got) == 0 {
-						t.Errorf("stream %d-%d: %v after %d messages", w, round, err, len(got))
+					// A failure is retried unless something reached the
+					// caller: an answer, or an error from SendMsg (the
+					// sender stopped there, so a retry could not send
+					// the rest).
+					if status.Code(err) != codes.Unavailable || (len(got) == 0 && serr == nil) {
+						t.Errorf("stream %d-%d: %v after %d messages (send: %v)", w, round, err, len(got), serr)
 					}
 					continue
 				}
