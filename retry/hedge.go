@@ -142,6 +142,16 @@ func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
 	maxAttempts := 1 + h.s.maxHedges
 	c := &hedgeCall{results: make(chan hedgeResult, maxAttempts)}
 	actx, cancel := context.WithCancelCause(ctx)
+	// If a user callback (OnHedge, ShouldRetry) panics, the attempts still
+	// running are canceled all the same.
+	defer func() {
+		if !c.ended.Load() {
+			c.mu.Lock()
+			c.ended.Store(true)
+			c.mu.Unlock()
+			cancel(ErrHedgeLost)
+		}
+	}()
 	started, running := 0, 0
 	launch := func(afterFailure bool) {
 		started++

@@ -668,3 +668,25 @@ func TestHedgeStorm(t *testing.T) {
 		t.Errorf("Available = %v", a)
 	}
 }
+
+// A user callback that panics (ShouldRetry here) ends the call with its
+// panic, and the attempts still running are canceled all the same.
+func TestHedgeCallbackPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond, MaxHedges: 2,
+			ShouldRetry: func(error) bool { panic("ShouldRetry panicked") }})
+		l := newAttemptLog()
+		func() {
+			defer func() {
+				if v := recover(); v != "ShouldRetry panicked" {
+					t.Errorf("recovered %v", v)
+				}
+			}()
+			h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour), always(errBoom)))
+		}()
+		synctest.Wait()
+		if !errors.Is(l.causes[1], ErrHedgeLost) || len(l.started()) < 2 {
+			t.Errorf("attempts %v, first canceled with %v; want it canceled with ErrHedgeLost", l.started(), l.causes[1])
+		}
+	})
+}
