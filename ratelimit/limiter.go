@@ -109,6 +109,11 @@ func (l *Limiter) Observe(resp *http.Response) {
 	if resp == nil {
 		return
 	}
+	// Most responses ask for nothing: say so without reading the clock
+	// or parsing a reset.
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable && !spent(resp.Header) {
+		return
+	}
 	now := time.Now()
 	if d := Hold(resp.StatusCode, resp.Header, now); d > 0 {
 		l.holdFor(now, d)

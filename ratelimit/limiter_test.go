@@ -364,3 +364,35 @@ func TestNilPanics(t *testing.T) {
 		}()
 	}
 }
+
+// Observe holds on a 200 for a spent count of each kind it reads, and on a
+// 429 or 503 whatever the counts say.
+func TestObserveEveryKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reset := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+		for _, kv := range [][]string{
+			{"x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "3s"},
+			{"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "3s"},
+			{"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", reset},
+			{"anthropic-ratelimit-tokens-remaining", "0", "anthropic-ratelimit-tokens-reset", reset},
+			{"anthropic-ratelimit-input-tokens-remaining", "0", "anthropic-ratelimit-input-tokens-reset", reset},
+			{"anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", reset},
+		} {
+			l := newLimiter(t, ratelimit.Config{})
+			l.Observe(resp(200, kv...))
+			if h := l.Held(); h != 3*time.Second {
+				t.Errorf("%s: Held = %v, want 3s", kv[0], h)
+			}
+			kv[1] = "1"
+			l = newLimiter(t, ratelimit.Config{})
+			l.Observe(resp(200, kv...))
+			if h := l.Held(); h != 0 {
+				t.Errorf("%s: 1: Held = %v, want 0", kv[0], h)
+			}
+			l.Observe(resp(429, kv...))
+			if h := l.Held(); h != 3*time.Second {
+				t.Errorf("%s: 429: Held = %v, want 3s (the earliest reset)", kv[0], h)
+			}
+		}
+	})
+}

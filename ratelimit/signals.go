@@ -84,6 +84,25 @@ func Hold(status int, h http.Header, now time.Time) time.Duration {
 	return hold
 }
 
+// spent reports whether h holds a remaining count of 0 of any kind: the
+// only way a response other than a 429 or 503 can ask for a hold.
+func spent(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, k := range openAIKinds {
+		if n, ok := parseCount(first(h, k.remaining)); ok && n == 0 {
+			return true
+		}
+	}
+	for _, k := range anthropicKinds {
+		if n, ok := parseCount(first(h, k.remaining)); ok && n == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // first returns the first value of the canonical key in h, trimmed.
 func first(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
