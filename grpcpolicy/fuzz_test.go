@@ -1,13 +1,19 @@
 package grpcpolicy_test
 
 import (
+	"context"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/grpcpolicy"
+	"github.com/watertight/watertight/policy"
 )
 
 // FuzzParsePushback: never panics, never negative, and agrees with
@@ -46,6 +52,40 @@ func FuzzParsePushback(f *testing.F) {
 			}
 		} else if pb.Delay != time.Duration(1<<63-1) {
 			t.Fatalf("ParsePushback(%q) = %v, want saturation", v, pb.Delay)
+		}
+	})
+}
+
+// FuzzMethodsKey: NewClient and NewServer never panic on a Methods key,
+// accept exactly "/service" and "/service/method" (non-empty parts, no
+// further slash), and route a call of an accepted full method name to it.
+func FuzzMethodsKey(f *testing.F) {
+	for _, k := range []string{"/a", "/a/b", "a/b", "/", "//", "/a/", "/a//b", "/a/b/c", "", "/pkg.Svc/Method"} {
+		f.Add(k)
+	}
+	valid := regexp.MustCompile(`^/[^/]+(/[^/]+)?$`)
+	bh, err := bulkhead.New(bulkhead.Config{Limit: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		m := map[string]policy.Policy{key: bh}
+		c, cerr := grpcpolicy.NewClient(grpcpolicy.ClientConfig{Methods: m})
+		_, serr := grpcpolicy.NewServer(grpcpolicy.ServerConfig{Methods: m})
+		want := valid.MatchString(key)
+		if (cerr == nil) != want || (serr == nil) != want {
+			t.Fatalf("key %q: NewClient %v, NewServer %v; valid = %v", key, cerr, serr, want)
+		}
+		if !want || strings.Count(key, "/") != 2 {
+			return
+		}
+		ran := false
+		inv := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			ran = bh.Active() == 1
+			return nil
+		}
+		if err := c.UnaryInterceptor()(context.Background(), key, nil, nil, nil, inv); err != nil || !ran {
+			t.Fatalf("call of %q: %v, guarded = %v", key, err, ran)
 		}
 	})
 }
