@@ -130,3 +130,32 @@ func BenchmarkUnaryInterceptorOnly(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStream is one server-streaming call on loopback TCP (a request,
+// one answer, the end), bare and through the client interceptor with a
+// bulkhead: the cost of holding the slot for the stream's life (a
+// goroutine running Execute, the hand-over).
+func BenchmarkStream(b *testing.B) {
+	run := func(b *testing.B, dopts []grpc.DialOption) {
+		e := newEnv(b, true, &service{}, nil, dopts)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			cs, err := e.openWatch(ctx, "x")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got, err := recvAll(cs); err != nil || len(got) != 1 {
+				b.Fatal(got, err)
+			}
+		}
+	}
+	b.Run("via=bare", func(b *testing.B) { run(b, nil) })
+	b.Run("via=client-bulkhead", func(b *testing.B) {
+		c, err := grpcpolicy.NewClient(grpcpolicy.ClientConfig{Policy: newBulkhead(b, "dep", 1000, 0)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c.DialOptions())
+	})
+}
