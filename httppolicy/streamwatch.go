@@ -33,8 +33,10 @@ const (
 	watchOver                   // the attempt has ended
 )
 
-// streamWatch runs the stream timers of one attempt. The attempt sends its
-// request with ctx, a child of the attempt's context canceled with a
+// streamWatch runs the stream timers of one attempt; it holds the
+// attempt's contexts because its timers fire on goroutines of their own.
+// The attempt sends its request with ctx, a child of the attempt's context
+// canceled with a
 // *streamTimeoutError as its cause when a timer fires: net/http would turn
 // a plain cancellation into context.Canceled, which a breaker does not
 // count, so the attempt returns the cause instead (see timedOut).
