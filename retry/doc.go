@@ -135,8 +135,12 @@
 // watertight.hedge.outcome (won, lost, canceled, failed) and a
 // watertight.hedge event to the span in ctx; an exhaustion adds 1 to
 // watertight.retry.exhausted with watertight.policy.kind = "hedge" and its
-// reason. In a compose pipeline a Hedge runs through its Execute, as a
-// user-written policy does (one closure per call).
+// reason. In a compose pipeline's Retry slot, each attempt of a Hedge runs
+// through the slots below it with an attempt span of its own, and an
+// attempt canceled because another won reaches them as context.Canceled
+// (a breaker excludes it), whatever its own error. A panic in a losing
+// attempt after Execute returned crashes the program, as a panic in any
+// goroutine does.
 //
 // # Permanent errors
 //
