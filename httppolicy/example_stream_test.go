@@ -53,8 +53,8 @@ func ExampleTransport_streamTimeouts() {
 	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: &httppolicy.Transport{
 		Base: base, Policy: pipeline, Name: "llm",
-		FirstByteTimeout: 200 * time.Millisecond,
-		IdleTimeout:      200 * time.Millisecond,
+		FirstByteTimeout: time.Second,
+		IdleTimeout:      500 * time.Millisecond,
 	}}
 
 	resp, err := client.Get(srv.URL)
@@ -77,6 +77,6 @@ func ExampleTransport_streamTimeouts() {
 	fmt.Println(errors.Is(err, httppolicy.ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded))
 	// Output:
 	// "data: Hello\n\ndata: [DONE]\n\n" after 2 attempts
-	// "data: Hi\n\n", then: httppolicy "llm": no data for 200ms: httppolicy: stream idle timeout exceeded
+	// "data: Hi\n\n", then: httppolicy "llm": no data for 500ms: httppolicy: stream idle timeout exceeded
 	// true true
 }

@@ -44,7 +44,7 @@ func TestFirstByteTimeoutOverNetwork(t *testing.T) {
 		io.WriteString(w, "data: [DONE]\n\n")
 	})
 	br := newBreaker(t, 5)
-	tr := &httppolicy.Transport{Base: newBase(t, 2), FirstByteTimeout: 100 * time.Millisecond, IdleTimeout: time.Second,
+	tr := &httppolicy.Transport{Base: newBase(t, 2), FirstByteTimeout: 300 * time.Millisecond, IdleTimeout: time.Second,
 		Policy: newPipeline(t, compose.Policies{Retry: newRetry(t, 3, nil), Breaker: br})}
 	start := time.Now()
 	req, _ := http.NewRequest("GET", srv.URL, nil)
@@ -57,11 +57,13 @@ func TestFirstByteTimeoutOverNetwork(t *testing.T) {
 	if want := openaiChunk + "data: [DONE]\n\n"; body != want {
 		t.Fatalf("body %q, want %q", body, want)
 	}
-	if el := time.Since(start); el < 100*time.Millisecond || el > 5*time.Second {
+	if el := time.Since(start); el < 300*time.Millisecond || el > 10*time.Second {
 		t.Fatalf("took %v", el)
 	}
-	if hits.Load() != 2 || br.Counts().TotalFailures != 1 {
-		t.Fatalf("hits %d, breaker %+v; want 2, one failure", hits.Load(), br.Counts())
+	// The stuck replica's attempt failed, and was counted; on a loaded
+	// machine a healthy attempt may be late too, hence hits >= 2.
+	if n := hits.Load(); n < 2 || br.Counts().TotalFailures != uint32(n-1) {
+		t.Fatalf("hits %d, breaker %+v; want a failure for each attempt but the last", n, br.Counts())
 	}
 }
 
@@ -95,7 +97,7 @@ func TestIdleTimeoutOverNetwork(t *testing.T) {
 			})
 			bh := newBulkhead(t, 1, 0)
 			br := newBreaker(t, 5)
-			tr := &httppolicy.Transport{Base: newBase(t, 1), IdleTimeout: 150 * time.Millisecond,
+			tr := &httppolicy.Transport{Base: newBase(t, 1), IdleTimeout: 300 * time.Millisecond,
 				Policy: newPipeline(t, compose.Policies{Bulkhead: bh, Retry: newRetry(t, 3, nil), Breaker: br})}
 			req, _ := http.NewRequest("GET", srv.URL, nil)
 			resp, err := tr.RoundTrip(req)
@@ -106,7 +108,7 @@ func TestIdleTimeoutOverNetwork(t *testing.T) {
 			start := time.Now()
 			got, err := io.ReadAll(resp.Body)
 			isStreamTimeout(t, err, httppolicy.ErrIdleTimeout)
-			if el := time.Since(start); el < 150*time.Millisecond || el > 5*time.Second {
+			if el := time.Since(start); el < 300*time.Millisecond || el > 10*time.Second {
 				t.Fatalf("stall detected after %v", el)
 			}
 			if !strings.HasPrefix(string(got), tt.first) {
