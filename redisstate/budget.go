@@ -79,7 +79,7 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c, err := newConn(cfg.Redis, cfg.Name, cfg.MeterProvider)
+	c, err := newConn(cfg.Redis, KindBudget, cfg.Name, cfg.MeterProvider)
 	if err != nil {
 		return nil, err
 	}

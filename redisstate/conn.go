@@ -62,9 +62,9 @@ type conn struct {
 	guard   *breaker.Breaker
 }
 
-// newConn validates r and returns its conn. name names the guard breaker
-// (name + "/redis" in telemetry).
-func newConn(r Redis, name string, mp metric.MeterProvider) (*conn, error) {
+// newConn validates r and returns its conn. The guard breaker is named
+// "redis:<kind>:<name>" in telemetry.
+func newConn(r Redis, kind, name string, mp metric.MeterProvider) (*conn, error) {
 	if err := checkClient("Redis.Client", r.Client); err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func newConn(r Redis, name string, mp metric.MeterProvider) (*conn, error) {
 		retry = DefaultRetryAfter
 	}
 	g, err := breaker.New(breaker.Config{
-		Name:                name + "/redis",
+		Name:                "redis:" + kind + ":" + name,
 		ConsecutiveFailures: trip,
 		OpenTimeout:         retry,
 		// A nil reply (redis.Nil) is an answer; everything else (a

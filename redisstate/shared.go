@@ -27,7 +27,9 @@ import (
 // remains, on their own clocks. Then one replica at a time, the holder of
 // a probe lease, sends the half-open probes; its verdict closes the
 // breaker everywhere or opens it again. The others reject meanwhile with
-// reason "half_open_full".
+// reason "half_open_full". A replica asks for the lease at its next poll
+// after a call wanted to probe, and renews it only while calls want to or
+// its probe runs, so that a replica without calls does not hold it.
 //
 // While Redis cannot be asked, each replica runs on its local breaker
 // alone (a trip opens it locally, and it probes for itself); when Redis
@@ -54,6 +56,12 @@ type SharedBreaker struct {
 	active atomic.Bool
 	prober atomic.Bool
 	gen    atomic.Int64
+	// wanted: a call asked the gate since the last poll; probing: this
+	// replica let a probe through and has no verdict yet. The probe lease
+	// is taken and renewed only while one of them holds, so that a
+	// replica without calls does not keep the others from probing.
+	wanted  atomic.Bool
+	probing atomic.Bool
 
 	applyMu sync.Mutex // serialises applying the shared state
 	events  chan report
@@ -78,7 +86,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c, err := newConn(cfg.Redis, cfg.Breaker.Name, cfg.Breaker.MeterProvider)
+	c, err := newConn(cfg.Redis, KindSharedBreaker, cfg.Breaker.Name, cfg.Breaker.MeterProvider)
 	if err != nil {
 		return nil, err
 	}
@@ -176,13 +184,24 @@ func (s *SharedBreaker) Replica() string { return s.replica }
 // probe lease of the shared open period, or if the open period is its own
 // (a trip below the quorum, or while Redis cannot be asked).
 func (s *SharedBreaker) gate(context.Context) bool {
-	return !s.active.Load() || s.prober.Load()
+	if !s.active.Load() {
+		return true
+	}
+	s.wanted.Store(true)
+	if s.prober.Load() {
+		s.probing.Store(true)
+		return true
+	}
+	return false
 }
 
 // onStateChange queues the local breaker's trips and verdicts for the
 // worker. It runs on the goroutine that delivers the change (usually a
 // caller's): it never blocks and never talks to Redis.
 func (s *SharedBreaker) onStateChange(from, to breaker.State) {
+	if from == breaker.HalfOpen {
+		s.probing.Store(false)
+	}
 	var r report
 	switch {
 	case from == breaker.HalfOpen && s.active.Load() && s.prober.Load() && (to == breaker.Open || to == breaker.Closed):
@@ -245,6 +264,7 @@ func (s *SharedBreaker) applyOpen(gen int64, remaining time.Duration) {
 		return
 	}
 	s.prober.Store(false)
+	s.probing.Store(false)
 	s.gen.Store(gen)
 	s.active.Store(true) // before OpenUntil: its change is not a trip to report
 	s.br.OpenUntil(time.Now().Add(remaining))
@@ -259,6 +279,7 @@ func (s *SharedBreaker) applyClosed(gen int64) {
 	}
 	s.active.Store(false)
 	s.prober.Store(false)
+	s.probing.Store(false)
 	s.br.Reset()
 }
 
@@ -369,6 +390,12 @@ func (s *SharedBreaker) pollOnce() {
 	}
 	s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
 	if rem > 0 {
+		return
+	}
+	if !s.wanted.Swap(false) && !s.probing.Load() {
+		// No call wants to probe here: let a lease this replica holds
+		// lapse, so that a replica with calls probes.
+		s.prober.Store(false)
 		return
 	}
 	got, _, err := s.runOne(probeScript, s.replica, strconv.FormatInt(gen, 10), s.leaseMS)

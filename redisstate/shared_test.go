@@ -3,6 +3,7 @@ package redisstate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,4 +203,74 @@ func TestSharedOneProber(t *testing.T) {
 	if sickProbes < 2 || sickProbes > 9 {
 		t.Fatalf("%d probes in 1 s of 150 ms open periods", sickProbes)
 	}
+}
+
+// TestSharedProberDies: the replica holding the probe lease dies in the
+// middle of its probe (it stops: no verdict, no renewal); its lease lapses
+// after ProbeLease and another replica probes and closes the breaker. The
+// other replica has no calls until then, so it does not take the lease
+// (a replica takes it only when a call wants to probe).
+func TestSharedProberDies(t *testing.T) {
+	s := startRedis(t)
+	cfg := redisstate.BreakerConfig{
+		Breaker:      breaker.Config{Name: "dies", ConsecutiveFailures: 1, OpenTimeout: 100 * time.Millisecond},
+		PollInterval: 10 * time.Millisecond, ProbeLease: 300 * time.Millisecond,
+	}
+	var logMu sync.Mutex
+	var events []string
+	t0 := time.Now()
+	var rs []*redisstate.SharedBreaker
+	for i := range 2 {
+		c := cfg
+		c.Redis = rd(newClient(t, s.Addr()))
+		c.Breaker.OnStateChange = func(from, to breaker.State) {
+			logMu.Lock()
+			events = append(events, fmt.Sprintf("%v %c %v>%v", time.Since(t0).Round(time.Millisecond), 'a'+i, from, to))
+			logMu.Unlock()
+		}
+		rs = append(rs, newShared(t, c))
+	}
+	defer func() {
+		if t.Failed() {
+			logMu.Lock()
+			t.Log(strings.Join(events, "\n"))
+			logMu.Unlock()
+		}
+	}()
+	a, b := rs[0], rs[1]
+	failN(a, 1)
+	eventually(t, 5*time.Second, "open on b", func() bool { return b.State() == breaker.Open })
+	// a probes once it holds the lease, and hangs in its probe.
+	hang := make(chan struct{})
+	defer close(hang)
+	probing := make(chan struct{})
+	go func() {
+		for {
+			err := a.Execute(context.Background(), func(context.Context) error { close(probing); <-hang; return nil })
+			if err == nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	<-probing
+	died := time.Now()
+	dbg := newClient(t, s.Addr())
+	holder, _ := dbg.Get(context.Background(), "{watertight:breaker:dies}:probe").Result()
+	st, _ := dbg.HGetAll(context.Background(), "{watertight:breaker:dies}:state").Result()
+	t.Logf("probing: a %v (replica %s), b %v (replica %s); lease holder %q, state %v", a.State(), a.Replica(), b.State(), b.Replica(), holder, st)
+	a.Close() // no more polls, renewals or verdicts from a
+	// b is rejected while a's lease stands, then probes and closes.
+	var admitted time.Time
+	eventually(t, 5*time.Second, "b probes after the dead prober's lease lapsed", func() bool {
+		err := b.Execute(context.Background(), func(context.Context) error { return nil })
+		if err == nil && admitted.IsZero() {
+			admitted = time.Now()
+		}
+		return b.State() == breaker.Closed
+	})
+	if d := admitted.Sub(died); d < 150*time.Millisecond {
+		t.Fatalf("b probed %v after a began its probe, while a's lease (300 ms, renewed every 10 ms until it died) stood", d)
+	}
+	t.Logf("b probed %v after the prober died (ProbeLease 300ms)", admitted.Sub(died))
 }
