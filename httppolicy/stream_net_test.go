@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,5 +356,50 @@ func TestStreamTimeoutsLeaveSwitchedConnection(t *testing.T) {
 	}
 	if bh.Active() != 0 {
 		t.Fatal("slot held after the switched connection ended")
+	}
+}
+
+// TestStreamTimeoutsKeepConnectionsAlive checks that ending each attempt's
+// own context once its body is read does not cost the connection: a
+// keep-alive connection serves every request, whole bodies and streams
+// alike.
+func TestStreamTimeoutsKeepConnectionsAlive(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, commentPing)
+			http.NewResponseController(w).Flush()
+			io.WriteString(w, openaiChunk)
+			http.NewResponseController(w).Flush()
+			io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
+		io.WriteString(w, "hello")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tr := &httppolicy.Transport{Base: newBase(t, 1), FirstByteTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+		Policy: newPipeline(t, compose.Policies{Attempt: newDeadline(t, time.Minute)})}
+	for i := range 20 {
+		path := "/"
+		if i%2 == 1 {
+			path = "/stream"
+		}
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp.Body)
+		resp.Body.Close()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 20 sequential requests, want 1", n)
 	}
 }
