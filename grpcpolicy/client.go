@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -143,6 +144,10 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	// ours, in a slice of the call's own (the caller's is never written).
 	u.opts = append(append(u.opts[:0], opts...), u.trailerOpt)
 	err := p.Execute(ctx, u.fn)
+	// A policy that runs attempts concurrently (a hedge) may return before
+	// an attempt it canceled has: wait for it, so that nothing writes the
+	// caller's reply, or u, once the call has returned.
+	u.waitIdle()
 	answer := u.answer
 	u.release()
 	if err != nil {
@@ -166,7 +171,8 @@ var unaryCalls = sync.Pool{New: func() any {
 // release clears what the call referred to and recycles u.
 func (u *unaryCall) release() {
 	clear(u.opts)
-	*u = unaryCall{fn: u.fn, trailerOpt: u.trailerOpt, opts: u.opts[:0]}
+	u.c, u.method, u.req, u.reply, u.cc, u.invoker = nil, "", nil, nil, nil, nil
+	u.opts, u.trailer, u.answer = u.opts[:0], nil, nil
 	unaryCalls.Put(u)
 }
 
@@ -185,9 +191,54 @@ type unaryCall struct {
 
 	fn         policy.Func     // u.attempt, bound once
 	trailerOpt grpc.CallOption // grpc.Trailer(&u.trailer), made once
+
+	// One attempt at a time: the invoker writes the caller's reply, which
+	// two attempts cannot share. state is idle, running, or running with
+	// waitIdle waiting on idle.
+	state atomic.Int32
+	idle  chan struct{}
+}
+
+// States of unaryCall.state.
+const (
+	callIdle int32 = iota
+	callRunning
+	callWaited // running, and waitIdle waits for it
+)
+
+// errConcurrent is what an attempt returns when its policy starts it while
+// another attempt of the same call runs.
+var errConcurrent = errors.New("grpcpolicy: the policy ran two attempts of a call at once (a hedge): not supported, since they would write the same reply")
+
+// enter marks an attempt as running, or returns false if one already is.
+func (u *unaryCall) enter() bool { return u.state.CompareAndSwap(callIdle, callRunning) }
+
+// exit marks the attempt as over, and wakes waitIdle.
+func (u *unaryCall) exit() {
+	if u.state.Swap(callIdle) == callWaited {
+		close(u.idle)
+	}
+}
+
+// waitIdle returns once no attempt runs. It is called after Execute has
+// returned, when no attempt may start any more.
+func (u *unaryCall) waitIdle() {
+	if u.state.Load() == callIdle {
+		return
+	}
+	// Written before the CompareAndSwap that publishes it to exit.
+	u.idle = make(chan struct{})
+	if u.state.CompareAndSwap(callRunning, callWaited) {
+		<-u.idle
+	}
+	u.idle = nil
 }
 
 func (u *unaryCall) attempt(ctx context.Context) error {
+	if !u.enter() {
+		return retry.Permanent(errConcurrent)
+	}
+	defer u.exit()
 	u.trailer = nil
 	u.answer = nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)

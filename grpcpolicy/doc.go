@@ -85,6 +85,18 @@
 // fails, or cancel its context): an abandoned stream holds its slot until
 // its context ends.
 //
+// # Hedging
+//
+// A policy that runs attempts of one call concurrently (retry.Hedge) is
+// not supported: two attempts of a unary call would unmarshal into the
+// same reply, and a stream cannot be two streams. An attempt started
+// while another of the same call runs fails at once, marked with
+// retry.Permanent, with an error saying so, and the interceptor returns
+// only once the attempt that was running has: nothing writes the caller's
+// reply after the call returned. Put a hedge in the pipelines of other
+// calls, or hedge above the generated client with policy.Do and a reply
+// of each attempt's own.
+//
 // # grpc-go's own retries
 //
 // grpc-go retries by itself only when a service config sets a retryPolicy

@@ -106,6 +106,7 @@ type clientStream struct {
 	mu        sync.Mutex
 	cur       *attemptStream
 	committed bool // something reached the caller: never retry
+	running   bool // an attempt runs: a second one at once is refused
 }
 
 // attemptStream is one attempt's grpc stream.
@@ -179,8 +180,19 @@ func (w *clientStream) run(ctx context.Context) {
 // caller has sent so far, hands it over, and waits until the stream ends.
 func (w *clientStream) attempt(ctx context.Context) error {
 	w.mu.Lock()
-	committed := w.committed
+	committed, running := w.committed, w.running
+	w.running = true
 	w.mu.Unlock()
+	if running {
+		// A policy that runs attempts concurrently (a hedge): one stream
+		// cannot be two.
+		return retry.Permanent(errConcurrent)
+	}
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+	}()
 	if committed {
 		return retry.Permanent(errCommitted)
 	}

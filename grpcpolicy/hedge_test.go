@@ -1,0 +1,52 @@
+package grpcpolicy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/grpcpolicy"
+	"github.com/watertight/watertight/retry"
+)
+
+// A policy that runs attempts concurrently (retry.Hedge) is refused
+// loudly, not raced: the second attempt fails at once with an error that
+// says why, and the call returns only once the first attempt has, so
+// nothing writes the caller's reply afterwards (-race checks it).
+func TestHedgeRefused(t *testing.T) {
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, grpcpolicy.ClientConfig{Policy: h})
+	entered := make(chan struct{}, 8)
+	svc := &service{unary: func(ctx context.Context, _ string, in []byte) ([]byte, error) {
+		entered <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		return in, nil
+	}}
+	e := newEnv(t, false, svc, nil, c.DialOptions())
+	for range 3 {
+		reply := new(frame)
+		err := e.conn.Invoke(t.Context(), mCall, &frame{b: []byte("x")}, reply)
+		if err == nil || !strings.Contains(err.Error(), "two attempts of a call at once") {
+			t.Fatalf("err = %v, want the hedge refused", err)
+		}
+		reply.b = nil // written by nobody once Invoke has returned
+	}
+
+	// Streams too.
+	s := &fakeStreamer{feeds: feeds(2)}
+	cs, err := c.StreamInterceptor()(t.Context(), watchDesc, nil, mWatch, s.streamer)
+	if err == nil {
+		_, err = recvAll(cs)
+	}
+	if err == nil || !strings.Contains(err.Error(), "two attempts of a call at once") {
+		t.Fatalf("stream: %v", err)
+	}
+}
