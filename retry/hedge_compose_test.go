@@ -127,3 +127,39 @@ func testHedgeLoserExcluded(t *testing.T) {
 		}
 	})
 }
+
+// A Budget behind a Retry in a compose pipeline: compose drives the loop
+// (AttemptContext, Next), and the calls deposit and the retries withdraw
+// as through Execute; a refused retry ends the call with Reason budget.
+func TestBudgetInPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := retry.New(retry.Config{Budget: b, MaxAttempts: 5, MeterProvider: noop.NewMeterProvider(),
+			NewSchedule: func() retry.Schedule { return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true }) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := breaker.New(breaker.Config{Name: "b", MeterProvider: noop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := compose.New("budgeted", compose.Policies{Retry: r, Breaker: br}, compose.WithMeterProvider(noop.NewMeterProvider()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("503")
+		attempts := 0
+		fail := func(context.Context) error { attempts++; return boom }
+		for range 2 {
+			p.Execute(t.Context(), func(context.Context) error { return nil }) // deposits 1.2
+		}
+		err = p.Execute(t.Context(), fail) // deposits 0.6: 1.8, one retry
+		var ee *retry.ExhaustedError
+		if attempts != 2 || !errors.As(err, &ee) || ee.Reason != retry.ReasonBudget || !errors.Is(err, boom) {
+			t.Errorf("attempts = %d, err = %v; want 2 attempts, then refused by the budget", attempts, err)
+		}
+	})
+}
