@@ -28,14 +28,11 @@ func (c *Cluster) Addrs() []string {
 // StartCluster starts n redis-servers in cluster mode on free loopback
 // ports (each with its cluster bus port, port + 10000, free too), joins
 // them with redis-cli --cluster create, and waits until the cluster is
-// ok. It skips t if redis-server or redis-cli is missing.
+// ok. It skips t if redis-server or redis-cli is missing (see [Binary]).
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := Binary(t)
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("redistest: redis-cli not found on PATH (Debian: apt-get install -y redis-tools)")
-	}
+	cli := lookPath(t, "redis-cli", "redis-tools")
 	c := &Cluster{}
 	for range n {
 		s := &Server{t: t, bin: bin, dir: t.TempDir()}

@@ -34,19 +34,32 @@ type Server struct {
 	frozen bool
 }
 
-// Binary returns the path of redis-server, or skips t if there is none.
+// Binary returns the path of redis-server, or skips t if there is none
+// (fails it if WATERTIGHT_REQUIRE_REDIS=1, as .ci/run sets).
 func Binary(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	return lookPath(t, "redis-server", "redis-server")
+}
+
+// lookPath returns the path of the command name, from Debian package pkg,
+// or skips t (fails it under WATERTIGHT_REQUIRE_REDIS=1) if there is none.
+func lookPath(t testing.TB, name, pkg string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		t.Skip("redistest: redis-server not found on PATH; install it (Debian: apt-get install -y redis-server) to run the tests against a real Redis")
+		msg := "redistest: " + name + " not found on PATH; install it (Debian: apt-get install -y " + pkg + ") to run the tests against a real Redis"
+		if os.Getenv("WATERTIGHT_REQUIRE_REDIS") == "1" {
+			t.Fatal(msg + " (WATERTIGHT_REQUIRE_REDIS=1)")
+		}
+		t.Skip(msg)
 	}
 	return bin
 }
 
 // Start starts a redis-server on a free loopback port, with persistence
 // off, and stops it (by PID) when the test ends. extra are further
-// command-line arguments. It skips t if redis-server is not installed.
+// command-line arguments. It skips t if redis-server is not installed
+// (see [Binary]).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	bin := Binary(t)
