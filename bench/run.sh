@@ -10,6 +10,8 @@
 #                        writes out/sim-adaptive.json (its figures),
 #                        out/sim-adaptive-limits.csv and out/adaptive-limit.svg
 #                        (the limits over time; copied to adaptive-limit.svg)
+#   out/sim-attempts.txt the output of TestSimAttempts (retry budget and
+#                        hedging, simulated), which writes out/sim-attempts.json
 #   out/table.md         Markdown summary: machine, medians, ratios, targets,
 #                        the simulation's figures and targets if
 #                        out/sim-adaptive.json exists; also spliced into
@@ -67,10 +69,12 @@ else
 	# figures do not depend on the machine's speed; they vary a little from
 	# run to run, since calls due at the same simulated instant run in no
 	# fixed order.
-	rm -f out/sim-adaptive.json
+	rm -f out/sim-adaptive.json out/sim-attempts.json
 	if [ "${SIM:-1}" != 0 ]; then
 		echo "TestSimAdaptive (adaptive limit simulation)" >&2
 		go test -count=1 -run '^TestSimAdaptive$' -v . | tee out/sim-adaptive.txt >&2
+		echo "TestSimAttempts (retry budget and hedging simulation)" >&2
+		go test -count=1 -run '^TestSimAttempts$' -v . | tee out/sim-attempts.txt >&2
 	fi
 fi
 

@@ -88,17 +88,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := report{all: all, sim: sim, w: os.Stdout}
+	att, err := readSim(filepath.Join(filepath.Dir(os.Args[1]), "sim-attempts.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, sim: sim, att: att, w: os.Stdout}
 	r.machine()
 	r.sideBySide(order)
 	r.alone(order)
 	r.targets()
 	r.simAdaptive()
+	r.simAttempts()
 }
 
 type report struct {
 	all map[string]stats
 	sim map[string]float64 // TestSimAdaptive's JSON; nil if absent
+	att map[string]float64 // TestSimAttempts's JSON; nil if absent
 	w   io.Writer
 }
 
@@ -307,8 +314,88 @@ func (r report) targets() {
 		r.check(n+" 1000 vs 2 goroutines", "throughput >= half (ns/op <= 2x)",
 			fmt.Sprintf("%s -> %s ns/op (%s)", fmtNum(lo), fmtNum(hi), ratio(hi, lo)), hi <= 2*lo)
 	}
+	// A retry budget's success path is one atomic add (a deposit): checked,
+	// as the breaker's, on the median of the per-round differences.
+	for _, n := range []string{"RetryBudget", "RetryBudgetParallel"} {
+		on, off := "Benchmark"+n+"/lib=watertight/budget=on", "Benchmark"+n+"/lib=watertight/budget=off"
+		if r.samples(on) == 0 {
+			continue
+		}
+		d := r.pairedDiff(on, off)
+		r.check(n+": a retry with a budget, success path", "<= plain retry + 20 ns (median of the per-round differences)",
+			fmt.Sprintf("%+.0f ns per round (medians: %s vs %s ns)", d, fmtNum(r.get(on, "ns/op")), fmtNum(r.get(off, "ns/op"))), d <= 20)
+	}
 	r.simTargets()
+	r.attTargets()
 	r.p("\n")
+}
+
+// attTargets adds the retry budget and hedging simulation's targets to the
+// targets table, if its JSON was found.
+func (r report) attTargets() {
+	if r.att == nil {
+		return
+	}
+	s := func(k string) float64 {
+		v, ok := r.att[k]
+		if !ok {
+			return math.NaN()
+		}
+		return v
+	}
+	amp := s("amp_ours")
+	r.check("retry budget (simulation): attempts per call in an outage", "<= 1.25", fmt.Sprintf("%.3f (no budget %.2f, failsafe-go %.2f)",
+		amp, s("amp_nobudget"), s("amp_failsafe")), amp <= 1.25)
+	share := s("retried_share_10pct")
+	r.check("retry budget (simulation): failed first attempts retried at 10% failures", ">= 0.99", fmt.Sprintf("%.4f", share), share >= 0.99)
+	p50 := s("tail_p50_ms")
+	for _, m := range []struct {
+		mode, key, fs string
+		att           float64
+	}{
+		{"fixed 15 ms", "fixed", "fixed", 1.08},
+		{"p90, floor 5 ms", "quantile", "quantile", 1.15},
+	} {
+		p99, a := s("tail_p99_ours_"+m.key+"_ms"), s("tail_attempts_ours_"+m.key)
+		fp, fa := s("tail_p99_failsafe_"+m.fs+"_ms"), s("tail_attempts_failsafe_"+m.fs)
+		r.check("hedging (simulation), "+m.mode, fmt.Sprintf("p99 <= 3 x p50, <= %.2f attempts/call, p99 <= failsafe-go's or fewer attempts", m.att),
+			fmt.Sprintf("p99 %.1f ms (p50 %.1f), %.3f attempts; failsafe-go %.1f ms, %.3f", p99, p50, a, fp, fa),
+			p99 <= 3*p50 && a <= m.att && (p99 <= fp || a < fa))
+	}
+}
+
+// simAttempts prints the retry budget and hedging simulation's figures, if
+// its JSON was found, and the success-path cost of a hedge that never fires.
+func (r report) simAttempts() {
+	if r.att == nil {
+		return
+	}
+	num := func(k string, digits int) string {
+		v, ok := r.att[k]
+		if !ok {
+			return "n/a"
+		}
+		return strconv.FormatFloat(v, 'f', digits, 64)
+	}
+	r.p("## Retry budget and hedging (simulation)\n\n")
+	r.p("`TestSimAttempts`, in simulated time (testing/synctest). Outage: one call per ms, open loop, every attempt fails after 5 ms, " +
+		"MaxAttempts 3, 50 ms between attempts, 30 s measured after 10 s: attempts per call. Tail: attempts of 8-12 ms, 5%% of 100 ms, " +
+		"10 000 calls at 200/s, MaxHedges 1.\n\n")
+	r.p("| | no budget | watertight budget | failsafe-go budget |\n|---|---:|---:|---:|\n")
+	r.p("| attempts per call in the outage | %s | %s | %s |\n\n", num("amp_nobudget", 2), num("amp_ours", 3), num("amp_failsafe", 2))
+	r.p("With 10%% of attempts failing independently, %s of failed first attempts were retried (watertight).\n\n", num("retried_share_10pct", 4))
+	r.p("| tail (p50 %s ms without hedging, p99 %s ms) | p99 ms | attempts per call |\n|---|---:|---:|\n",
+		num("tail_p50_ms", 1), num("tail_p99_nohedge_ms", 1))
+	r.p("| watertight Hedge, fixed 15 ms | %s | %s |\n", num("tail_p99_ours_fixed_ms", 1), num("tail_attempts_ours_fixed", 3))
+	r.p("| failsafe-go hedgepolicy, NewWithDelay(15ms) | %s | %s |\n", num("tail_p99_failsafe_fixed_ms", 1), num("tail_attempts_failsafe_fixed", 3))
+	r.p("| watertight Hedge, p90 (floor 5 ms) | %s | %s |\n", num("tail_p99_ours_quantile_ms", 1), num("tail_attempts_ours_quantile", 3))
+	r.p("| failsafe-go hedgepolicy, 0.9 quantile | %s | %s |\n\n", num("tail_p99_failsafe_quantile_ms", 1), num("tail_attempts_failsafe_quantile", 3))
+	if r.samples("BenchmarkHedge/lib=watertight/op=hedge") > 0 {
+		g := func(n, u string) string { return fmtNum(r.get("BenchmarkHedge/lib="+n, u)) }
+		r.p("A hedge that never fires (success path, medians): watertight %s ns, %s allocs; plain retry %s ns, %s allocs; failsafe-go hedgepolicy %s ns, %s allocs.\n\n",
+			g("watertight/op=hedge", "ns/op"), g("watertight/op=hedge", "allocs/op"), g("watertight/op=retry", "ns/op"),
+			g("watertight/op=retry", "allocs/op"), g("failsafe/op=hedge", "ns/op"), g("failsafe/op=hedge", "allocs/op"))
+	}
 }
 
 // simGet returns the simulation's value for key, and whether it is there.
