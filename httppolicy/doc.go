@@ -164,6 +164,12 @@
 // retry policy to decide (its MaxAttempts, ShouldRetry, budget): the
 // Transport only marks the failures that must not be.
 //
+// Attempts run one at a time, since they share one request and hand over
+// one response. A policy that runs attempts concurrently (retry.Hedge) is
+// not supported: an attempt it starts while another runs fails at once
+// with an error saying so, and RoundTrip returns only once the running
+// attempt has.
+//
 // # Connections and HTTP/2
 //
 // Give each dependency its own base transport sized to its bulkhead with

@@ -184,6 +184,10 @@ type exchange struct {
 	out      chan result   // 1-buffered: exactly one send per exchange
 	finished chan struct{} // made with the stream; closed once Execute has returned
 
+	// One attempt at a time (see enter); idle is made by waitIdle.
+	state atomic.Int32
+	idle  chan struct{}
+
 	// clock marks when each attempt got its response headers, so that an
 	// adaptive limit in the pipeline samples the time to the answer, not
 	// the time until the caller has read a stream (see internal/stage).
@@ -234,6 +238,7 @@ func (x *exchange) run(ctx context.Context) {
 		// which nobody can recover, would kill the process, so it is
 		// reported to otel.Handle instead.
 		v := recover()
+		x.waitIdle()
 		x.discardPending()
 		x.closeUnsentBody()
 		if !x.handed {
@@ -246,6 +251,7 @@ func (x *exchange) run(ctx context.Context) {
 		}
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)
+	x.waitIdle()
 	finished = true
 	if x.stream != nil {
 		// Before finished is closed: the body's final Read reads it then.
@@ -287,6 +293,10 @@ func (x *exchange) finish(ctx context.Context, err error) {
 
 // attempt is the policy.Func: one attempt of the exchange.
 func (x *exchange) attempt(ctx context.Context) error {
+	if !x.state.CompareAndSwap(exchangeIdle, exchangeRunning) {
+		return retry.Permanent(errConcurrent)
+	}
+	defer x.leave()
 	if x.handed || x.accepted != nil {
 		return retry.Permanent(errDone)
 	}
@@ -461,6 +471,38 @@ func (x *exchange) attempt(ctx context.Context) error {
 		// The deadline or the caller's cancellation ends the stream: the
 		// base transport aborts the body, whose reads now fail.
 		return sb.endedByContext(ctx)
+	}
+}
+
+// States of exchange.state.
+const (
+	exchangeIdle int32 = iota
+	exchangeRunning
+	exchangeWaited // running, and waitIdle waits for it
+)
+
+// errConcurrent is what an attempt returns when its policy starts it while
+// another attempt of the same exchange runs.
+var errConcurrent = errors.New("httppolicy: the policy ran two attempts of a request at once (a hedge): not supported, since they would share one request and one response")
+
+// leave marks the running attempt as over, and wakes waitIdle.
+func (x *exchange) leave() {
+	if x.state.Swap(exchangeIdle) == exchangeWaited {
+		close(x.idle)
+	}
+}
+
+// waitIdle returns once no attempt runs. It is called once Execute has
+// returned: a policy that ran attempts concurrently (a hedge) may return
+// before an attempt it canceled has, and the exchange's fields are the
+// running attempt's until it returns.
+func (x *exchange) waitIdle() {
+	if x.state.Load() == exchangeIdle {
+		return
+	}
+	x.idle = make(chan struct{}) // published by the CompareAndSwap
+	if x.state.CompareAndSwap(exchangeRunning, exchangeWaited) {
+		<-x.idle
 	}
 }
 
