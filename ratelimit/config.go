@@ -54,12 +54,15 @@ type Config struct {
 	// attempts for MaxHold. 0 means 60 s; it must be >= 0.
 	MaxHold time.Duration
 
-	// MaxWait is the longest one attempt waits to be admitted, hold and
-	// rate together: an attempt that would wait longer is rejected at once.
-	// 0 means MaxHold. It must be >= 0. Set it to the pipeline's retry
-	// MaxInterval (watertight.New does) so that no attempt waits longer
-	// than the retry would have waited for a Retry-After. An attempt is
-	// also rejected when its wait would reach its context's deadline.
+	// MaxWait is the longest one attempt waits for a hold (and the
+	// client-side rate): an attempt that would wait longer is rejected at
+	// once. 0 means MaxHold. It must be >= 0. Set it to the pipeline's
+	// retry MaxInterval (watertight.New does) so that no attempt waits
+	// longer than the retry would have waited for a Retry-After. An
+	// attempt is also rejected when its wait would reach its context's
+	// deadline. The wait behind the gate after a hold (see the package
+	// documentation) is bounded by MaxHold and the deadline instead: no
+	// server named its end.
 	MaxWait time.Duration
 
 	// MeterProvider provides the meter of the rejection counter. If nil,

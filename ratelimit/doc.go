@@ -26,6 +26,23 @@
 // feeds the hold too, so a Limiter works without a Transport: around an SDK
 // call whose rate-limit error says how long to wait.
 //
+// # After a hold: the gate
+//
+// When a hold ends, the attempts that waited for it do not all go at once:
+// the quota refills gradually, and a burst would be answered with 429s.
+// One attempt goes first, and each answer lets through as many more as the
+// remaining request count it carries (x-ratelimit-remaining-requests,
+// anthropic-ratelimit-requests-remaining) says are left, less the attempts
+// already let through whose requests the server had not counted yet. Once
+// an answer says requests are left (at least a tenth of the limit it names)
+// and nobody waits, the gate opens. An attempt let through that ends
+// without an answer saying anything (a connection error, a panic) lets the
+// next one go; one that succeeds without one (a Limiter used without a
+// Transport) opens the gate. An answer without a remaining count opens it
+// too: that dependency does not say. Waiting behind the gate is bounded by
+// the attempt's deadline and MaxHold, not by MaxWait (which bounds a wait
+// whose end the server named).
+//
 // # Client-side rate
 //
 // Optionally, the Limiter also keeps the calls under a rate of its own
@@ -40,11 +57,14 @@
 //	no hold, rate allows                            runs at once
 //	hold or rate wait that ends before the          waits, then runs
 //	  attempt's deadline and within MaxWait
+//	after a hold, behind the gate                   waits for the answers of the attempts let
+//	                                                through (see above)
 //	a longer wait                                   rejected at once: *policy.RejectedError,
 //	                                                Kind "ratelimit", Reason "throttled" (the
 //	                                                hold) or "rate" (the client-side rate),
 //	                                                matching ErrLimited and policy.ErrRejected
 //	the hold grows during the wait past that bound  rejected, as above
+//	behind the gate past the deadline or MaxHold    rejected, as above
 //	ctx is done during the wait                     ctx.Err(); fn does not run
 //
 // A rejection is counted in watertight.rejections (watertight.policy.kind
@@ -69,6 +89,6 @@
 // the hold too, so both end at the same moment.
 //
 // A Limiter is safe for concurrent use. Without a client-side rate,
-// admission while no hold is in force costs one atomic load and no clock
-// read (the first attempt after a hold ends clears it).
+// admission while no hold and no gate are in force costs one atomic load
+// and no clock read.
 package ratelimit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,12 +31,22 @@ var keyWait = attribute.Key("watertight.ratelimit.wait")
 // is not usable. A Limiter is safe for concurrent use by multiple
 // goroutines.
 type Limiter struct {
-	// epoch is the origin of until: a monotonic clock reading taken at New.
+	// epoch is the origin of the hold's end: a monotonic clock reading
+	// taken at New.
 	epoch time.Time
-	// until is the end of the hold, in nanoseconds since epoch; 0: no hold
-	// (none was set, or the last one is over and was cleared), which
-	// admission checks without reading the clock.
-	until atomic.Int64
+	// active mirrors end while a hold or the gate is in force, and is 0
+	// otherwise: admission reads it alone, without the clock or mu, when
+	// nothing is in force.
+	active atomic.Int64
+
+	mu      sync.Mutex
+	end     int64         // the hold's end, in ns since epoch (0: none yet)
+	gate    bool          // after the hold: admit budget attempts, then wait
+	budget  int           // attempts the gate admits before the next signal
+	told    bool          // a response named a remaining count since the hold
+	out     int           // attempts the gate admitted that have not ended
+	waiters int           // attempts waiting for the gate
+	changed chan struct{} // closed (and replaced) when the gate changes
 
 	maxHold  time.Duration
 	maxWait  time.Duration
@@ -49,12 +60,14 @@ type Limiter struct {
 	onReject  func(ctx context.Context, err *policy.RejectedError)
 }
 
+// gated is the token of an attempt the gate admitted: its end tells the
+// gate (see exit).
+var gated = new(byte)
+
 var (
-	_ policy.Policy               = (*Limiter)(nil)
-	_ httppolicy.Signals          = (*Limiter)(nil)
-	_ stage.Stage                 = (*twoPhase)(nil)
-	_ interface{ error }          = (*heldError)(nil)
-	_ interface{ Unwrap() error } = (*heldError)(nil)
+	_ policy.Policy      = (*Limiter)(nil)
+	_ httppolicy.Signals = (*Limiter)(nil)
+	_ stage.Stage        = (*twoPhase)(nil)
 )
 
 // New returns a Limiter configured by cfg, or an error naming the first
@@ -95,29 +108,65 @@ func (l *Limiter) MaxWait() time.Duration { return l.maxWait }
 
 // Held returns how much longer the hold lasts from now: 0 if there is none.
 func (l *Limiter) Held() time.Duration {
-	u := l.until.Load()
-	if u == 0 {
+	l.mu.Lock()
+	end := l.end
+	l.mu.Unlock()
+	if end == 0 {
 		return 0
 	}
-	return max(time.Duration(u)-time.Since(l.epoch), 0)
+	return max(time.Duration(end)-time.Since(l.epoch), 0)
 }
 
-// Observe feeds the hold from one response of the dependency (see [Hold]);
-// it makes the Limiter an [httppolicy.Signals]. A nil resp is ignored. It
-// is safe for concurrent use.
+// Observe feeds the hold from one response of the dependency (see [Hold]),
+// and, after a hold, the gate (see the package documentation); it makes
+// the Limiter an [httppolicy.Signals]. A nil resp is ignored. It is safe
+// for concurrent use.
 func (l *Limiter) Observe(resp *http.Response) {
 	if resp == nil {
 		return
 	}
-	// Most responses ask for nothing: say so without reading the clock
-	// or parsing a reset.
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable && !spent(resp.Header) {
+	// Most responses ask for nothing, and nothing is gated: say so without
+	// reading the clock or parsing a reset.
+	asks := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || spent(resp.Header)
+	if !asks && l.active.Load() == 0 {
 		return
 	}
 	now := time.Now()
-	if d := Hold(resp.StatusCode, resp.Header, now); d > 0 {
-		l.holdFor(now, d)
+	var d time.Duration
+	if asks {
+		d = Hold(resp.StatusCode, resp.Header, now)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d > 0 {
+		l.holdLocked(now, d)
+		return
+	}
+	if !l.gate {
+		return
+	}
+	// A response that sets no hold tells the gate how many more attempts
+	// the quota allows; one that says nothing opens it.
+	n, limit, ok := remainingRequests(resp.Header)
+	if !ok {
+		l.budget = 0
+		l.openLocked(now)
+		return
+	}
+	// The count leaves out the attempts the gate let through that the
+	// server had not seen yet: this one's own is in it.
+	l.budget, l.told = max(n-max(l.out-1, 0), 0), true
+	// The gate stays while the quota is low (under a tenth of its limit,
+	// when the response names one) or attempts wait: each answer then lets
+	// through as many as it says are left.
+	// An answer to an attempt sent before the hold does not open it: the
+	// attempts held would then all go when it ends.
+	held := l.end > int64(now.Sub(l.epoch))
+	if n > 0 && l.waiters == 0 && !held && (limit == 0 || n >= limit/10) {
+		l.openLocked(now)
+		return
+	}
+	l.broadcastLocked()
 }
 
 // HoldFor holds every attempt for d from now (capped at Config.MaxHold),
@@ -126,18 +175,38 @@ func (l *Limiter) Observe(resp *http.Response) {
 // A d <= 0 or longer than a day is ignored. It is safe for concurrent use.
 func (l *Limiter) HoldFor(d time.Duration) {
 	if d > 0 && d <= maxSignal {
-		l.holdFor(time.Now(), d)
+		l.mu.Lock()
+		l.holdLocked(time.Now(), d)
+		l.mu.Unlock()
 	}
 }
 
-// holdFor extends the hold to now + min(d, maxHold), never shortening it.
-func (l *Limiter) holdFor(now time.Time, d time.Duration) {
-	end := int64(now.Sub(l.epoch) + min(d, l.maxHold))
-	for {
-		cur := l.until.Load()
-		if cur >= end || l.until.CompareAndSwap(cur, end) {
-			return
-		}
+// holdLocked extends the hold to now + min(d, maxHold), never shortening
+// it, and closes the gate behind it: once the hold ends, one attempt goes
+// (a probe) and the others wait for what its answer says.
+func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
+	l.end = max(l.end, int64(now.Sub(l.epoch)+min(d, l.maxHold)))
+	l.gate = true
+	l.budget = 1
+	l.told = false
+	l.active.Store(max(l.end, 1))
+	l.broadcastLocked()
+}
+
+// openLocked opens the gate: the quota is not known to be short.
+func (l *Limiter) openLocked(now time.Time) {
+	l.gate = false
+	if l.end <= int64(now.Sub(l.epoch)) {
+		l.active.Store(0)
+	}
+	l.broadcastLocked()
+}
+
+// broadcastLocked wakes the attempts waiting for the gate.
+func (l *Limiter) broadcastLocked() {
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
 	}
 }
 
@@ -155,35 +224,40 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("ratelimit: nil fn")
 	}
-	if err := l.enter(ctx); err != nil {
+	token, err := l.enter(ctx)
+	if err != nil {
 		return err
 	}
-	// Nothing is held while fn runs, so a panic needs no cleanup.
-	return l.exit(fn(ctx))
+	if token == nil {
+		return l.exit(nil, fn(ctx))
+	}
+	// An attempt the gate admitted must report its end even if fn panics,
+	// or the attempts behind it would wait for nothing.
+	finished := false
+	defer func() {
+		if !finished {
+			l.exit(token, stage.ErrAborted)
+		}
+	}()
+	err = fn(ctx)
+	finished = true
+	return l.exit(token, err)
 }
 
-// enter admits one attempt, waiting if the hold or the rate asks.
-func (l *Limiter) enter(ctx context.Context) error {
+// enter admits one attempt, waiting if the hold, the gate or the rate asks.
+// Its token is gated if the gate admitted it, else nil.
+func (l *Limiter) enter(ctx context.Context) (stage.Token, error) {
 	if ctx == nil {
 		panic("ratelimit: nil Context")
 	}
+	active := l.active.Load() != 0
 	if l.requests == nil && l.tokens == nil {
-		u := l.until.Load()
-		if u == 0 {
-			return nil
+		if !active {
+			return nil, nil
 		}
-		now := time.Now()
-		hold := time.Duration(u) - now.Sub(l.epoch)
-		if hold <= 0 {
-			// The hold is over: clear it, so that admission reads no
-			// clock until the next one (a hold set meanwhile is kept).
-			l.until.CompareAndSwap(u, 0)
-			return nil
-		}
-		return l.wait(ctx, now, hold, 0, nil, nil)
+		return l.admit(ctx, time.Now(), 0, nil, nil)
 	}
 	now := time.Now()
-	hold := time.Duration(l.until.Load()) - now.Sub(l.epoch)
 	var req, tok *rate.Reservation
 	var rateWait time.Duration
 	if l.requests != nil {
@@ -194,54 +268,127 @@ func (l *Limiter) enter(ctx context.Context) error {
 		tok = l.tokens.ReserveN(now, min(Cost(ctx), l.tokenCap))
 		rateWait = max(rateWait, tok.DelayFrom(now))
 	}
-	if hold <= 0 && rateWait == 0 {
-		return nil
+	if !active && rateWait == 0 {
+		return nil, nil
 	}
-	return l.wait(ctx, now, max(hold, 0), rateWait, req, tok)
+	return l.admit(ctx, now, rateWait, req, tok)
 }
 
-// wait waits hold (the server's) and rateWait (the client-side rate's,
-// for which req and tok are reserved) from now, or rejects the attempt if
-// that cannot end before ctx's deadline and within maxWait. A hold
-// extended during the wait is waited too, within the same bounds.
-func (l *Limiter) wait(ctx context.Context, now time.Time, hold, rateWait time.Duration, req, tok *rate.Reservation) error {
-	limit := now.Add(l.maxWait)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(limit) {
-		// Waiting up to the deadline itself would leave the attempt no
-		// time: the wait must end strictly before it, as retry's must.
-		limit = dl.Add(-1)
+// admit waits rateWait (the client-side rate's, for which req and tok are
+// reserved), then for the hold and the gate, from now; or rejects the
+// attempt when that cannot end before ctx's deadline and within maxWait:
+// at once if the hold and the rate say so, or when the bound is reached
+// waiting for the gate.
+func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (stage.Token, error) {
+	// limit bounds the wait for a hold (the time the server named), and
+	// queueLimit the wait behind the gate (for the answers of the attempts
+	// it let through), which no server named: MaxWait applies to the
+	// first, MaxHold to the second, and the deadline to both. Waiting up
+	// to the deadline itself would leave the attempt no time: a wait must
+	// end strictly before it, as retry's must.
+	limit, queueLimit := now.Add(l.maxWait), now.Add(l.maxHold)
+	if dl, ok := ctx.Deadline(); ok {
+		limit, queueLimit = minTime(limit, dl.Add(-1)), minTime(queueLimit, dl.Add(-1))
 	}
-	w := max(hold, rateWait)
-	if now.Add(w).After(limit) {
+	l.mu.Lock()
+	hold := time.Duration(l.end) - now.Sub(l.epoch)
+	l.mu.Unlock()
+	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
 		if hold >= rateWait {
-			return l.reject(ctx, l.throttled)
+			return nil, l.reject(ctx, l.throttled)
 		}
-		return l.reject(ctx, l.rated)
+		return nil, l.reject(ctx, l.rated)
+	} else if w > 0 {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent(eventHold, trace.WithAttributes(append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))...))
+		}
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(eventHold, trace.WithAttributes(append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))...))
-	}
-	t := time.NewTimer(w)
-	defer t.Stop()
-	for {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	sleep := func(d time.Duration, wake <-chan struct{}) (woken bool, err error) {
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
 		select {
 		case <-ctx.Done():
-			cancel(time.Now(), req, tok)
-			return ctx.Err()
+			return false, ctx.Err()
+		case <-wake:
+			return true, nil
 		case <-t.C:
+			return false, nil
 		}
-		// A 429 that came during the wait may have moved the hold on.
-		now = time.Now()
-		hold = time.Duration(l.until.Load()) - now.Sub(l.epoch)
-		if hold <= 0 {
-			return nil
-		}
-		if now.Add(hold).After(limit) {
-			return l.reject(ctx, l.throttled)
-		}
-		t.Reset(hold)
 	}
+	if rateWait > 0 {
+		if _, err := sleep(rateWait, nil); err != nil {
+			cancel(time.Now(), req, tok)
+			return nil, err
+		}
+	}
+	for {
+		now = time.Now()
+		l.mu.Lock()
+		hold = time.Duration(l.end) - now.Sub(l.epoch)
+		switch {
+		case hold > 0:
+			l.mu.Unlock()
+			// A 429 that came during the wait may have moved the hold on.
+			if now.Add(hold).After(limit) {
+				return nil, l.reject(ctx, l.throttled)
+			}
+			if _, err := sleep(hold, nil); err != nil {
+				return nil, err
+			}
+			continue
+		case !l.gate:
+			if l.active.Load() != 0 {
+				l.active.Store(0)
+			}
+			l.mu.Unlock()
+			return nil, nil
+		case l.budget > 0:
+			l.budget--
+			l.out++
+			l.mu.Unlock()
+			return gated, nil
+		}
+		// The quota is spent and the attempts out will say when it is
+		// not: wait for their answers, as long as the bounds allow.
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		wake := l.changed
+		l.waiters++
+		l.mu.Unlock()
+		left := queueLimit.Sub(now)
+		woken := false
+		var err error
+		if left > 0 {
+			woken, err = sleep(left, wake)
+		}
+		l.mu.Lock()
+		l.waiters--
+		l.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if !woken {
+			return nil, l.reject(ctx, l.throttled)
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // cancel gives back what the reservations took, as far as x/time/rate can.
@@ -253,9 +400,25 @@ func cancel(now time.Time, rs ...*rate.Reservation) {
 	}
 }
 
-// exit feeds the hold from a throttled error of fn's that names its wait,
-// and hands the error on with that wait taken off (see heldError).
-func (l *Limiter) exit(err error) error {
+// exit ends an attempt: one the gate admitted (token gated) that ended
+// without its answer saying anything lets the next attempt through (on a
+// failure) or opens the gate (on a success). A throttled error of fn's
+// that names its wait feeds the hold, and is handed on with that wait taken
+// off (see heldError).
+func (l *Limiter) exit(token stage.Token, err error) error {
+	if token == gated {
+		l.mu.Lock()
+		l.out--
+		if l.gate && l.budget == 0 {
+			if err == nil && !l.told {
+				l.openLocked(time.Now())
+			} else {
+				l.budget = 1
+				l.broadcastLocked()
+			}
+		}
+		l.mu.Unlock()
+	}
 	if err == nil || !errors.Is(err, policy.ErrThrottled) {
 		return err
 	}
@@ -268,7 +431,7 @@ func (l *Limiter) exit(err error) error {
 		return err
 	}
 	if d <= maxSignal {
-		l.holdFor(time.Now(), d)
+		l.HoldFor(d)
 	}
 	return &heldError{err: err}
 }

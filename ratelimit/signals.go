@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -101,6 +102,22 @@ func spent(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// remainingRequests returns the remaining request count a response names
+// (OpenAI's, else Anthropic's), if any, with the limit it names for it (0
+// if none).
+func remainingRequests(h http.Header) (n, limit int, ok bool) {
+	for _, k := range [...][2]string{
+		{openAIKinds[0].remaining, "X-Ratelimit-Limit-Requests"},
+		{anthropicKinds[0].remaining, "Anthropic-Ratelimit-Requests-Limit"},
+	} {
+		if r, ok := parseCount(first(h, k[0])); ok {
+			l, _ := parseCount(first(h, k[1]))
+			return int(min(r, math.MaxInt32)), int(min(l, math.MaxInt32)), true
+		}
+	}
+	return 0, 0, false
 }
 
 // first returns the first value of the canonical key in h, trimmed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,7 @@ import (
 )
 
 // A storm of calls with random deadlines, cancellations and panics while
-// 429s keep moving the hold: every call returns, fn runs only for admitted
+// 429s keep moving the hold and answers feed the gate with small counts: every call returns, fn runs only for admitted
 // calls and never at its deadline, every error is a rejection or
 // the caller's own, and no goroutine is left behind (goleak, TestMain).
 func TestStorm(t *testing.T) {
@@ -57,6 +58,9 @@ func TestStorm(t *testing.T) {
 						l.Observe(resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "150ms"))
 					case 2:
 						panic(i)
+					case 3, 4:
+						l.Observe(resp(200, "x-ratelimit-limit-requests", "20",
+							"x-ratelimit-remaining-requests", strconv.Itoa(rnd(4)), "x-ratelimit-reset-requests", "100ms"))
 					}
 					return nil
 				})

@@ -26,9 +26,10 @@ func (t *twoPhase) Execute(ctx context.Context, fn policy.Func) error {
 }
 
 func (t *twoPhase) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return ctx, nil, (*Limiter)(t).enter(ctx)
+	token, err := (*Limiter)(t).enter(ctx)
+	return ctx, token, err
 }
 
-func (t *twoPhase) Exit(_ context.Context, _ stage.Token, err error) error {
-	return (*Limiter)(t).exit(err)
+func (t *twoPhase) Exit(_ context.Context, token stage.Token, err error) error {
+	return (*Limiter)(t).exit(token, err)
 }

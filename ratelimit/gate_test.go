@@ -1,0 +1,151 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/ratelimit"
+)
+
+// gateCalls starts n calls through l whose fn runs step(i) and then waits
+// for release; it returns how many are in fn, and the calls' errors.
+func gateCalls(l *ratelimit.Limiter, n int, step func(i int), release <-chan struct{}) (*atomic.Int32, chan error) {
+	var in atomic.Int32
+	var order atomic.Int32
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			errs <- l.Execute(context.Background(), func(context.Context) error {
+				in.Add(1)
+				step(int(order.Add(1)))
+				<-release
+				return nil
+			})
+		}()
+	}
+	return &in, errs
+}
+
+// After a hold, one attempt goes first; each answer lets through as many
+// more as it says the quota has left (less those already let through), so
+// the calls that waited do not all land on a quota that is still low.
+func TestGateLetsThroughWhatTheAnswersAllow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"))
+		release := make(chan struct{})
+		in, errs := gateCalls(l, 4, func(i int) {
+			switch i {
+			case 1: // the probe: one left
+				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "1s"))
+			}
+		}, release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Fatalf("%d calls in fn after the hold, want 2 (the probe and the one its answer allowed)", got)
+		}
+		// An answer saying 3 left, with 2 let through and not yet seen by
+		// the server: 2 more.
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "1s"))
+		synctest.Wait()
+		if got := in.Load(); got != 4 {
+			t.Errorf("%d calls in fn, want 4", got)
+		}
+		close(release)
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// A gated attempt that ends without an answer saying anything lets the
+// next one through: on a failure or a panic, one more; on a success, all.
+func TestGateAfterAnAttemptWithoutAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.HoldFor(time.Second)
+		var mu sync.Mutex
+		var ran []string
+		run := func(name string, fn func() error) chan error {
+			errc := make(chan error, 1)
+			go func() {
+				defer func() {
+					if r := recover(); r != nil {
+						errc <- errors.New("panicked")
+					}
+				}()
+				errc <- l.Execute(context.Background(), func(context.Context) error {
+					mu.Lock()
+					ran = append(ran, name)
+					mu.Unlock()
+					return fn()
+				})
+			}()
+			return errc
+		}
+		block := make(chan struct{})
+		first := run("fails", func() error { <-block; return errors.New("reset by peer") })
+		time.Sleep(time.Second)
+		synctest.Wait()
+		second := run("panics", func() error { <-block; panic("bug") })
+		third := run("succeeds", func() error { <-block; return nil })
+		rest := []chan error{run("a", func() error { return nil }), run("b", func() error { return nil })}
+		synctest.Wait()
+		if len(ran) != 1 {
+			t.Fatalf("ran %v while the probe is out, want only it", ran)
+		}
+		close(block)
+		for _, c := range append([]chan error{first, second, third}, rest...) {
+			<-c
+		}
+		if len(ran) != 5 || ran[0] != "fails" {
+			t.Errorf("ran %v", ran)
+		}
+	})
+}
+
+// Behind the gate an attempt waits for answers until its deadline (not
+// MaxWait, which bounds a hold), then is rejected; a caller that gives up
+// leaves no waiter behind.
+func TestGateWaitBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{MaxWait: time.Second})
+		l.HoldFor(500 * time.Millisecond)
+		release := make(chan struct{})
+		defer close(release)
+		probe := make(chan error, 1)
+		go func() {
+			probe <- l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
+		}()
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
+		var re *policy.RejectedError
+		if !errors.As(err, &re) || re.Reason != ratelimit.ReasonThrottled {
+			t.Errorf("err = %v, want a throttled rejection", err)
+		}
+		if d := time.Since(start); d != 3*time.Second-time.Nanosecond {
+			t.Errorf("rejected after %v, want just before the 3 s deadline", d)
+		}
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- l.Execute(ctx2, func(context.Context) error { t.Error("ran"); return nil }) }()
+		synctest.Wait()
+		cancel2()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("canceled waiter: %v", err)
+		}
+	})
+}
