@@ -188,14 +188,7 @@ func (b *Budget) exit(ctx context.Context, token stage.Token, err error) error {
 		l.mu.Unlock()
 		// The caller may have given up (ctx canceled) while fn ran: the
 		// lease must be released all the same.
-		rctx := context.WithoutCancel(ctx)
-		members := b.takeGhosts(l.id)
-		err := b.conn.do(rctx, func(ctx context.Context) error {
-			return b.conn.client.ZRem(ctx, b.keys[0], members...).Err()
-		})
-		if err != nil && len(members) > 1 {
-			b.putGhosts(members[1:])
-		}
+		b.releaseIDs(ctx, b.takeGhosts(l.id))
 	}
 	b.inflight.Add(-1)
 	if b.local != nil {
@@ -215,13 +208,19 @@ func (b *Budget) admit(ctx context.Context) (*lease, error) {
 	for {
 		ok, err := b.tryAcquire(ctx, id)
 		if err != nil {
-			if !errors.Is(err, breaker.ErrOpen) { // the guard refused: nothing was sent
+			if !errors.Is(err, breaker.ErrOpen) { // (the guard refused: nothing was sent)
+				// No answer: Redis may have run the script all the same.
 				b.addGhost(id)
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
 			return b.onUnavailable(ctx)
+		}
+		if ok && ctx.Err() != nil {
+			// The caller gave up while the lease was being taken.
+			b.releaseIDs(ctx, []any{id})
+			return nil, ctx.Err()
 		}
 		if ok {
 			b.inflight.Add(1)
@@ -264,10 +263,12 @@ func (b *Budget) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// tryAcquire asks Redis for the lease id once.
+// tryAcquire asks Redis for the lease id once. The round trip is not cut
+// short when the caller gives up (only by CallTimeout), so that a canceled
+// caller does not leave a lease taken behind its back: admit releases it.
 func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
 	var res []int64
-	err := b.conn.do(ctx, func(ctx context.Context) error {
+	err := b.conn.do(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		var err error
 		res, err = acquireScript.Run(ctx, b.conn.client, b.keys,
 			b.limitArg, b.ttlMS, id, b.replica, b.repTTLMS).Int64Slice()
@@ -330,6 +331,22 @@ func (l *lease) renewLease() {
 		l.timer.Reset(b.renew)
 	}
 	l.mu.Unlock()
+}
+
+// releaseIDs removes the leases ids (the first one's, then ghosts) in one
+// ZREM; if it fails, the ghosts are kept for the next release and the
+// first lease lapses after LeaseTTL. The caller may have given up (ctx
+// canceled): the leases are released all the same.
+func (b *Budget) releaseIDs(ctx context.Context, ids []any) {
+	if len(ids) == 0 {
+		return
+	}
+	err := b.conn.do(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return b.conn.client.ZRem(ctx, b.keys[0], ids...).Err()
+	})
+	if err != nil && len(ids) > 1 {
+		b.putGhosts(ids[1:])
+	}
 }
 
 // maxGhosts bounds the ghosts kept: past it, a ghost lease just lapses
@@ -404,12 +421,18 @@ func (b *Budget) registerObservers(m metric.Meter) metric.Registration {
 	return reg
 }
 
-// Close unregisters the budget's observable instruments. It does not close
+// Close unregisters the budget's observable instruments, and removes in
+// one round trip the leases that acquires which got no answer may have
+// left (they would lapse after LeaseTTL anyway). It does not close
 // Redis.Client or Local, and it does not end calls in flight (their leases
 // are released as they end). It always returns nil and may be called more
 // than once.
 func (b *Budget) Close() error {
 	b.closeOnce.Do(func() {
+		if b.haunted.Load() { // one last try: the ghosts would lapse anyway
+			ids := b.takeGhosts("")
+			b.releaseIDs(context.Background(), ids[1:])
+		}
 		if b.reg != nil {
 			if err := b.reg.Unregister(); err != nil {
 				otel.Handle(err)

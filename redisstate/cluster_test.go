@@ -41,8 +41,21 @@ func TestCluster(t *testing.T) {
 	if p := u.peak.Load(); p > limit || p < 2 {
 		t.Fatalf("peak %d, limit %d", p, limit)
 	}
-	if n := zcard(t, client(), leasesKey("cluster")); n != 0 {
-		t.Fatalf("%d leases left", n)
+	c := client()
+	for _, b := range budgets {
+		b.Close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for zcard(t, c, leasesKey("cluster")) != 0 {
+		if time.Now().After(deadline) {
+			left, _ := c.ZRangeWithScores(context.Background(), leasesKey("cluster"), 0, -1).Result()
+			var ids []string
+			for _, b := range budgets {
+				ids = append(ids, b.Replica())
+			}
+			t.Fatalf("leases left: %v (replicas %v, in flight %d %d %d)", left, ids, budgets[0].InFlight(), budgets[1].InFlight(), budgets[2].InFlight())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	// The shared breaker: an open reaches the others by subscription (a

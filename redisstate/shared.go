@@ -234,25 +234,44 @@ func (s *SharedBreaker) listen() {
 	}
 }
 
-// onMessage applies "open <gen> <ms>" or "closed <gen>".
+// onMessage applies "open <gen> <ms>" or "closed <gen>"; anything else
+// (a message some other client published on the channel) is ignored.
 func (s *SharedBreaker) onMessage(p string) {
+	open, gen, remaining, ok := parseMessage(p)
+	switch {
+	case !ok:
+	case open:
+		s.applyOpen(gen, remaining)
+	default:
+		s.applyClosed(gen)
+	}
+}
+
+// maxOpenMS bounds the remaining time a message may carry (a year), so
+// that a forged one cannot overflow a time.Duration.
+const maxOpenMS = 365 * 24 * 3600 * 1000
+
+// parseMessage parses a message of the breaker's channel.
+func parseMessage(p string) (open bool, gen int64, remaining time.Duration, ok bool) {
 	f := strings.Fields(p)
 	if len(f) < 2 {
-		return
+		return false, 0, 0, false
 	}
 	gen, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return
+	if err != nil || gen <= 0 {
+		return false, 0, 0, false
 	}
 	switch {
 	case f[0] == "open" && len(f) == 3:
 		ms, err := strconv.ParseInt(f[2], 10, 64)
-		if err == nil {
-			s.applyOpen(gen, time.Duration(ms)*time.Millisecond)
+		if err != nil || ms < -maxOpenMS || ms > maxOpenMS {
+			return false, 0, 0, false
 		}
-	case f[0] == "closed":
-		s.applyClosed(gen)
+		return true, gen, time.Duration(ms) * time.Millisecond, true
+	case f[0] == "closed" && len(f) == 2:
+		return false, gen, 0, true
 	}
+	return false, 0, 0, false
 }
 
 // applyOpen holds the local breaker for open period gen, remaining from

@@ -1,0 +1,4 @@
+package redisstate
+
+// ParseMessage gives the tests the breaker channel's parser.
+var ParseMessage = parseMessage

@@ -1,0 +1,61 @@
+package redisstate_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/redisstate"
+)
+
+// FuzzParseMessage: any payload on the breaker's channel is parsed without
+// panicking; what parses is a positive generation and a remaining time
+// within a year either way, and re-formatting it parses the same.
+func FuzzParseMessage(f *testing.F) {
+	for _, s := range []string{"open 1 30000", "closed 7", "open 1", "open x 5", "closed 0", "open 3 -5",
+		"open 9223372036854775807 9223372036854775807", " open  2  10 ", "", "closed 1 2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		open, gen, rem, ok := redisstate.ParseMessage(p)
+		if !ok {
+			return
+		}
+		if gen <= 0 || rem > 366*24*time.Hour || rem < -366*24*time.Hour {
+			t.Fatalf("%q parsed as gen %d, remaining %v", p, gen, rem)
+		}
+		again := "closed " + strconv.FormatInt(gen, 10)
+		if open {
+			again = "open " + strconv.FormatInt(gen, 10) + " " + strconv.FormatInt(rem.Milliseconds(), 10)
+		}
+		o2, g2, r2, ok2 := redisstate.ParseMessage(again)
+		if !ok2 || o2 != open || g2 != gen || r2 != rem {
+			t.Fatalf("%q -> %q parsed differently", p, again)
+		}
+	})
+}
+
+// TestForgedMessages: garbage published on the breaker's channel by some
+// other client changes nothing; a real open still arrives after it.
+func TestForgedMessages(t *testing.T) {
+	s := startRedis(t)
+	rs := replicas(t, 2, s.Addr(), redisstate.BreakerConfig{
+		Breaker: breaker.Config{Name: "forged", ConsecutiveFailures: 1, OpenTimeout: time.Minute}, PollInterval: time.Hour})
+	time.Sleep(100 * time.Millisecond) // subscribed
+	pub := newClient(t, s.Addr())
+	for _, m := range []string{"open", "open x 1", "open 1 99999999999999999", "closed -1", "\x00\xff", "open 0 100", "hello world"} {
+		if err := pub.Publish(context.Background(), "{watertight:breaker:forged}:events", m).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, r := range rs {
+		if err := r.Execute(context.Background(), func(context.Context) error { return nil }); err != nil || r.State() != breaker.Closed {
+			t.Fatalf("after forged messages: %v, %v", err, r.State())
+		}
+	}
+	failN(rs[0], 1)
+	eventually(t, 5*time.Second, "a real open after the forged ones", func() bool { return rs[1].State() == breaker.Open })
+}
