@@ -55,8 +55,9 @@ type Config struct {
 	MaxHold time.Duration
 
 	// MaxWait is the longest one attempt waits for a hold (and the
-	// client-side rate): an attempt that would wait longer is rejected at
-	// once. 0 means MaxHold. It must be >= 0. Set it to the pipeline's
+	// client-side rate), counted from the moment it meets the hold: an
+	// attempt that would wait longer is rejected at once. (A hold met again
+	// after waiting behind the gate, a new 429's, counts afresh.) 0 means MaxHold. It must be >= 0. Set it to the pipeline's
 	// retry MaxInterval (watertight.New does) so that no attempt waits
 	// longer than the retry would have waited for a Retry-After. An
 	// attempt is also rejected when its wait would reach its context's

@@ -149,3 +149,63 @@ func TestGateWaitBounds(t *testing.T) {
 		}
 	})
 }
+
+// An answer that arrives during a hold (to an attempt sent before it) does
+// not open the gate: when the hold ends, one attempt still goes first.
+func TestGateStaysClosedDuringTheHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(429, "Retry-After", "1"))
+		l.Observe(resp(200))                                                                             // says nothing
+		l.Observe(resp(200, "x-ratelimit-remaining-requests", "50", "x-ratelimit-limit-requests", "60")) // plenty left
+		release := make(chan struct{})
+		in, errs := gateCalls(l, 3, func(int) {}, release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := in.Load(); got != 1 {
+			t.Errorf("%d calls in fn when the hold ended, want 1", got)
+		}
+		close(release)
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// MaxWait bounds each hold an attempt meets, counted from when it meets
+// it: a hold set again while it waited behind the gate counts afresh.
+func TestMaxWaitCountsPerHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{MaxWait: time.Second})
+		start := time.Now()
+		l.HoldFor(800 * time.Millisecond)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var admitted []time.Duration
+		errs := make(chan error, 2)
+		for range 2 { // both meet the hold; one goes first when it ends
+			go func() {
+				errs <- l.Execute(context.Background(), func(context.Context) error {
+					mu.Lock()
+					admitted = append(admitted, time.Since(start))
+					mu.Unlock()
+					<-release
+					return nil
+				})
+			}()
+		}
+		time.Sleep(2 * time.Second) // the first is out: the other waits behind the gate
+		l.Observe(resp(429, "Retry-After-Ms", "900"))
+		close(release)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("err = %v: each hold was within MaxWait", err)
+			}
+		}
+		if len(admitted) != 2 || admitted[0] != 800*time.Millisecond || admitted[1] != 2900*time.Millisecond {
+			t.Errorf("admitted at %v, want [800ms 2.9s]", admitted)
+		}
+	})
+}

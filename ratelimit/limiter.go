@@ -145,8 +145,14 @@ func (l *Limiter) Observe(resp *http.Response) {
 	if !l.gate {
 		return
 	}
-	// A response that sets no hold tells the gate how many more attempts
-	// the quota allows; one that says nothing opens it.
+	// While a hold is in force, an answer (to an attempt sent before the
+	// hold) is stale: when the hold ends, one attempt goes first all the
+	// same, and its answer says what is left.
+	if l.end > int64(now.Sub(l.epoch)) {
+		return
+	}
+	// After it, an answer that sets no hold tells the gate how many more
+	// attempts the quota allows; one that says nothing opens it.
 	n, limit, ok := remainingRequests(resp.Header)
 	if !ok {
 		l.budget = 0
@@ -159,10 +165,7 @@ func (l *Limiter) Observe(resp *http.Response) {
 	// The gate stays while the quota is low (under a tenth of its limit,
 	// when the response names one) or attempts wait: each answer then lets
 	// through as many as it says are left.
-	// An answer to an attempt sent before the hold does not open it: the
-	// attempts held would then all go when it ends.
-	held := l.end > int64(now.Sub(l.epoch))
-	if n > 0 && l.waiters == 0 && !held && (limit == 0 || n >= limit/10) {
+	if n > 0 && l.waiters == 0 && (limit == 0 || n >= limit/10) {
 		l.openLocked(now)
 		return
 	}
@@ -286,10 +289,16 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	// first, MaxHold to the second, and the deadline to both. Waiting up
 	// to the deadline itself would leave the attempt no time: a wait must
 	// end strictly before it, as retry's must.
-	limit, queueLimit := now.Add(l.maxWait), now.Add(l.maxHold)
-	if dl, ok := ctx.Deadline(); ok {
-		limit, queueLimit = minTime(limit, dl.Add(-1)), minTime(queueLimit, dl.Add(-1))
+	// A hold met after a wait behind the gate (a new 429) is a new hold:
+	// MaxWait counts from then.
+	dl, hasDeadline := ctx.Deadline()
+	bound := func(d time.Duration) time.Time {
+		if t := now.Add(d); !hasDeadline || t.Before(dl) {
+			return t
+		}
+		return dl.Add(-1)
 	}
+	limit, queueLimit := bound(l.maxWait), bound(l.maxHold)
 	l.mu.Lock()
 	hold := time.Duration(l.end) - now.Sub(l.epoch)
 	l.mu.Unlock()
@@ -381,6 +390,8 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		if !woken {
 			return nil, l.reject(ctx, l.throttled)
 		}
+		now = time.Now()
+		limit = bound(l.maxWait)
 	}
 }
 
