@@ -16,10 +16,11 @@ const (
 	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x the latency) without progress
 	probeAgeFactor   = 20
 	quietSamples     = 16                        // a window of at most this many samples, all with at most probeLimit in flight, is quiet
-	clockSlack       = 2 * time.Second           // a clock reading this far behind the latest comes from another clock
+	clockSlack       = 10 * time.Second          // a clock reading this far behind the latest comes from another clock
 	clockJump        = 10 * 365 * 24 * time.Hour // and so does one this far ahead
 	fallSpan         = 2 * time.Second           // a fall of more than a third within this re-probes
 	latencyFloor     = 10 * time.Microsecond
+	sampleCapFactor  = 3 // a window sample counts at most this many times noLoad
 	minGradient      = 0.5
 	headroom         = 1.0
 	smoothing        = 0.5
@@ -175,6 +176,16 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 		l.failures.Add(1)
 		return
 	}
+	// A sample counts at most 3 x noLoad. Past 2.5 x noLoad the gradient
+	// is at its floor of 0.5 anyway (Tolerance 1.25 / 0.5), so a window of
+	// congestion, where every call is slower, reads the same; but one slow
+	// call in ten (a heavy tail, normal for many dependencies) would
+	// otherwise double a window's mean against the probed median and read
+	// as congestion at any load, driving the limit towards 1 / (1 -
+	// gradient), about 3.
+	if c := time.Duration(l.sampleCap.Load()); c > 0 && d > c {
+		d = c
+	}
 	// The lowest bits (ns) of the clock, or of the latency when the caller
 	// did not pass the clock, pick the cell: as good as random, and free.
 	// Two goroutines then seldom add to the same word, which on a busy
@@ -275,8 +286,9 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	// mean follows the one slow call of a window (a window of 10 at 20 ms
 	// with one at 600 ms has a mean of 78 ms), where a probe takes the
 	// median. A window that disagrees leaves the periodic probe due.
-	if c.measured && count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
-		2*failures <= int64(count)+failures {
+	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
+		2*failures <= int64(count)+failures
+	if c.measured && quiet {
 		mean := float64(sumUs) / float64(count)
 		base := max(c.noLoad, latencyFloor).Seconds() * 1e6
 		if mean <= c.tolerance*base && mean >= base/c.tolerance {
@@ -296,6 +308,13 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		if 2*failures <= int64(count)+failures {
 			l.startProbe(now)
 		}
+		return
+	}
+	if quiet {
+		// At most 3 in flight, below the limit: no queueing this limiter
+		// caused, so whatever its latency says, it is no reason to lower
+		// the limit (nor, unused, to raise it). A slower dependency is the
+		// next probe's to measure.
 		return
 	}
 	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
@@ -379,13 +398,28 @@ func (l *Limiter) probeCheck() {
 		return // a sample or another admission is at it
 	}
 	defer l.mu.Unlock()
-	if !l.probing.Load() || l.slots.Active() > 0 {
+	if !l.probing.Load() {
 		return
 	}
+	c := &l.ctl
 	now, rebased := l.clock(time.Now())
-	if rebased || now-l.ctl.progressAt > l.ctl.stallAge() {
+	if rebased || now-c.progressAt > c.stallLimit(l.slots.Active()) {
 		l.endProbe(now)
 	}
+}
+
+// stallLimit is how long the probe may go without progress, in ns, with
+// active calls in flight. Once noLoad is known it is stallAge whatever is
+// in flight: calls held longer than 20 x noLoad (hung calls, long streams)
+// are no no-load samples, and would otherwise keep the cap of 3 for as
+// long as they are held. Before the first measurement the latency is
+// unknown and may be long (an LLM's answer): calls in flight are given
+// max(stallAge, ProbeInterval) to report.
+func (c *controller) stallLimit(active int) int64 {
+	if c.measured || active == 0 {
+		return c.stallAge()
+	}
+	return max(c.stallAge(), c.probeInterval)
 }
 
 // observeProbe takes one attempt's outcome during a probe.
@@ -401,10 +435,15 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		return // the probe ended meanwhile; this sample is dropped
 	}
 	c := &l.ctl
-	if rebased {
-		// A probe begun on another clock (a testing/synctest bubble that
-		// ended, say): its times mean nothing on this one.
-		l.endProbe(now)
+	// Abandoned after stallLimit without progress (not since the probe
+	// began): a probe at low traffic, or of streamed answers whose slots
+	// are held long after the sampled answer, progresses slowly but
+	// surely, and ends measured. Checked before this sample counts, which
+	// would otherwise revive a probe that has long been stale. A probe
+	// begun on another clock (a testing/synctest bubble that ended, say)
+	// ends too: its times mean nothing on this one.
+	if rebased || now-c.progressAt > c.stallLimit(active-1) {
+		l.endProbe(now) // abandoned: the dependency barely answers
 		return
 	}
 	switch {
@@ -432,17 +471,11 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 				slices.Sort(s[:])
 				c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
 				c.measured = true
+				l.sampleCap.Store(int64(sampleCapFactor * max(c.noLoad, latencyFloor)))
 				l.endProbe(now)
 				return
 			}
 		}
-	}
-	// Abandoned after stallAge without progress (not since the probe
-	// began): a probe at low traffic, or of streamed answers whose slots
-	// are held long after the sampled answer, progresses slowly but
-	// surely, and ends measured.
-	if now-c.progressAt > c.stallAge() {
-		l.endProbe(now) // abandoned: the dependency barely answers
 	}
 }
 

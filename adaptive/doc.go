@@ -69,12 +69,19 @@
 // estimate L (a real number), from the learned limit N that admission
 // enforced while the window's calls ran (L rounded, with hysteresis: below):
 //
-//	avg      = mean latency of the window's samples
+//	avg      = mean latency of the window's samples, each at most 3 x noLoad
 //	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)  (both at least 10 µs)
 //	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = min(target, L)                     if more than half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
+//
+// Each sample counts at most 3 x noLoad: past 2.5 x noLoad the gradient is
+// at its floor of 0.5 anyway, so a window of congestion, where every call
+// is slower, reads the same; but a heavy tail (one call in ten taking ten
+// times the others, normal for many dependencies) would otherwise double a
+// window's mean against the probed median and read as congestion at any
+// load, driving the limit towards 1 / (1 - gradient), about 3.
 //
 // The learned limit, which admission enforces outside probes and
 // [Limiter.Limit] and the gauge report, is L rounded, with hysteresis: it
@@ -133,15 +140,16 @@
 // every ProbeInterval (30 s), and early when the limit has fallen by more
 // than a third within 2 s.
 //
-// Low steady traffic needs no periodic probe: a window of at most 16
+// Low steady traffic needs no periodic probe: a quiet window, of at most 16
 // samples whose calls all ran with at most 3 in flight, below the limit,
-// and mostly succeeded ran as a probe does, without capping anything. If
+// and mostly succeeded, ran as a probe does, without capping anything. If
 // its mean latency agrees with noLoad (within Tolerance either way), it
 // confirms noLoad and the next periodic probe is due ProbeInterval later.
 // At a few calls a second a probe caps admission at 3 for as long as 10
 // calls take to arrive, and a burst in that time meets the cap. A quiet
-// window never sets noLoad: its mean follows the one slow call of the
-// window, where a probe takes the median.
+// window never sets noLoad (its mean follows the one slow call of the
+// window, where a probe takes the median), and never moves the limit: with
+// at most 3 in flight no queueing is this limiter's doing.
 //
 // The early probe is the answer to drift. A rise of the base latency (the
 // dependency got slower at any load: a cold cache, a failover to a far
@@ -163,18 +171,25 @@
 // saw), is abandoned: the limit is restored and the next probe comes after
 // ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
 // or of streamed answers (sampled at their headers, their slots held for
-// the whole body), is slow but ends measured. A probe that traffic has
-// left (nothing in flight) is checked by the next admission, which
-// abandons it if it is stale, so that an idle spell does not keep
-// admission at 3 for the next burst. Until a first probe succeeds the limit stays at
-// InitialLimit, and the next window of mostly successes starts another
-// probe.
+// the whole body), is slow but ends measured. Calls held in flight meanwhile
+// (hung calls, long streams) do not keep a probe alive: they are no no-load
+// samples. Only the first probe, before any latency is known, gives calls
+// in flight up to max(that, ProbeInterval) to report, since the dependency
+// may be slow (an LLM's answer). Each admission during a probe, and each
+// sample, checks whether the probe is stale, so that an idle spell or a few
+// hung calls do not keep admission at 3 for the next burst. Until a first
+// probe succeeds the limit stays at InitialLimit, and the next window of
+// mostly successes starts another probe.
 //
 // The controller's clock is the monotonic clock. A Limiter built outside a
 // testing/synctest bubble and used inside one (or in two bubbles in turn)
-// sees the readings of another clock: a reading more than 2 s behind the
-// latest, or more than 10 years ahead, shifts the controller's clock so
-// that time continues from the latest, and abandons a probe in progress.
+// sees the readings of another clock: a reading more than 10 s behind the
+// latest (a bubble's clock starts in the year 2000), or more than 10 years
+// ahead, shifts the controller's clock so that time continues from the
+// latest, and abandons a probe in progress. A bubble that follows one of
+// less than 10 s of fake time is not told apart: the limiter learns
+// nothing until its clock has caught up. A Limiter used inside and outside
+// a bubble at the same time is not supported.
 //
 // # Limitations
 //
@@ -197,6 +212,6 @@
 // window takes a mutex about every 50 ms. Nothing is allocated, and no
 // goroutine or timer runs in the background: the controller moves only when
 // samples arrive, on the goroutine of the sample that closes a window, and
-// during a probe an admission with nothing in flight reads the clock once
-// to see whether the probe is stale.
+// during a probe each admission reads the clock once (under a TryLock) to
+// see whether the probe is stale.
 package adaptive

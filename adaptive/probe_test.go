@@ -146,9 +146,13 @@ func TestIdleProbeIsAbandoned(t *testing.T) {
 // (Found by review: it never ended its first probe.)
 func TestLimiterAcrossClocks(t *testing.T) {
 	l := mustNew(t, adaptive.Config{}) // real time
+	// Each bubble runs longer than the 10 s a reading may lag (so that the
+	// second one's clock, starting where the first one's did, is seen to
+	// be another) and than the 30 s ProbeInterval (so that a probe
+	// measures the new latency: quiet windows only confirm noLoad).
 	for i, lat := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
-			for range 100 {
+			for range 600 {
 				l.Execute(context.Background(), func(context.Context) error { time.Sleep(lat); return nil })
 				time.Sleep(50 * time.Millisecond)
 			}
