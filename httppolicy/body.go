@@ -29,7 +29,8 @@ type streamBody struct {
 	prefix   []byte       // read ahead while waiting for the first byte: read first
 	w        *streamWatch // the idle timer, if any
 	ended    atomic.Bool
-	done     chan error // 1-buffered: the stream's outcome, sent once
+	closed   atomic.Bool // Close was called
+	done     chan error  // 1-buffered: the stream's outcome, sent once
 	finished <-chan struct{}
 
 	// Written on the exchange's goroutine before finished is closed, and
@@ -56,7 +57,10 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	} else {
 		n, err = b.rc.Read(p)
 	}
-	if err == io.EOF {
+	if err == io.EOF || (err != nil && b.closed.Load()) {
+		// The end, or a Read that fails because the caller closed the
+		// body (from another goroutine, while this Read waited): the
+		// caller's choice, not the dependency's failure.
 		b.end(nil)
 	} else if err != nil {
 		b.end(err) // returns once finished is closed: callErr is set
@@ -93,6 +97,7 @@ func (b *streamBody) setCallErr(err error) {
 // Close closes the response body and ends the call; closing before EOF is
 // the caller's choice, not a failure of the dependency.
 func (b *streamBody) Close() error {
+	b.closed.Store(true) // before the close that fails a waiting Read
 	err := b.rc.Close()
 	b.end(nil)
 	return err

@@ -52,6 +52,8 @@ type streamWatch struct {
 	ctx    context.Context // parent's child, sent with the request
 	cancel context.CancelCauseFunc
 	state  atomic.Int32
+	// recorded is set once the timeout has been recorded (see timedOut).
+	recorded atomic.Bool
 
 	firstByte, idle time.Duration
 	fbTimer         *time.Timer // nil without a first byte timeout
@@ -80,30 +82,34 @@ func (w *streamWatch) fireIdle()      { w.fire(watchStreaming, ErrIdleTimeout, w
 
 // fire cancels the attempt with a timeout error, if the watch is still in
 // state from and the attempt's own context is live (a deadline or the
-// caller ended it first: theirs is the error), and records the timeout.
+// caller ended it first: theirs is the error).
 func (w *streamWatch) fire(from int32, sentinel error, d time.Duration) {
 	if w.parent.Err() != nil || !w.state.CompareAndSwap(from, watchFired) {
 		return
 	}
-	err := &streamTimeoutError{sentinel: sentinel, name: w.t.Name, timeout: d}
-	w.cancel(err)
-	if context.Cause(w.ctx) != err {
-		return // the parent ended in between
-	}
-	tel := w.t.telemetry()
-	if sentinel == ErrFirstByteTimeout {
-		tel.firstByte.Record(w.parent)
-	} else {
-		tel.idle.Record(w.parent)
-	}
+	w.cancel(&streamTimeoutError{sentinel: sentinel, name: w.t.Name, timeout: d})
 }
 
 // timedOut returns the timeout error the attempt was canceled with, or nil.
+// The first call that finds it records the timeout: whoever sees the
+// error (the attempt, or a Read of the body) records it before passing it
+// on, so the record is there when the caller has the error, and a timer
+// that fired just after the attempt's own context ended (its cause then is
+// the context's) is not recorded.
 func (w *streamWatch) timedOut() error {
-	if err, ok := context.Cause(w.ctx).(*streamTimeoutError); ok {
-		return err
+	err, ok := context.Cause(w.ctx).(*streamTimeoutError)
+	if !ok {
+		return nil
 	}
-	return nil
+	if w.recorded.CompareAndSwap(false, true) {
+		tel := w.t.telemetry()
+		if err.sentinel == ErrFirstByteTimeout {
+			tel.firstByte.Record(w.parent)
+		} else {
+			tel.idle.Record(w.parent)
+		}
+	}
+	return err
 }
 
 // cause returns the error that canceled the attempt: the timeout's, or
