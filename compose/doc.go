@@ -17,6 +17,9 @@
 //	Retry ────── repeats what is below; stops on a rejection, a permanent error,
 //	  │   ▲      the caller's cancellation, or when the budget is spent
 //	  ▼   │ attempt failed
+//	RateLimit ── optional: holds each attempt while the provider says its quota is
+//	  │          spent (the hold keeps the bulkhead slot); too long: rejected
+//	  ▼
 //	Breaker ──── sees every attempt; once open, it rejects and the retry stops
 //	  │
 //	  ▼
@@ -35,6 +38,13 @@
 //     MaxWait (and the caller's ctx), not by the Deadline. When it fires, the
 //     retry loop ends because its ctx is done, and the call returns an error
 //     matching deadline.ErrExceeded.
+//   - The RateLimit sits inside the retry so that every attempt, retries
+//     included, waits out the provider's hold (package ratelimit), and
+//     outside the breaker so that a held attempt does not hold a half-open
+//     probe's place. A held attempt keeps its bulkhead slot.
+//   - A Hedge (retry.Hedge) in the Retry slot runs its concurrent attempts
+//     each through the slots below, with its own attempt span; a losing
+//     attempt is reported to them as canceled, so the breaker excludes it.
 //   - The Breaker sits inside the retry so that it judges each attempt: three
 //     failed attempts are three failures, and once it opens, the next attempt
 //     is rejected and the retry loop ends at once.
