@@ -126,7 +126,9 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 // rejection matching bulkhead.ErrFull and policy.ErrRejected (reason
 // "full", "wait_timeout" or "redis_unavailable"), or Local's own; or
 // ctx.Err() if ctx is done before fn could start, in which case fn is not
-// run and nothing is held. It panics if ctx or fn is nil.
+// run and nothing is held. A caller that gives up while a lease is being
+// taken gets ctx.Err() when that round trip ends (within CallTimeout), and
+// the lease, if taken, is released at once. It panics if ctx or fn is nil.
 func (b *Budget) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("redisstate: nil Context")
