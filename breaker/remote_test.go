@@ -9,6 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"pgregory.net/rapid"
+
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -276,4 +279,106 @@ func TestHoldStorm(t *testing.T) {
 	if e1 != nil || e2 != nil {
 		t.Fatalf("probe places leaked: %v %v", e1, e2)
 	}
+}
+
+// TestHoldProperty: random sequences of OpenUntil, Reset, ForceOpen,
+// gate flips, sleeps, admissions and outcomes (in a synctest bubble) keep
+// a hold's accounting exact: its probe count equals the probes of its
+// period still in flight, never exceeds HalfOpenRequests, no call is
+// admitted while a hold is open, and once every call has ended a hold
+// starting now admits exactly HalfOpenRequests probes.
+func TestHoldProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			n := rapid.Uint32Range(1, 3).Draw(rt, "halfOpen")
+			b, err := New(Config{ConsecutiveFailures: 2, OpenTimeout: time.Second, HalfOpenRequests: n})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			defer b.Close()
+			gateOpen := true
+			ctx := context.Background()
+			var live []stage.Token
+			check := func() {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if !b.hold.on.Load() {
+					return
+				}
+				var inFlight uint32
+				for _, tok := range live {
+					if p, ok := tok.(*heldProbe); ok && p.gen == b.hold.gen {
+						inFlight++
+					}
+				}
+				if inFlight != b.hold.probes || b.hold.probes > n {
+					rt.Fatalf("hold counts %d probes, %d in flight, limit %d", b.hold.probes, inFlight, n)
+				}
+			}
+			rt.Repeat(map[string]func(*rapid.T){
+				"openUntil": func(rt *rapid.T) {
+					d := rapid.IntRange(-2, 3).Draw(rt, "halves")
+					b.OpenUntil(time.Now().Add(time.Duration(d) * 500 * time.Millisecond))
+				},
+				"reset":     func(*rapid.T) { b.Reset() },
+				"forceOpen": func(*rapid.T) { b.ForceOpen() },
+				"gate": func(rt *rapid.T) {
+					switch rapid.IntRange(0, 2).Draw(rt, "gate") {
+					case 0:
+						b.GateProbes(nil)
+					case 1:
+						gateOpen = !gateOpen
+						fallthrough
+					default:
+						b.GateProbes(func(context.Context) bool { return gateOpen })
+					}
+				},
+				"sleep": func(rt *rapid.T) {
+					time.Sleep(time.Duration(rapid.IntRange(0, 1500).Draw(rt, "ms")) * time.Millisecond)
+				},
+				"enter": func(rt *rapid.T) {
+					heldOpen := false
+					b.mu.Lock()
+					if b.hold.on.Load() && !b.forced.Load() && time.Now().UnixNano() < b.hold.until {
+						heldOpen = true
+					}
+					b.mu.Unlock()
+					_, tok, err := b.Enter(ctx)
+					if err == nil {
+						if heldOpen {
+							rt.Fatal("admitted while a hold is open")
+						}
+						live = append(live, tok)
+					}
+				},
+				"exit": func(rt *rapid.T) {
+					if len(live) == 0 {
+						rt.Skip("nothing in flight")
+					}
+					i := rapid.IntRange(0, len(live)-1).Draw(rt, "which")
+					outcome := []error{nil, errBoom, context.Canceled, stage.ErrAborted}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
+					tok := live[i]
+					live = append(live[:i], live[i+1:]...)
+					b.Exit(ctx, tok, outcome)
+				},
+				"": func(*rapid.T) { check() },
+			})
+			for _, tok := range live {
+				b.Exit(ctx, tok, context.Canceled)
+			}
+			live = nil
+			b.Reset()
+			b.GateProbes(nil)
+			b.OpenUntil(time.Now())
+			for i := range n + 1 {
+				_, tok, err := b.Enter(ctx)
+				if (err == nil) != (i < n) {
+					rt.Fatalf("probe %d of %d after every call ended: %v", i+1, n, err)
+				}
+				if err == nil {
+					live = append(live, tok)
+				}
+			}
+		})
+	})
 }
