@@ -38,8 +38,10 @@ type Limiter struct {
 	// sampleCap is the longest a window sample counts, in ns: 3 x noLoad,
 	// or 0 before noLoad is measured (see observe).
 	sampleCap atomic.Int64
-	_         [64]byte
-	failures  atomic.Int64 // failed attempts in the window
+	// slowest is the window's slowest sample above sampleCap, in ns.
+	slowest  atomic.Int64
+	_        [64]byte
+	failures atomic.Int64 // failed attempts in the window
 	// cells hold the window's latency samples, striped so that concurrent
 	// samples seldom write the same cache line (see observe).
 	cells [stripes]cell

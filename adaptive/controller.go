@@ -72,6 +72,7 @@ type controller struct {
 	nSamples      int
 	probeFailures int
 	longest       time.Duration // longest latency seen during the probe
+	recentSlow    time.Duration // the last window's slowest sample above sampleCap, or 0
 	lastProbe     int64         // when noLoad was last measured or confirmed, or a probe abandoned
 	probes        int           // probes started (for tests)
 	quiet         int           // quiet windows that confirmed noLoad (for tests)
@@ -184,6 +185,10 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 	// as congestion at any load, driving the limit towards 1 / (1 -
 	// gradient), about 3.
 	if c := time.Duration(l.sampleCap.Load()); c > 0 && d > c {
+		// Remembered uncapped (rarely: only samples past the cap), for a
+		// probe's stall age.
+		for s := l.slowest.Load(); int64(d) > s && !l.slowest.CompareAndSwap(s, int64(d)); s = l.slowest.Load() {
+		}
 		d = c
 	}
 	// The lowest bits (ns) of the clock, or of the latency when the caller
@@ -264,6 +269,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 		sumUs += w >> countBits
 	}
 	failures := l.failures.Swap(0)
+	l.ctl.recentSlow = time.Duration(l.slowest.Swap(0))
 	peak := l.peak.Swap(0)
 	l.closeAt.Store(now + l.ctl.windowLen())
 	l.openedAt.Store(now)
@@ -369,7 +375,10 @@ func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
 	c.progressAt = now
 	c.probes++
-	c.nSamples, c.probeFailures, c.longest = 0, 0, 0
+	// The stall age starts from the slowest answer of the last window: after
+	// a drift to a slower dependency (1.5 s where noLoad was 20 ms) the
+	// probe's calls answer only after that long, and are not stalled.
+	c.nSamples, c.probeFailures, c.longest = 0, 0, c.recentSlow
 	c.drainedAt = -1
 	l.setAdmission(min(c.probeLimit, c.admission()))
 	if l.slots.Active() <= c.probeLimit {
@@ -441,7 +450,12 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	// surely, and ends measured. Checked before this sample counts, which
 	// would otherwise revive a probe that has long been stale. A probe
 	// begun on another clock (a testing/synctest bubble that ended, say)
-	// ends too: its times mean nothing on this one.
+	// ends too: its times mean nothing on this one. The sample's own
+	// latency first extends the stall age: a slow dependency's first
+	// answer arrives after that latency, and is progress.
+	if !failed {
+		c.longest = max(c.longest, d)
+	}
 	if rebased || now-c.progressAt > c.stallLimit(active-1) {
 		l.endProbe(now) // abandoned: the dependency barely answers
 		return
@@ -454,12 +468,10 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 			return
 		}
 	case c.drainedAt < 0:
-		c.longest = max(c.longest, d)
 		if active <= c.probeLimit {
 			c.drainedAt, c.progressAt = now, now
 		}
 	default:
-		c.longest = max(c.longest, d)
 		// Only a call that started once the calls admitted before the
 		// probe had drained ran with at most probeLimit in flight.
 		if now-int64(d) >= c.drainedAt && active <= c.probeLimit {

@@ -168,7 +168,9 @@
 //
 // A probe that sees 20 failures, or makes no progress (no call drained, no
 // sample taken) for max(1 s, 20 x the no-load or the longest latency it
-// saw), is abandoned: the limit is restored and the next probe comes after
+// saw, or the slowest answer of the window before it, so that after a
+// drift to a slow dependency the probe waits for its answers), is
+// abandoned: the limit is restored and the next probe comes after
 // ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
 // or of streamed answers (sampled at their headers, their slots held for
 // the whole body), is slow but ends measured. Calls held in flight meanwhile
