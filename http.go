@@ -1,10 +1,13 @@
 package watertight
 
 import (
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/internal/pipeopt"
 )
 
 // HTTPOptions are the settings of the httppolicy.Transport that
@@ -19,6 +22,17 @@ type HTTPOptions struct {
 	// RetryUnsafe is httppolicy.Transport.RetryUnsafe: retry POST and
 	// PATCH requests without an idempotency key after any failure.
 	RetryUnsafe bool
+
+	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
+	// httppolicy.Transport fields of the same names: the longest wait for
+	// a response's first byte of data (an attempt failure, retried when
+	// the request may be), the longest a Read of the body waits for data
+	// (the call fails, not retried), and the server-sent event names that
+	// count for neither (nil means ["ping"]). 0 turns a timeout off;
+	// httppolicy.WithStreamTimeouts overrides both per request.
+	FirstByteTimeout time.Duration
+	IdleTimeout      time.Duration
+	KeepaliveEvents  []string
 }
 
 // Client is an *http.Client whose every request runs through Pipeline, over
@@ -50,6 +64,12 @@ type Client struct {
 //
 // Its errors are New's. Call [Client.Close] when done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
+	switch {
+	case h.FirstByteTimeout < 0:
+		return nil, fmt.Errorf("watertight: HTTPOptions.FirstByteTimeout must be >= 0 (0 means none), got %v", h.FirstByteTimeout)
+	case h.IdleTimeout < 0:
+		return nil, fmt.Errorf("watertight: HTTPOptions.IdleTimeout must be >= 0 (0 means none), got %v", h.IdleTimeout)
+	}
 	p, err := New(name, cfg, opts...)
 	if err != nil {
 		return nil, err
@@ -69,10 +89,15 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		base.MaxIdleConnsPerHost = 0
 	}
 	tr := &httppolicy.Transport{
-		Base:        base,
-		Policy:      p,
-		IsFailure:   h.IsFailure,
-		RetryUnsafe: h.RetryUnsafe,
+		Base:             base,
+		Policy:           p,
+		IsFailure:        h.IsFailure,
+		RetryUnsafe:      h.RetryUnsafe,
+		FirstByteTimeout: h.FirstByteTimeout,
+		IdleTimeout:      h.IdleTimeout,
+		KeepaliveEvents:  h.KeepaliveEvents,
+		Name:             name,
+		MeterProvider:    pipeopt.Apply(opts).MeterProvider,
 	}
 	if l := p.RateLimit(); l != nil {
 		// Every response feeds the shared hold: a nil *Limiter must not

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,5 +239,76 @@ func TestHTTPClientAdaptiveSizing(t *testing.T) {
 	base = c2.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
 	if base.MaxConnsPerHost != 9 || c2.Pipeline.Limiter() != l {
 		t.Errorf("Use.Bulkhead limiter: MaxConnsPerHost = %d; want its MaxLimit 9", base.MaxConnsPerHost)
+	}
+}
+
+// NewHTTPClient passes its stream timeouts to the Transport: a server that
+// sends its headers and then nothing fails the call with the first-byte
+// timeout, and a stream that stalls after its first event with the idle
+// timeout (keepalive comments do not count). Negative values fail at
+// construction with the field named.
+func TestHTTPClientStreamTimeouts(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		h    watertight.HTTPOptions
+		want string
+	}{
+		{"first byte", watertight.HTTPOptions{FirstByteTimeout: -1}, "HTTPOptions.FirstByteTimeout"},
+		{"idle", watertight.HTTPOptions{IdleTimeout: -time.Second}, "HTTPOptions.IdleTimeout"},
+	} {
+		if _, err := watertight.NewHTTPClient("api", watertight.Config{}, tt.h); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v; want it to name %s", tt.name, err, tt.want)
+		}
+	}
+
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/stall" {
+			io.WriteString(w, "data: {\"token\": 1}\n\n")
+			w.(http.Flusher).Flush()
+		}
+		for {
+			select {
+			case <-release:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+				io.WriteString(w, ": ping\n\n") // a keepalive: counts for neither timer
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := watertight.NewHTTPClient("llm", watertight.Config{}, watertight.HTTPOptions{
+		FirstByteTimeout: 150 * time.Millisecond,
+		IdleTimeout:      150 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A generous bound of its own, so that without the timeouts the test
+	// fails instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		return c.Do(req)
+	}
+	if _, err := get("/silent"); !errors.Is(err, httppolicy.ErrFirstByteTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("headers then only keepalives: err = %v; want ErrFirstByteTimeout", err)
+	}
+	resp, err := get("/stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, httppolicy.ErrIdleTimeout) {
+		t.Errorf("one event, then only keepalives: read err = %v; want ErrIdleTimeout", err)
 	}
 }
