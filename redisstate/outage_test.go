@@ -227,3 +227,120 @@ func TestSharedBreakerOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedBreakerStormConverges: four replicas storm a flapping
+// dependency with random panics and cancels while Redis is frozen, thawed,
+// killed and restarted; no call hangs or fails with an error of the
+// breaker's own making, and once the dependency is healthy every replica
+// closes, and a trip still opens them all.
+func TestSharedBreakerStormConverges(t *testing.T) {
+	s := startRedis(t)
+	rs := make([]*redisstate.SharedBreaker, 4)
+	for i := range rs {
+		rs[i] = newShared(t, redisstate.BreakerConfig{
+			Breaker:      breaker.Config{Name: "converge", ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond},
+			Redis:        redisstate.Redis{Client: newClient(t, s.Addr()), CallTimeout: 50 * time.Millisecond, RetryAfter: 200 * time.Millisecond},
+			PollInterval: 20 * time.Millisecond,
+		})
+	}
+	var sick atomic.Bool
+	var calls, bad atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		for range 6 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithCancel(context.Background())
+					roll := rand.IntN(30)
+					if roll == 0 {
+						cancel()
+					}
+					func() {
+						defer func() {
+							if p := recover(); p != nil && p != "storm panic" {
+								panic(p)
+							}
+						}()
+						err := r.Execute(ctx, func(ctx context.Context) error {
+							if roll == 1 {
+								panic("storm panic")
+							}
+							time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+							if sick.Load() {
+								return errBoom
+							}
+							return ctx.Err()
+						})
+						calls.Add(1)
+						if err != nil && err != errBoom && !errors.Is(err, breaker.ErrOpen) && !errors.Is(err, context.Canceled) {
+							bad.Add(1)
+						}
+						if errors.Is(err, breaker.ErrOpen) {
+							time.Sleep(time.Millisecond)
+						}
+					}()
+					cancel()
+				}
+			})
+		}
+	}
+	flap := time.NewTicker(150 * time.Millisecond)
+	for i := range 16 {
+		<-flap.C
+		sick.Store(i%2 == 0)
+		switch i {
+		case 3:
+			s.Freeze()
+		case 6:
+			s.Thaw()
+		case 8:
+			s.Kill()
+		case 11:
+			s.Restart()
+		}
+	}
+	flap.Stop()
+	sick.Store(false)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d calls", calls.Load())
+	if bad.Load() != 0 {
+		t.Fatalf("%d calls failed with an error of the breaker's own making", bad.Load())
+	}
+	c := newClient(t, s.Addr())
+	for i, r := range rs {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := r.Execute(context.Background(), func(context.Context) error { return nil })
+			if r.State() == breaker.Closed {
+				break
+			}
+			if time.Now().After(deadline) {
+				st, _ := c.HGetAll(context.Background(), "{watertight:breaker:converge}:state").Result()
+				probe, _ := c.Get(context.Background(), "{watertight:breaker:converge}:probe").Result()
+				var states []string
+				for _, r := range rs {
+					states = append(states, r.Replica()+" "+r.State().String())
+				}
+				t.Fatalf("replica %d not closed in 10 s (last call: %v); replicas %v; Redis state %v, probe lease %q", i, err, states, st, probe)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	failN(rs[3], 3)
+	eventually(t, 5*time.Second, "a trip after the storm opens every replica", func() bool {
+		for _, r := range rs[:3] {
+			if r.State() == breaker.Closed {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -123,3 +123,16 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[5]))
 redis.call('PUBLISH', ARGV[6], 'open ' .. gen .. ' ' .. ARGV[4])
 return {gen, tonumber(ARGV[4])}
 `)
+
+// dropProbeScript gives back the probe lease if the replica holds it.
+//
+//	ARGV replica
+//
+// It returns 1 if it did, else 0.
+var dropProbeScript = redis.NewScript(`
+if redis.call('GET', KEYS[4]) == ARGV[1] then
+  redis.call('DEL', KEYS[4])
+  return 1
+end
+return 0
+`)

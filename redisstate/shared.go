@@ -56,12 +56,14 @@ type SharedBreaker struct {
 	active atomic.Bool
 	prober atomic.Bool
 	gen    atomic.Int64
-	// wanted: a call asked the gate since the last poll; probing: this
-	// replica let a probe through and has no verdict yet. The probe lease
-	// is taken and renewed only while one of them holds, so that a
-	// replica without calls does not keep the others from probing.
-	wanted  atomic.Bool
-	probing atomic.Bool
+	// wanted: a call asked the gate since the last poll; probes: calls
+	// admitted while the local breaker was held for a shared open period
+	// (probes, then) and not yet ended. The probe lease is taken and
+	// renewed only while one of them holds, and given back otherwise, so
+	// that a replica without calls does not keep the others from probing.
+	wanted atomic.Bool
+	probes atomic.Int64
+	inner  stage.Stage // the local breaker's two phases
 
 	applyMu sync.Mutex // serialises applying the shared state
 	events  chan report
@@ -144,6 +146,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 		return nil, errorf("Config.%w", trimPrefix(err))
 	}
 	s.br.GateProbes(s.gate)
+	s.inner, _ = stage.Of(s.br)
 	s.wg.Add(1)
 	go s.work()
 	if !cfg.NoSubscribe {
@@ -167,7 +170,40 @@ func (e errString) Error() string { return string(e) }
 // Execute runs fn through the local breaker: see [breaker.Breaker.Execute].
 // It never waits for Redis.
 func (s *SharedBreaker) Execute(ctx context.Context, fn policy.Func) error {
-	return s.br.Execute(ctx, fn)
+	return stage.Run(ctx, (*sharedStage)(s), fn)
+}
+
+// sharedStage is the two-phase face of a SharedBreaker: the local
+// breaker's, counting the probes of a shared open period.
+type sharedStage SharedBreaker
+
+var _ stage.Stage = (*sharedStage)(nil)
+
+// probeToken marks a call admitted while the local breaker was held for a
+// shared open period: a probe.
+type probeToken struct{ inner stage.Token }
+
+func (t *sharedStage) Execute(ctx context.Context, fn policy.Func) error {
+	return (*SharedBreaker)(t).Execute(ctx, fn)
+}
+
+func (t *sharedStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+	ctx, tok, err := t.inner.Enter(ctx)
+	// Closed and not held for a shared period (the steady state): one
+	// atomic load more than the local breaker alone.
+	if err != nil || !t.active.Load() {
+		return ctx, tok, err
+	}
+	t.probes.Add(1)
+	return ctx, &probeToken{inner: tok}, nil
+}
+
+func (t *sharedStage) Exit(ctx context.Context, token stage.Token, err error) error {
+	if p, ok := token.(*probeToken); ok {
+		defer t.probes.Add(-1)
+		return t.inner.Exit(ctx, p.inner, err)
+	}
+	return t.inner.Exit(ctx, token, err)
 }
 
 // Breaker returns the local breaker, for its State and Counts. Calling its
@@ -188,20 +224,13 @@ func (s *SharedBreaker) gate(context.Context) bool {
 		return true
 	}
 	s.wanted.Store(true)
-	if s.prober.Load() {
-		s.probing.Store(true)
-		return true
-	}
-	return false
+	return s.prober.Load()
 }
 
 // onStateChange queues the local breaker's trips and verdicts for the
 // worker. It runs on the goroutine that delivers the change (usually a
 // caller's): it never blocks and never talks to Redis.
 func (s *SharedBreaker) onStateChange(from, to breaker.State) {
-	if from == breaker.HalfOpen {
-		s.probing.Store(false)
-	}
 	var r report
 	switch {
 	case from == breaker.HalfOpen && s.active.Load() && s.prober.Load() && (to == breaker.Open || to == breaker.Closed):
@@ -283,7 +312,6 @@ func (s *SharedBreaker) applyOpen(gen int64, remaining time.Duration) {
 		return
 	}
 	s.prober.Store(false)
-	s.probing.Store(false)
 	s.gen.Store(gen)
 	s.active.Store(true) // before OpenUntil: its change is not a trip to report
 	s.br.OpenUntil(time.Now().Add(remaining))
@@ -298,7 +326,6 @@ func (s *SharedBreaker) applyClosed(gen int64) {
 	}
 	s.active.Store(false)
 	s.prober.Store(false)
-	s.probing.Store(false)
 	s.br.Reset()
 }
 
@@ -411,10 +438,12 @@ func (s *SharedBreaker) pollOnce() {
 	if rem > 0 {
 		return
 	}
-	if !s.wanted.Swap(false) && !s.probing.Load() {
-		// No call wants to probe here: let a lease this replica holds
-		// lapse, so that a replica with calls probes.
-		s.prober.Store(false)
+	if !s.wanted.Swap(false) && s.probes.Load() == 0 {
+		// No call wants to probe here: give back a lease this replica
+		// holds, so that a replica with calls probes.
+		if s.prober.Swap(false) {
+			s.runOne(dropProbeScript, s.replica)
+		}
 		return
 	}
 	got, _, err := s.runOne(probeScript, s.replica, strconv.FormatInt(gen, 10), s.leaseMS)
@@ -461,7 +490,7 @@ func (s *SharedBreaker) Close() error {
 func init() {
 	stage.Register(func(p policy.Policy) (stage.Stage, stage.Repeater) {
 		if x, ok := p.(*SharedBreaker); ok && x != nil {
-			return stage.Of(x.br)
+			return (*sharedStage)(x), nil
 		}
 		return nil, nil
 	})
