@@ -790,7 +790,7 @@ func TestStateString(t *testing.T) {
 		}
 	}
 	if Closed != 0 || HalfOpen != 1 || Open != 2 {
-		t.Fatal("State values are the gauge's: 0 closed, 1 half-open, 2 open")
+		t.Fatal("State values changed: 0 closed, 1 half-open, 2 open (the order gobreaker uses)")
 	}
 }
 

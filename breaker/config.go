@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -122,6 +123,10 @@ type resolved struct {
 	openTimeout time.Duration
 	halfOpen    uint32
 	isFailure   func(error) bool
+	// throttled is set when IsFailure is the default: a throttled error
+	// (policy.ErrThrottled, a 429) is then excluded, neither a success nor
+	// a failure.
+	throttled bool
 }
 
 // resolve validates c and applies its defaults.
@@ -163,6 +168,7 @@ func (c *Config) resolve() (resolved, error) {
 	}
 	if r.isFailure == nil {
 		r.isFailure = DefaultIsFailure
+		r.throttled = true
 	}
 	return r, nil
 }
@@ -189,9 +195,12 @@ func (r *resolved) isSuccessful(err error) bool {
 	return err == nil || (err != stage.ErrAborted && !r.isFailure(err))
 }
 
-// isExcluded is gobreaker's IsExcluded.
-func isExcluded(err error) bool {
-	return err != nil && excluded(err)
+// isExcluded is gobreaker's IsExcluded: a rejection or a cancellation,
+// and with the default classification a throttled answer (a 429 says the
+// provider is pacing this client, not that it is broken; counted as a
+// success it would reset a run of consecutive 503s).
+func (r *resolved) isExcluded(err error) bool {
+	return err != nil && (excluded(err) || r.throttled && errors.Is(err, policy.ErrThrottled))
 }
 
 // maxWindow caps the rolling window handed to gobreaker: see settings.
@@ -204,7 +213,7 @@ func (r *resolved) settings(name string) gobreaker.Settings {
 		MaxRequests:  r.halfOpen,
 		ReadyToTrip:  r.readyToTrip,
 		IsSuccessful: r.isSuccessful,
-		IsExcluded:   isExcluded,
+		IsExcluded:   r.isExcluded,
 		// gobreaker turns half-open once now is strictly after
 		// opened + Timeout; one nanosecond less makes that exactly
 		// OpenTimeout after it opened. Timeout 0 would mean 60 s to it, so a

@@ -115,6 +115,12 @@
 // the gobreaker instance underneath (a probe admitted before ForceOpen
 // closing it, say) are not reported: the breaker is open until Reset.
 //
+// [Breaker.OpenUntil] and [Breaker.GateProbes] let a breaker shared by
+// replicas (the nested module redisstate) apply an open decided elsewhere,
+// with the time it lasts, and let only the replica that holds a lease send
+// half-open probes: gobreaker's own timer would send every replica
+// half-open at once. See remote.go.
+//
 // # Cost
 //
 // The success path of Execute costs gobreaker's two locked steps, each with

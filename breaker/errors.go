@@ -28,13 +28,14 @@ const (
 // nil: err is a failure of the dependency unless it is nil, a rejection
 // ([policy.ErrRejected], from this breaker or a policy inside it),
 // [context.Canceled] (the caller gave up) or throttled
-// ([policy.ErrThrottled]: a 429, the provider's flow control, which counts
-// as a success, since the dependency answered). A timeout, ours
-// (deadline.ErrExceeded) or the caller's ([context.DeadlineExceeded]), is
-// a failure, and so is a 503. (A panic or runtime.Goexit in fn is always a
-// failure, and never reaches IsFailure.) To count 429s as failures, set
-// an IsFailure that does not make this exception. It is safe for concurrent
-// use.
+// ([policy.ErrThrottled]: a 429, the provider's flow control). With the
+// default classification a throttled answer is excluded, neither a success
+// nor a failure: it must not open the breaker on a healthy provider, nor
+// reset a run of consecutive 503s. A timeout, ours (deadline.ErrExceeded)
+// or the caller's ([context.DeadlineExceeded]), is a failure, and so is a
+// 503. (A panic or runtime.Goexit in fn is always a failure, and never
+// reaches IsFailure.) To count 429s as failures, set an IsFailure that
+// does not make this exception. It is safe for concurrent use.
 func DefaultIsFailure(err error) bool {
 	return err != nil && !excluded(err) && !errors.Is(err, policy.ErrThrottled)
 }

@@ -199,7 +199,7 @@ func (b *Breaker) exitHeld(ctx context.Context, p *heldProbe, err error) {
 	switch {
 	case err == stage.ErrAborted:
 		verdict = -1
-	case isExcluded(err):
+	case b.settings.IsExcluded(err):
 		verdict = 0
 	case b.settings.IsSuccessful(err):
 		verdict = 1
