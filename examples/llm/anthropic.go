@@ -7,6 +7,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/fallback"
 )
 
 // Anthropic is an anthropic-sdk-go v2 client whose every request runs
@@ -60,7 +61,7 @@ func (c *Anthropic) params(prompt string) anthropic.MessageNewParams {
 
 // Complete asks POST /v1/messages for a whole answer.
 func (c *Anthropic) Complete(ctx context.Context, prompt string) (string, error) {
-	msg, err := c.client.Messages.New(ctx, c.params(prompt))
+	msg, err := c.client.Messages.New(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	if err != nil {
 		return "", err
 	}
@@ -74,7 +75,7 @@ func (c *Anthropic) Complete(ctx context.Context, prompt string) (string, error)
 // Stream asks for a streamed answer. The bulkhead slot is held from the
 // request until the stream is closed.
 func (c *Anthropic) Stream(ctx context.Context, prompt string, onDelta func(string)) (string, error) {
-	stream := c.client.Messages.NewStreaming(ctx, c.params(prompt))
+	stream := c.client.Messages.NewStreaming(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	defer stream.Close()
 	var text strings.Builder
 	for stream.Next() {
@@ -87,6 +88,7 @@ func (c *Anthropic) Stream(ctx context.Context, prompt string, onDelta func(stri
 			continue
 		}
 		text.WriteString(delta.Text)
+		fallback.MarkDelivered(ctx)
 		if onDelta != nil {
 			onDelta(delta.Text)
 		}

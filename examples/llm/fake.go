@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -50,13 +51,49 @@ const (
 	// Hang never answers: the request ends when the client gives up or
 	// the Fake is closed.
 	Hang Mode = "hang"
+	// Stall streams FakeConfig.StallAfter events of the answer, then only
+	// keepalives (": ping" comments for OpenAI, "event: ping" for
+	// Anthropic) every FakeConfig.Keepalive until the client gives up: a
+	// dead stream that looks alive. A request that is not streamed hangs.
+	Stall Mode = "stall"
+	// Any other mode that is a number, such as "503" or "400", answers
+	// with that status and the provider's error JSON.
+
+	// Late sends the headers at once, then only keepalives for
+	// FakeConfig.Delay, then the answer: a replica slow to its first token.
+	Late Mode = "late"
 )
 
 // FakeConfig tunes a [Fake]. Zero fields take the defaults of [NewFake].
 type FakeConfig struct {
-	Delay      time.Duration // Slow: wait before answering (default 300ms)
+	Delay      time.Duration // Slow, Late: wait before answering (default 300ms)
 	RetryAfter time.Duration // TooMany: the wait asked for (default 100ms)
 	ChunkGap   time.Duration // streams: pause between chunks (default 0)
+	Keepalive  time.Duration // Stall, Late: pause between keepalives (default 50ms)
+	StallAfter int           // Stall: events sent before the stall (default 3)
+	Service    time.Duration // every answer: time taken before answering (default 0)
+
+	// Quota, if set, rations the answers as a provider's rate limits do;
+	// without it the rate-limit headers say the quota is far from spent.
+	Quota *Quota
+}
+
+// Quota is a provider's rate limit: Requests requests and Tokens tokens per
+// Window, each bucket refilled continuously, every call costing CallTokens
+// tokens. A request over quota is answered 429 with Retry-After (whole
+// seconds, rounded up) and, like every answer, the provider's rate-limit
+// headers: OpenAI's x-ratelimit-limit|remaining|reset-requests|tokens (the
+// reset is the time until the bucket is full, as a Go duration such as
+// "1.2s"), Anthropic's anthropic-ratelimit-requests|tokens-limit|remaining|reset
+// (RFC 3339).
+type Quota struct {
+	Requests   int
+	Tokens     int
+	Window     time.Duration
+	CallTokens int
+	// StartEmpty starts both buckets empty rather than full: the quota
+	// is spent from the first request (a short run's steady state).
+	StartEmpty bool
 }
 
 // Fake is a local LLM provider: an httptest server speaking one provider's
@@ -75,6 +112,12 @@ type Fake struct {
 	mode     Mode   // the answer once the script is used up
 	arrivals []time.Time
 	closed   bool
+	reqs     float64 // Quota: requests left in the bucket
+	toks     float64 // Quota: tokens left in the bucket
+	last     time.Time // Quota: when the buckets were last refilled
+	start    time.Time
+	n429     int // answers 429, by the quota or TooMany
+	nOK      int // answers 200
 }
 
 // NewFake starts a fake provider for api that answers OK until told
@@ -86,7 +129,16 @@ func NewFake(api API, cfg FakeConfig) *Fake {
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 100 * time.Millisecond
 	}
-	f := &Fake{API: api, cfg: cfg, mode: OK, done: make(chan struct{})}
+	if cfg.Keepalive == 0 {
+		cfg.Keepalive = 50 * time.Millisecond
+	}
+	if cfg.StallAfter == 0 {
+		cfg.StallAfter = 3
+	}
+	f := &Fake{API: api, cfg: cfg, mode: OK, done: make(chan struct{}), start: time.Now()}
+	if q := cfg.Quota; q != nil && !q.StartEmpty {
+		f.reqs, f.toks = float64(q.Requests), float64(q.Tokens)
+	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.URL = f.srv.URL
 	return f
@@ -122,6 +174,13 @@ func (f *Fake) Requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.arrivals)
+}
+
+// Counts returns the number of answers 429 and 200 the fake has sent.
+func (f *Fake) Counts() (n429, nOK int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n429, f.nOK
 }
 
 // Arrivals returns the time each request arrived, in order.
@@ -191,7 +250,21 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	switch f.next() {
+	mode := f.next()
+	f.identify(w)
+	if !f.wait(ctx, f.cfg.Service) {
+		return
+	}
+	if mode != TooMany && f.cfg.Quota != nil {
+		if over, retryAfter := f.admit(w.Header()); over {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
+			f.writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate limit reached for requests")
+			return
+		}
+	} else {
+		f.admit(w.Header())
+	}
+	switch mode {
 	case Hang:
 		select {
 		case <-ctx.Done():
@@ -206,29 +279,172 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		ra := f.cfg.RetryAfter
 		w.Header().Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
+		f.count(true)
 		f.writeError(w, http.StatusTooManyRequests, "rate_limit_error", "slow down")
 		return
 	case Fail:
 		f.writeError(w, http.StatusInternalServerError, "api_error", "the fake provider failed")
 		return
+	default:
+		if code, err := strconv.Atoi(string(mode)); err == nil {
+			f.writeError(w, code, "api_error", "the fake provider answered "+string(mode))
+			return
+		}
 	}
 	if !req.Stream {
+		if mode == Stall {
+			select {
+			case <-ctx.Done():
+			case <-f.done:
+			}
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
+		f.count(false)
 		io.WriteString(w, f.completion(req.Model))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f.count(false)
 	flusher, _ := w.(http.Flusher)
-	for i, frame := range f.frames(req.Model) {
-		if i > 0 && !f.wait(ctx, f.cfg.ChunkGap) {
-			return
-		}
-		io.WriteString(w, frame)
+	send := func(s string) {
+		io.WriteString(w, s)
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
+	if flusher != nil {
+		flusher.Flush() // the headers go at once, as the providers send them
+	}
+	if mode == Late && !f.keepalives(ctx, send, f.cfg.Delay) {
+		return
+	}
+	for i, frame := range f.frames(req.Model) {
+		if mode == Stall && i == f.cfg.StallAfter {
+			f.keepalives(ctx, send, -1)
+			return
+		}
+		if i > 0 && !f.wait(ctx, f.cfg.ChunkGap) {
+			return
+		}
+		send(frame)
+		if i == 0 && f.API == AnthropicAPI {
+			// Anthropic sends a ping after message_start.
+			send(f.keepalive())
+		}
+	}
+}
+
+// keepalive returns the provider's keepalive: an SSE comment for OpenAI,
+// a ping event for Anthropic.
+func (f *Fake) keepalive() string {
+	if f.API == AnthropicAPI {
+		return "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	}
+	return ": ping\n\n"
+}
+
+// keepalives sends a keepalive every cfg.Keepalive for d (for ever if d is
+// negative), and reports false if the request or the fake ended first.
+func (f *Fake) keepalives(ctx context.Context, send func(string), d time.Duration) bool {
+	end := time.Now().Add(d)
+	for d < 0 || time.Now().Before(end) {
+		send(f.keepalive())
+		step := f.cfg.Keepalive
+		if left := time.Until(end); d >= 0 && left < step {
+			step = left
+		}
+		if !f.wait(ctx, step) {
+			return false
+		}
+	}
+	return true
+}
+
+// identify sets the headers every answer of the provider carries.
+func (f *Fake) identify(w http.ResponseWriter) {
+	h := w.Header()
+	if f.API == OpenAIAPI {
+		h.Set("X-Request-Id", "req_fake")
+		h.Set("Openai-Version", "2020-10-01")
+		h.Set("Openai-Processing-Ms", "1")
+		return
+	}
+	h.Set("Request-Id", "req_fake")
+	h.Set("Anthropic-Organization-Id", "org-fake")
+}
+
+// count records an answer.
+func (f *Fake) count(throttled bool) {
+	f.mu.Lock()
+	if throttled {
+		f.n429++
+	} else {
+		f.nOK++
+	}
+	f.mu.Unlock()
+}
+
+// admit takes one request and cfg.Quota.CallTokens tokens from the quota,
+// if there is one, sets the rate-limit headers, and says whether the
+// request is over quota (counted as a 429) and how long until it would
+// not be.
+func (f *Fake) admit(h http.Header) (over bool, retryAfter time.Duration) {
+	q := f.cfg.Quota
+	if q == nil {
+		q = &Quota{Requests: 10000, Tokens: 2000000, Window: time.Minute, CallTokens: 10}
+	}
+	f.mu.Lock()
+	now := time.Now()
+	if f.cfg.Quota == nil {
+		f.reqs, f.toks = float64(q.Requests), float64(q.Tokens)
+	} else if f.last.IsZero() {
+		f.last = f.start
+	}
+	if f.cfg.Quota != nil {
+		el := now.Sub(f.last).Seconds() / q.Window.Seconds()
+		f.reqs = math.Min(float64(q.Requests), f.reqs+el*float64(q.Requests))
+		f.toks = math.Min(float64(q.Tokens), f.toks+el*float64(q.Tokens))
+	}
+	f.last = now
+	cost := float64(q.CallTokens)
+	over = f.reqs < 1 || f.toks < cost
+	if over {
+		f.n429++
+		needR := math.Max(0, 1-f.reqs) / float64(q.Requests)
+		needT := math.Max(0, cost-f.toks) / float64(q.Tokens)
+		retryAfter = time.Duration(math.Max(needR, needT) * float64(q.Window))
+	} else {
+		f.reqs--
+		f.toks -= cost
+	}
+	reqs, toks := f.reqs, f.toks
+	f.mu.Unlock()
+	full := func(left float64, limit int) time.Duration {
+		return time.Duration((float64(limit) - left) / float64(limit) * float64(q.Window)).Round(time.Millisecond)
+	}
+	rr, rt := full(reqs, q.Requests), full(toks, q.Tokens)
+	if f.API == OpenAIAPI {
+		h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(q.Requests))
+		h.Set("X-Ratelimit-Limit-Tokens", strconv.Itoa(q.Tokens))
+		h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(int(reqs)))
+		h.Set("X-Ratelimit-Remaining-Tokens", strconv.Itoa(int(toks)))
+		h.Set("X-Ratelimit-Reset-Requests", rr.String())
+		h.Set("X-Ratelimit-Reset-Tokens", rt.String())
+		return over, retryAfter
+	}
+	for _, kind := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		limit, left, reset := q.Tokens, toks, rt
+		if kind == "requests" {
+			limit, left, reset = q.Requests, reqs, rr
+		}
+		h.Set("Anthropic-Ratelimit-"+kind+"-Limit", strconv.Itoa(limit))
+		h.Set("Anthropic-Ratelimit-"+kind+"-Remaining", strconv.Itoa(int(left)))
+		h.Set("Anthropic-Ratelimit-"+kind+"-Reset", now.Add(reset).UTC().Format(time.RFC3339))
+	}
+	return over, retryAfter
 }
 
 // chunks is the text every answer is made of.

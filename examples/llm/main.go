@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
 )
 
 // scenarios are the demo's parts, run in order.
@@ -41,50 +43,142 @@ var scenarios = []struct {
 	{"4. The breaker opens on a failing provider and closes when it recovers", breakerCycle},
 	{"5. A stream holds its slot until it ends", streamSlot},
 	{"6. A hung provider is cut by the attempt deadline", hung},
+	{"7. OpenAI, else Anthropic; never after part of the answer", fallbackDemo},
 }
 
-// parseArgs parses the command line: the command takes no flag and no
-// subcommand, only -h, which prints the usage to stderr and returns
-// flag.ErrHelp.
-func parseArgs(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("llm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: go run .   (from examples/llm)
+// command is what the command line asks for: the demo (name ""), or one
+// of the measured scenarios.
+type command struct {
+	name     string        // "", "quota" or "stall"
+	json     bool          // -json: end with one JSON object on the last line
+	duration time.Duration // quota -duration: how long calls arrive
+}
+
+const usage = `Usage: go run . [quota|stall] [-json] [-duration d]   (from examples/llm)
 
 Runs the openai-go and anthropic-sdk-go clients, each through a watertight
-pipeline, against local fake providers, in these scenarios:
-`)
-		for _, s := range scenarios {
-			fmt.Fprintln(stderr, "  "+s.title)
+pipeline, against local fake providers. It needs no API key or network.
+
+With no subcommand, it runs these scenarios:
+%s
+Subcommands (measured; -json prints one JSON object on the last line):
+  quota   15 calls/s for 60 s against a provider allowing 60 requests and
+          60 000 tokens per 6 s (1 000 a call), 20 s per call: openai-go
+          with its own retries against openai-go behind watertight reading
+          the x-ratelimit-* headers, side by side (about 80 s)
+  stall   streams that stop sending tokens while keepalives flow (both
+          styles), cut by the idle timeout, and streams whose first token
+          is late on one replica, retried on a healthy one (a few seconds)
+
+Flags:
+`
+
+// parseArgs parses the command line: an optional subcommand (quota or
+// stall), then -json and, for quota, -duration. -h prints the usage to
+// stderr and returns flag.ErrHelp.
+func parseArgs(args []string, stderr io.Writer) (command, error) {
+	var cmd command
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd.name, args = args[0], args[1:]
+		if cmd.name != "quota" && cmd.name != "stall" {
+			return cmd, fmt.Errorf("unknown subcommand %q (see -h)", cmd.name)
 		}
-		fmt.Fprintln(stderr, "\nIt takes no flags and has no subcommands; it needs no API key or network.")
+	}
+	fs := flag.NewFlagSet("llm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&cmd.json, "json", false, "end with one JSON object on the last line (quota, stall)")
+	fs.DurationVar(&cmd.duration, "duration", DefaultQuotaParams().Duration, "quota: how long calls keep arriving")
+	fs.Usage = func() {
+		var titles strings.Builder
+		for _, s := range scenarios {
+			titles.WriteString("  " + s.title + "\n")
+		}
+		fmt.Fprintf(stderr, usage, titles.String())
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cmd, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+		return cmd, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
 	}
-	return nil
+	if cmd.duration <= 0 {
+		return cmd, fmt.Errorf("-duration must be > 0, got %s", cmd.duration)
+	}
+	return cmd, nil
 }
 
 func main() {
-	if err := parseArgs(os.Args[1:], os.Stderr); err != nil {
+	cmd, err := parseArgs(os.Args[1:], os.Stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
 		fmt.Fprintln(os.Stderr, "llm:", err)
 		os.Exit(2)
 	}
-	for _, s := range scenarios {
-		fmt.Println(s.title)
-		if err := s.run(); err != nil {
-			fmt.Fprintln(os.Stderr, "   error:", err)
-			os.Exit(1)
-		}
-		fmt.Println()
+	if err := run(cmd, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "llm:", err)
+		os.Exit(1)
 	}
+}
+
+// run runs cmd, writing its report to w.
+func run(cmd command, w io.Writer) error {
+	var result any
+	switch cmd.name {
+	case "quota":
+		p := DefaultQuotaParams()
+		p.Duration = cmd.duration
+		fmt.Fprintf(w, "quota: %.0f calls/s for %s, %d requests and %d tokens per %s (%d a call), %s per call\n",
+			p.Rate, p.Duration, p.Quota.Requests, p.Quota.Tokens, p.Quota.Window, p.Quota.CallTokens, p.Deadline)
+		r, err := RunQuota(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "   openai-go, its own retries:     %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.SDKOK, r.SDKFailed, r.SDK429, r.SDKP99)
+		fmt.Fprintf(w, "   openai-go behind watertight:    %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.WTOK, r.WTFailed, r.WT429, r.WTP99)
+		fmt.Fprintln(w, "   targets (wt_429 <= sdk_429/2, wt_ok >= sdk_ok - 2%):", verdict(r.Check()))
+		result = r
+	case "stall":
+		p := DefaultStallParams()
+		r, err := RunStall(p)
+		fmt.Fprintf(w, "stall: idle timeout %d ms, first-byte timeout %d ms\n", r.IdleTimeoutMs, r.FirstByteTimeoutMs)
+		fmt.Fprintf(w, "   %d stalled streams (keepalives flowing), %d cut by the idle timeout, median %d ms after the last token\n",
+			r.Stalls, r.StallsCut, r.StallDetectMs)
+		fmt.Fprintf(w, "   %d streams late to their first token, %d recovered by a retry; %d duplicated chunks\n",
+			r.LateTotal, r.LateRecovered, r.DuplicatedChunks)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "   targets (stall_detect_ms <= idle_timeout_ms + 50, all late recovered, no duplicate):", verdict(r.Check()))
+		result = r
+	default:
+		for _, s := range scenarios {
+			fmt.Fprintln(w, s.title)
+			if err := s.run(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+		}
+		return nil
+	}
+	if cmd.json {
+		b, err := json.Marshal(result)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, string(b))
+	}
+	return nil
+}
+
+// verdict says whether a Check passed.
+func verdict(err error) string {
+	if err == nil {
+		return "met"
+	}
+	return "MISSED: " + strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // demoLimits are DefaultLimits scaled down so that the demo runs in a few
@@ -111,15 +205,7 @@ func (p pair) close() {
 
 func newPair(api API, cfg FakeConfig, l Limits) (pair, error) {
 	f := NewFake(api, cfg)
-	var (
-		c   Chat
-		err error
-	)
-	if api == OpenAIAPI {
-		c, err = NewOpenAI(f.BaseURL(), "sk-fake", l)
-	} else {
-		c, err = NewAnthropic(f.BaseURL(), "sk-ant-fake", l)
-	}
+	c, err := newChat(api, f.BaseURL(), l)
 	if err != nil {
 		f.Close()
 		return pair{}, err
@@ -146,6 +232,10 @@ func describe(err error) string {
 		return "rejected: bulkhead full"
 	case errors.Is(err, breaker.ErrOpen):
 		return "rejected: breaker open"
+	case errors.Is(err, httppolicy.ErrIdleTimeout):
+		return "idle timeout"
+	case errors.Is(err, httppolicy.ErrFirstByteTimeout):
+		return "first-byte timeout"
 	case errors.Is(err, deadline.ErrExceeded):
 		return "deadline exceeded"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -260,7 +350,7 @@ func retryAfter() error {
 			return err
 		}
 		at := p.fake.Arrivals()
-		fmt.Printf("   %-9s 429 with Retry-After-Ms: 150, retry waited %v; 2nd try came %s after the 1st: %q\n",
+		fmt.Printf("   %-9s 429 with Retry-After-Ms: 150: the retry waited its backoff %v, the rate-limit hold the rest; 2nd try came %s after the 1st: %q\n",
 			api, asked, ms(at[1].Sub(at[0])), text)
 	}
 	return nil
@@ -293,7 +383,7 @@ func breakerCycle() error {
 		got = append(got, describe(err))
 	}
 	fmt.Printf("   anthropic failing: %s\n", strings.Join(got, "; "))
-	fmt.Printf("   the fake saw %d requests (a POST answered 500 is not retried: it may have been processed)\n",
+	fmt.Printf("   the fake saw %d requests (the call's Idempotency-Key lets the 500 be retried: the breaker opened on the first call's 3rd attempt)\n",
 		an.fake.Requests())
 	_, err = oa.chat.Complete(ctx, "hi")
 	fmt.Printf("   openai meanwhile: %s, its breaker %s\n", describe(err), oa.chat.Guard().Pipeline.Breaker().State())
@@ -348,7 +438,39 @@ func hung() error {
 		took := time.Since(start)
 		active := p.chat.Guard().Pipeline.Bulkhead().Active()
 		p.close()
-		fmt.Printf("   %-9s %s after %s (attempt timeout 500ms); slots held after: %d\n", api, describe(err), ms(took), active)
+		fmt.Printf("   %-9s %s after %s (attempt timeout 500ms, retried once within the 1s call deadline); slots held after: %d\n", api, describe(err), ms(took), active)
 	}
+	return nil
+}
+
+func fallbackDemo() error {
+	l := demoLimits()
+	l.Idle = 300 * time.Millisecond
+	l.TripAfter = 10 // the 503s above must not open openai's breaker for the stall below
+	oa, err := newPair(OpenAIAPI, FakeConfig{}, l)
+	if err != nil {
+		return err
+	}
+	defer oa.close()
+	an, err := newPair(AnthropicAPI, FakeConfig{}, l)
+	if err != nil {
+		return err
+	}
+	defer an.close()
+	var moves []string
+	a := &Assistant{Primary: oa.chat, Secondary: an.chat, OnFallback: func(from, to string, err error) {
+		moves = append(moves, fmt.Sprintf("%s -> %s after %s", from, to, describe(err)))
+	}}
+	ctx := context.Background()
+	oa.fake.SetMode("503")
+	text, err := a.Stream(ctx, "hi", nil)
+	fmt.Printf("   openai answering 503: %s %q; moves: %s\n", describe(err), text, strings.Join(moves, "; "))
+	moves = nil
+	oa.fake.SetMode(Stall)
+	before := an.fake.Requests()
+	var got strings.Builder
+	_, err = a.Stream(ctx, "hi", func(d string) { got.WriteString(d) })
+	fmt.Printf("   openai stalling after %q (keepalives flowing): %s; moves: %d, anthropic asked %d times\n",
+		got.String(), describe(err), len(moves), an.fake.Requests()-before)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/fallback"
 )
 
 // OpenAI is an openai-go v3 client whose every request runs through its own
@@ -59,7 +60,7 @@ func (c *OpenAI) params(prompt string) openai.ChatCompletionNewParams {
 
 // Complete asks POST /v1/chat/completions for a whole answer.
 func (c *OpenAI) Complete(ctx context.Context, prompt string) (string, error) {
-	resp, err := c.client.Chat.Completions.New(ctx, c.params(prompt))
+	resp, err := c.client.Chat.Completions.New(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +73,7 @@ func (c *OpenAI) Complete(ctx context.Context, prompt string) (string, error) {
 // Stream asks for a streamed answer. The bulkhead slot is held from the
 // request until the stream is closed: a long answer is load, and counted.
 func (c *OpenAI) Stream(ctx context.Context, prompt string, onDelta func(string)) (string, error) {
-	stream := c.client.Chat.Completions.NewStreaming(ctx, c.params(prompt))
+	stream := c.client.Chat.Completions.NewStreaming(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	// Close frees the slot (and returns once it is free) even if we stop
 	// reading early.
 	defer stream.Close()
@@ -84,6 +85,9 @@ func (c *OpenAI) Stream(ctx context.Context, prompt string, onDelta func(string)
 		}
 		d := chunk.Choices[0].Delta.Content
 		text.WriteString(d)
+		// Part of the answer is out: a failure from here on must not
+		// move to another provider (duplicated text), nor be retried.
+		fallback.MarkDelivered(ctx)
 		if onDelta != nil {
 			onDelta(d)
 		}
