@@ -112,8 +112,8 @@ type Fake struct {
 	mode     Mode   // the answer once the script is used up
 	arrivals []time.Time
 	closed   bool
-	reqs     float64 // Quota: requests left in the bucket
-	toks     float64 // Quota: tokens left in the bucket
+	reqs     float64   // Quota: requests left in the bucket
+	toks     float64   // Quota: tokens left in the bucket
 	last     time.Time // Quota: when the buckets were last refilled
 	start    time.Time
 	n429     int // answers 429, by the quota or TooMany
