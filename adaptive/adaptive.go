@@ -35,13 +35,12 @@ type Limiter struct {
 	closeAt  atomic.Int64 // when the window may close, in ns since base
 	openedAt atomic.Int64 // when the window opened, in ns since base
 	shift    atomic.Int64 // added to the clock's readings (see clock)
-	// sampleCap is the longest a window sample counts, in ns: 3 x noLoad,
-	// or 0 before noLoad is measured (see observe).
-	sampleCap atomic.Int64
-	// slowest is the window's slowest sample above sampleCap, in ns.
-	slowest  atomic.Int64
-	_        [64]byte
-	failures atomic.Int64 // failed attempts in the window
+	// slowAbove is 3 x noLoad in ns, or 0 before noLoad is measured;
+	// slowest is the window's slowest sample above it (see observe).
+	slowAbove atomic.Int64
+	slowest   atomic.Int64
+	_         [64]byte
+	failures  atomic.Int64 // failed attempts in the window
 	// cells hold the window's latency samples, striped so that concurrent
 	// samples seldom write the same cache line (see observe).
 	cells [stripes]cell

@@ -20,7 +20,9 @@ const (
 	clockJump        = 10 * 365 * 24 * time.Hour // and so does one this far ahead
 	fallSpan         = 2 * time.Second           // a fall of more than a third within this re-probes
 	latencyFloor     = 10 * time.Microsecond
-	sampleCapFactor  = 3 // a window sample counts at most this many times noLoad
+	slowFactor       = 3    // a sample this many times noLoad is remembered for a probe's stall age
+	quietWeight      = 0.25 // how far a quiet window moves the no-load mean towards its own
+	maxProbeBackoff  = 3    // unmeasured probes abandoned in a row space the next by up to 2^this x ProbeInterval
 	minGradient      = 0.5
 	headroom         = 1.0
 	smoothing        = 0.5
@@ -56,10 +58,12 @@ type controller struct {
 	probeInterval int64 // ns
 	probeLimit    int   // probeConcurrency clamped to [min, max]
 
-	limit    float64       // the estimate
-	held     int           // the learned limit: limit rounded, with hysteresis
-	noLoad   time.Duration // the no-load latency, once measured
-	measured bool          // noLoad holds a measurement
+	limit       float64       // the estimate
+	held        int           // the learned limit: limit rounded, with hysteresis
+	noLoad      time.Duration // the no-load latency (a probe's median), once measured
+	base        time.Duration // the no-load mean, which a window's mean is compared with
+	measured    bool          // noLoad and base hold a measurement
+	failedInRow int           // probes abandoned in a row while nothing was measured
 
 	// lastNow is the latest clock reading taken under Limiter.mu, in ns
 	// since base (see clock).
@@ -177,19 +181,12 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 		l.failures.Add(1)
 		return
 	}
-	// A sample counts at most 3 x noLoad. Past 2.5 x noLoad the gradient
-	// is at its floor of 0.5 anyway (Tolerance 1.25 / 0.5), so a window of
-	// congestion, where every call is slower, reads the same; but one slow
-	// call in ten (a heavy tail, normal for many dependencies) would
-	// otherwise double a window's mean against the probed median and read
-	// as congestion at any load, driving the limit towards 1 / (1 -
-	// gradient), about 3.
-	if c := time.Duration(l.sampleCap.Load()); c > 0 && d > c {
-		// Remembered uncapped (rarely: only samples past the cap), for a
-		// probe's stall age.
+	// A sample past 3 x noLoad (rare outside congestion) is remembered,
+	// for the stall age of a probe that follows: after a drift to a slow
+	// dependency its answers arrive only after that long.
+	if c := time.Duration(l.slowAbove.Load()); c > 0 && d > c {
 		for s := l.slowest.Load(); int64(d) > s && !l.slowest.CompareAndSwap(s, int64(d)); s = l.slowest.Load() {
 		}
-		d = c
 	}
 	// The lowest bits (ns) of the clock, or of the latency when the caller
 	// did not pass the clock, pick the cell: as good as random, and free.
@@ -284,37 +281,41 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	// its calls with at most probeLimit in flight (below the limit, so the
 	// cap was not what kept it there). With at most quietSamples samples
 	// every sample read the slots in flight (see observe), so peak is
-	// exact: the most calls in flight at once. If its mean latency agrees
-	// with noLoad (within Tolerance either way), it confirms noLoad, and
-	// the periodic probe is postponed: at a few calls a second a probe
-	// would cap admission at 3 for as long as 10 calls take to arrive, and
-	// a burst in that time would meet the cap. It never sets noLoad: a
-	// mean follows the one slow call of a window (a window of 10 at 20 ms
-	// with one at 600 ms has a mean of 78 ms), where a probe takes the
-	// median. A window that disagrees leaves the periodic probe due.
+	// exact: the most calls in flight at once. Its mean moves the no-load
+	// mean a quarter of the way towards it (a mean follows the one slow
+	// call of a window, hence the smoothing), and if it agrees with the
+	// no-load mean (within Tolerance either way) it confirms it, and the
+	// periodic probe is postponed: at a few calls a second a probe would
+	// cap admission at 3 for as long as 10 calls take to arrive, and a
+	// burst in that time would meet the cap. A window that disagrees leaves
+	// the periodic probe due.
 	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
 		2*failures <= int64(count)+failures
 	if c.measured && quiet {
 		mean := float64(sumUs) / float64(count)
-		base := max(c.noLoad, latencyFloor).Seconds() * 1e6
+		base := max(c.base, latencyFloor).Seconds() * 1e6
 		if mean <= c.tolerance*base && mean >= base/c.tolerance {
 			c.lastProbe = now
 			c.quiet++
 		}
+		c.base = time.Duration((base + quietWeight*(mean-base)) * 1e3)
 	}
 	// A ProbeInterval shorter than a few windows would leave no window to
 	// adjust in between: the probes are spaced at least 20 windows apart.
-	if now-c.lastProbe >= max(c.probeInterval, 20*c.windowLen()) {
+	// While nothing could be measured (calls that hang, streams held
+	// longer than a probe lasts), each abandoned probe doubles the wait
+	// for the next, up to 8 x ProbeInterval: the limit meanwhile stays at
+	// InitialLimit, a static bulkhead, rather than at a probe's cap.
+	interval := max(c.probeInterval, 20*c.windowLen())
+	if !c.measured {
+		interval <<= min(c.failedInRow, maxProbeBackoff)
+	}
+	if now-c.lastProbe >= interval {
 		l.startProbe(now)
 		return
 	}
 	if !c.measured {
-		// The first probe was abandoned: there is no base to compare with
-		// yet. A window of mostly answers says the dependency answers now.
-		if 2*failures <= int64(count)+failures {
-			l.startProbe(now)
-		}
-		return
+		return // there is no base to compare with yet
 	}
 	if quiet {
 		// At most 3 in flight, below the limit: no queueing this limiter
@@ -324,7 +325,7 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		return
 	}
 	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
-	base := max(c.noLoad, latencyFloor).Seconds() * 1e6
+	base := max(c.base, latencyFloor).Seconds() * 1e6
 	gradient := min(max(c.tolerance*base/avg, minGradient), 1)
 	// The window's latency is that of the limit admission enforced, the
 	// learned one: the gradient applies to it, not to the estimate, which
@@ -412,7 +413,11 @@ func (l *Limiter) probeCheck() {
 	}
 	c := &l.ctl
 	now, rebased := l.clock(time.Now())
-	if rebased || now-c.progressAt > c.stallLimit(l.slots.Active()) {
+	if rebased {
+		l.restartProbe(now)
+		return
+	}
+	if now-c.progressAt > c.stallLimit(l.slots.Active()) {
 		l.endProbe(now)
 	}
 }
@@ -450,13 +455,17 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	// surely, and ends measured. Checked before this sample counts, which
 	// would otherwise revive a probe that has long been stale. A probe
 	// begun on another clock (a testing/synctest bubble that ended, say)
-	// ends too: its times mean nothing on this one. The sample's own
+	// starts again on this one. The sample's own
 	// latency first extends the stall age: a slow dependency's first
 	// answer arrives after that latency, and is progress.
 	if !failed {
 		c.longest = max(c.longest, d)
 	}
-	if rebased || now-c.progressAt > c.stallLimit(active-1) {
+	if rebased {
+		l.restartProbe(now)
+		return
+	}
+	if now-c.progressAt > c.stallLimit(active-1) {
 		l.endProbe(now) // abandoned: the dependency barely answers
 		return
 	}
@@ -482,8 +491,22 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 				s := c.samples
 				slices.Sort(s[:])
 				c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
+				// The gradient compares a window's mean with the no-load
+				// mean, not the median: a dependency whose answers have a
+				// heavy tail (one in ten taking ten times the others) has a
+				// mean twice its median at any load, which against the
+				// median would read as congestion and drive the limit
+				// towards 1 / (1 - gradient), about 3. Congestion that
+				// shows as a tail (a LIFO server, timeouts) still moves the
+				// mean, at full weight.
+				var sum time.Duration
+				for _, x := range s {
+					sum += x
+				}
+				c.base = sum / minSamples
 				c.measured = true
-				l.sampleCap.Store(int64(sampleCapFactor * max(c.noLoad, latencyFloor)))
+				c.failedInRow = 0
+				l.slowAbove.Store(int64(slowFactor * max(c.noLoad, latencyFloor)))
 				l.endProbe(now)
 				return
 			}
@@ -491,11 +514,25 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	}
 }
 
+// restartProbe ends a probe begun on another clock (see clock), whose
+// times mean nothing on this one, and starts a fresh one: it was not
+// abandoned for the dependency's sake, so it adds no backoff. l.mu is held.
+func (l *Limiter) restartProbe(now int64) {
+	l.endProbe(now)
+	if !l.ctl.measured {
+		l.ctl.failedInRow--
+	}
+	l.startProbe(now)
+}
+
 // endProbe ends the probe (measured or abandoned), restores the admission
 // limit and opens a fresh window. l.mu is held.
 func (l *Limiter) endProbe(now int64) {
 	c := &l.ctl
 	c.lastProbe = now
+	if !c.measured {
+		c.failedInRow++ // abandoned, and nothing measured yet: back off
+	}
 	c.histLen, c.histAt = 0, 0
 	c.remember(now)
 	for i := range l.cells {

@@ -69,19 +69,23 @@
 // estimate L (a real number), from the learned limit N that admission
 // enforced while the window's calls ran (L rounded, with hysteresis: below):
 //
-//	avg      = mean latency of the window's samples, each at most 3 x noLoad
-//	gradient = clamp(Tolerance x noLoad / avg, 0.5, 1)  (both at least 10 µs)
+//	avg      = mean latency of the window's samples
+//	gradient = clamp(Tolerance x base / avg, 0.5, 1)  (both at least 10 µs)
 //	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = min(target, L)                     if more than half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
 //
-// Each sample counts at most 3 x noLoad: past 2.5 x noLoad the gradient is
-// at its floor of 0.5 anyway, so a window of congestion, where every call
-// is slower, reads the same; but a heavy tail (one call in ten taking ten
-// times the others, normal for many dependencies) would otherwise double a
-// window's mean against the probed median and read as congestion at any
-// load, driving the limit towards 1 / (1 - gradient), about 3.
+// base is the no-load mean: the mean of a probe's 10 samples, moved a
+// quarter of the way towards each quiet window's mean (below). It is a mean
+// because avg is one: a dependency whose answers have a heavy tail (one in
+// ten taking ten times the others) has a mean twice its median at any
+// load, which against the median would read as congestion and drive the
+// limit towards 1 / (1 - gradient), about 3; while congestion that shows
+// as a tail (a LIFO server whose oldest calls starve, timeouts) moves avg
+// at full weight. A window of 10 to 15 samples of such a tail has a mean
+// that varies by a third around base, so the limit wanders below where a
+// steady dependency would hold it.
 //
 // The learned limit, which admission enforces outside probes and
 // [Limiter.Limit] and the gauge report, is L rounded, with hysteresis: it
@@ -134,7 +138,8 @@
 // (clamped to [MinLimit, MaxLimit]; Envoy measures its minRTT the same way,
 // at concurrency 3) until 10 samples of calls that started with at most 3
 // in flight have arrived; noLoad is their median (robust to the one lucky
-// or unlucky call that a minimum or a mean would follow). A probe runs when
+// or unlucky call that a minimum would follow), which sets the window's
+// length and a probe's patience, and base is their mean. A probe runs when
 // the Limiter is created (admission starts at min(3, InitialLimit), and the
 // first adjustment starts from InitialLimit), then
 // every ProbeInterval (30 s), and early when the limit has fallen by more
@@ -142,14 +147,14 @@
 //
 // Low steady traffic needs no periodic probe: a quiet window, of at most 16
 // samples whose calls all ran with at most 3 in flight, below the limit,
-// and mostly succeeded, ran as a probe does, without capping anything. If
-// its mean latency agrees with noLoad (within Tolerance either way), it
-// confirms noLoad and the next periodic probe is due ProbeInterval later.
+// and mostly succeeded, ran as a probe does, without capping anything. Its
+// mean moves base a quarter of the way towards it, and if it agrees with
+// base (within Tolerance either way) it confirms it: the next periodic
+// probe is due ProbeInterval later.
 // At a few calls a second a probe caps admission at 3 for as long as 10
 // calls take to arrive, and a burst in that time meets the cap. A quiet
-// window never sets noLoad (its mean follows the one slow call of the
-// window, where a probe takes the median), and never moves the limit: with
-// at most 3 in flight no queueing is this limiter's doing.
+// window never moves the limit: with at most 3 in flight no queueing is
+// this limiter's doing.
 //
 // The early probe is the answer to drift. A rise of the base latency (the
 // dependency got slower at any load: a cold cache, a failover to a far
@@ -163,8 +168,8 @@
 // congestion it should measure against, and the limit creeps back up.
 // Vegas estimates the queue as L x (1 - noLoad/latency) with noLoad the
 // minimum latency seen, growing below alpha and shrinking above beta queued
-// calls; a minimum is biased low by one lucky sample, hence the median of a
-// probe here.
+// calls; a minimum is biased low by one lucky sample, hence a probe's
+// median and mean here.
 //
 // A probe that sees 20 failures, or makes no progress (no call drained, no
 // sample taken) for max(1 s, 20 x the no-load or the longest latency it
@@ -177,7 +182,11 @@
 // (hung calls, long streams) do not keep a probe alive: they are no no-load
 // samples. Only the first probe, before any latency is known, gives calls
 // in flight up to max(that, ProbeInterval) to report, since the dependency
-// may be slow (an LLM's answer). Each admission during a probe, and each
+// may be slow (an LLM's answer); while nothing could be measured (calls that
+// hang from the start, streams held longer than a probe lasts), each
+// abandoned probe doubles the wait for the next, from ProbeInterval up to 8
+// x ProbeInterval, and the limit meanwhile stays at InitialLimit: a static
+// bulkhead, not the probe's cap. Each admission during a probe, and each
 // sample, checks whether the probe is stale, so that an idle spell or a few
 // hung calls do not keep admission at 3 for the next burst. Until a first
 // probe succeeds the limit stays at InitialLimit, and the next window of
@@ -188,7 +197,7 @@
 // sees the readings of another clock: a reading more than 10 s behind the
 // latest (a bubble's clock starts in the year 2000), or more than 10 years
 // ahead, shifts the controller's clock so that time continues from the
-// latest, and abandons a probe in progress. A bubble that follows one of
+// latest, and starts a probe in progress again. A bubble that follows one of
 // less than 10 s of fake time is not told apart: the limiter learns
 // nothing until its clock has caught up. A Limiter used inside and outside
 // a bubble at the same time is not supported.
@@ -205,6 +214,15 @@
 //   - It learns only when calls end: give calls a deadline (compose's
 //     Attempt slot), or a dependency that never answers holds its slots, no
 //     window closes, and each probe is abandoned without a measurement.
+//   - The cap of 3 counts slots, and a streamed answer holds its slot for
+//     the whole body though it is sampled at its headers: when bodies last
+//     longer than 20 x the time to headers, a probe gets a sample only as
+//     often as a body ends, and may be abandoned unmeasured (or, after a
+//     drift, leave noLoad as it was). The limit then stays where it was,
+//     with the probe's cap for at most the stall age now and then.
+//   - Calls of very different kinds through one Limiter (short calls and
+//     long polls) make one latency of them: a long poll's minute becomes
+//     the no-load latency. Give each kind its own Limiter.
 //
 // # Cost
 //

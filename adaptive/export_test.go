@@ -25,13 +25,14 @@ type State struct {
 	Measured bool
 	Probing  bool
 	Probes   int
-	Quiet    int // noLoad measurements from quiet windows
+	Quiet    int           // quiet windows that confirmed the no-load mean
+	Base     time.Duration // the no-load mean
 }
 
 func (l *Limiter) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return State{l.ctl.limit, l.ctl.noLoad, l.ctl.measured, l.probing.Load(), l.ctl.probes, l.ctl.quiet}
+	return State{l.ctl.limit, l.ctl.noLoad, l.ctl.measured, l.probing.Load(), l.ctl.probes, l.ctl.quiet, l.ctl.base}
 }
 
 // Drops counts the times the admission limit was lowered.

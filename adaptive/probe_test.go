@@ -148,16 +148,15 @@ func TestLimiterAcrossClocks(t *testing.T) {
 	l := mustNew(t, adaptive.Config{}) // real time
 	// Each bubble runs longer than the 10 s a reading may lag (so that the
 	// second one's clock, starting where the first one's did, is seen to
-	// be another) and than the 30 s ProbeInterval (so that a probe
-	// measures the new latency: quiet windows only confirm noLoad).
+	// be another).
 	for i, lat := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
 			for range 600 {
 				l.Execute(context.Background(), func(context.Context) error { time.Sleep(lat); return nil })
 				time.Sleep(50 * time.Millisecond)
 			}
-			if st := l.State(); !st.Measured || st.NoLoad != lat || st.Probing {
-				t.Errorf("bubble %d, calls of %v one at a time: %+v; want noLoad %v measured, no probe running", i+1, lat, st, lat)
+			if st := l.State(); !st.Measured || st.Base < lat*9/10 || st.Base > lat*11/10 || st.Probing {
+				t.Errorf("bubble %d, calls of %v one at a time: %+v; want a no-load mean within 10%% of %v, no probe running", i+1, lat, st, lat)
 			}
 		})
 	}
