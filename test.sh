@@ -29,6 +29,7 @@ if [ -n "$unformatted" ]; then
 fi
 
 skipped=()
+failed=()
 if ! command -v redis-server >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_REDIS:-0}" = 1 ] && { echo "redis-server not found and WATERTIGHT_REQUIRE_REDIS=1" >&2; exit 1; }
 	skipped+=("redisstate's tests against a real Redis: install redis-server (Debian: apt-get install -y redis-server)")
@@ -54,14 +55,22 @@ for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
 		envs=(GOGC=25)
 		step "$dir: compiling the LLM SDKs takes a few minutes on a cold build cache"
 	fi
+	# A failing module does not stop the others: every failure is listed
+	# at the end.
 	step "$dir: go vet"
-	(cd "$dir" && env "${envs[@]}" go vet ./...)
+	(cd "$dir" && env "${envs[@]}" go vet ./...) || failed+=("$dir: go vet")
 	step "$dir: go test ${race:-(no -race)} -short"
-	(cd "$dir" && env "${envs[@]}" go test $race -short -count=1 -timeout 10m ./...)
+	(cd "$dir" && env "${envs[@]}" go test $race -short -count=1 -timeout 10m ./...) || failed+=("$dir: go test")
 done
 step "fuzzing"
-FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh
+FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh || failed+=("fuzz.sh")
 for s in "${skipped[@]}"; do
 	echo "SKIPPED: $s"
 done
+if [ ${#failed[@]} -gt 0 ]; then
+	for f in "${failed[@]}"; do
+		echo "FAILED: $f" >&2
+	done
+	exit 1
+fi
 step "all tests passed"
