@@ -1,13 +1,17 @@
 // Command llm wraps the openai-go v3 and anthropic-sdk-go v2 clients in
-// watertight pipelines, one per provider, and runs them against local fake
-// providers that can be made slow, rate-limited, failing or hung:
+// watertight pipelines, one per provider, OpenAI first and Anthropic when
+// OpenAI is down or throttled, and runs them against local fake providers
+// that can be made slow, rate-limited, failing, hung or stalled:
 //
-//	cd examples/llm && go run .
+//	cd examples/llm && go run .              # the demo
+//	cd examples/llm && go run . quota -json  # measured: a provider's quota
+//	cd examples/llm && go run . stall -json  # measured: stalls, late first tokens
 //
-// Each provider's SDK gets option.WithHTTPClient with an
-// httppolicy.Transport, so every HTTP exchange (a streamed body included)
-// is one Execute of that provider's pipeline: bulkhead, deadline, retry,
-// breaker, attempt deadline. The SDKs' own retries are off
+// Each provider's SDK gets option.WithHTTPClient with the client of
+// watertight.NewHTTPClient, so every HTTP exchange (a streamed body
+// included) is one Execute of that provider's pipeline: bulkhead, deadline,
+// retry, rate limit (fed by the provider's headers), breaker, with
+// first-byte and idle timeouts on the stream. The SDKs' own retries are off
 // (option.WithMaxRetries(0)) so that ours alone decide.
 package main
 
@@ -350,8 +354,8 @@ func retryAfter() error {
 			return err
 		}
 		at := p.fake.Arrivals()
-		fmt.Printf("   %-9s 429 with Retry-After-Ms: 150: the retry waited its backoff %v, the rate-limit hold the rest; 2nd try came %s after the 1st: %q\n",
-			api, asked, ms(at[1].Sub(at[0])), text)
+		fmt.Printf("   %-9s 429 with Retry-After-Ms: 150: the retry waited its backoff %s, the rate-limit hold the rest; 2nd try came %s after the 1st: %q\n",
+			api, ms(sum(asked)), ms(at[1].Sub(at[0])), text)
 	}
 	return nil
 }
@@ -473,4 +477,12 @@ func fallbackDemo() error {
 	fmt.Printf("   openai stalling after %q (keepalives flowing): %s; moves: %d, anthropic asked %d times\n",
 		got.String(), describe(err), len(moves), an.fake.Requests()-before)
 	return nil
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
 }
