@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/watertight/watertight"
 	"github.com/watertight/watertight/fallback"
+	"github.com/watertight/watertight/httppolicy"
 )
 
 // Anthropic is an anthropic-sdk-go v2 client whose every request runs
@@ -16,6 +18,7 @@ type Anthropic struct {
 	client anthropic.Client
 	guard  *watertight.Client
 	model  anthropic.Model
+	idle   time.Duration
 }
 
 var _ Chat = (*Anthropic)(nil)
@@ -42,7 +45,7 @@ func NewAnthropic(baseURL, apiKey string, l Limits) (*Anthropic, error) {
 		// call (and one per retry attempt): keep one set of spans.
 		option.WithoutOpenTelemetry(),
 	)
-	return &Anthropic{client: client, guard: g, model: "claude-fake"}, nil
+	return &Anthropic{client: client, guard: g, model: "claude-fake", idle: l.Idle}, nil
 }
 
 // Guard returns the client's pipeline.
@@ -61,6 +64,8 @@ func (c *Anthropic) params(prompt string) anthropic.MessageNewParams {
 
 // Complete asks POST /v1/messages for a whole answer.
 func (c *Anthropic) Complete(ctx context.Context, prompt string) (string, error) {
+	// Not streamed: no first-byte timeout (see OpenAI.Complete).
+	ctx = httppolicy.WithStreamTimeouts(ctx, 0, c.idle)
 	msg, err := c.client.Messages.New(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	if err != nil {
 		return "", err

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/watertight/watertight"
 	"github.com/watertight/watertight/fallback"
+	"github.com/watertight/watertight/httppolicy"
 )
 
 // OpenAI is an openai-go v3 client whose every request runs through its own
@@ -16,6 +18,7 @@ type OpenAI struct {
 	client openai.Client
 	guard  *watertight.Client
 	model  string
+	idle   time.Duration
 }
 
 var _ Chat = (*OpenAI)(nil)
@@ -42,7 +45,7 @@ func NewOpenAI(baseURL, apiKey string, l Limits) (*OpenAI, error) {
 		// not count it. One retry loop, ours, decides.
 		option.WithMaxRetries(0),
 	)
-	return &OpenAI{client: client, guard: g, model: "gpt-fake"}, nil
+	return &OpenAI{client: client, guard: g, model: "gpt-fake", idle: l.Idle}, nil
 }
 
 // Guard returns the client's pipeline.
@@ -60,6 +63,10 @@ func (c *OpenAI) params(prompt string) openai.ChatCompletionNewParams {
 
 // Complete asks POST /v1/chat/completions for a whole answer.
 func (c *OpenAI) Complete(ctx context.Context, prompt string) (string, error) {
+	// The headers of an answer that is not streamed come only once it is
+	// whole: the first-byte timeout, sized for streams, is off; the
+	// whole-call deadline bounds the wait.
+	ctx = httppolicy.WithStreamTimeouts(ctx, 0, c.idle)
 	resp, err := c.client.Chat.Completions.New(ctx, c.params(prompt), option.WithHeader("Idempotency-Key", newKey()))
 	if err != nil {
 		return "", err

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,6 +287,79 @@ func TestStreamTimeoutsWired(t *testing.T) {
 		_, err := p.chat.Stream(context.Background(), "hi", nil)
 		if !errors.Is(err, httppolicy.ErrIdleTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: err = %v, want httppolicy.ErrIdleTimeout", api, err)
+		}
+	}
+}
+
+// TestCompleteIsNotCutByFirstByte: an answer that is not streamed comes
+// whole after the generation, so Complete turns the first-byte timeout off
+// for its request: a 300 ms generation passes a 100 ms FirstByte, which a
+// stream as late fails on (and retries) every attempt.
+func TestCompleteIsNotCutByFirstByte(t *testing.T) {
+	l := testLimits()
+	l.FirstByte, l.Attempts, l.Backoff = 100*time.Millisecond, 2, time.Millisecond
+	for _, api := range apis {
+		p := newTestPair(t, api, FakeConfig{Delay: 300 * time.Millisecond}, l)
+		p.fake.SetMode(Slow)
+		if got, err := p.chat.Complete(context.Background(), "hi"); err != nil || got != wantText(api) {
+			t.Errorf("%s: Complete = %q, %v", api, got, err)
+		}
+		p.fake.SetMode(Late)
+		before := p.fake.Requests()
+		_, err := p.chat.Stream(context.Background(), "hi", nil)
+		if !errors.Is(err, httppolicy.ErrFirstByteTimeout) || p.fake.Requests()-before != 2 {
+			t.Errorf("%s: late Stream: err %v after %d requests, want ErrFirstByteTimeout after 2", api, err, p.fake.Requests()-before)
+		}
+	}
+}
+
+// TestAssistantStorm: 60 streams at once through the Assistant while
+// OpenAI's answers cycle through OK, 503, a stall and a late first token,
+// a third of the callers canceling at a random moment. Every caller gets
+// a prefix of one provider's answer, never pieces of both (no fallback
+// after delivery); every slot of both bulkheads is free at the end, and
+// goleak (TestMain) finds no goroutine left.
+func TestAssistantStorm(t *testing.T) {
+	l := testLimits()
+	l.Slots, l.Queue, l.QueueWait = 16, 64, 5*time.Second
+	l.FirstByte, l.Idle, l.Backoff, l.TripAfter = 100*time.Millisecond, 150*time.Millisecond, time.Millisecond, 1000
+	oa := newTestPair(t, OpenAIAPI, FakeConfig{Keepalive: 20 * time.Millisecond, Delay: 200 * time.Millisecond, ChunkGap: 5 * time.Millisecond}, l)
+	an := newTestPair(t, AnthropicAPI, FakeConfig{ChunkGap: 5 * time.Millisecond}, l)
+	modes := []Mode{OK, "503", Stall, Late}
+	script := make([]Mode, 200)
+	for i := range script {
+		script[i] = modes[i%len(modes)]
+	}
+	oa.fake.Script(script...)
+	a := &Assistant{Primary: oa.chat, Secondary: an.chat}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var wg sync.WaitGroup
+	for i := range 60 {
+		cancelAfter := time.Duration(-1)
+		if i%3 == 0 {
+			cancelAfter = time.Duration(rng.IntN(300)) * time.Millisecond
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if cancelAfter >= 0 {
+				time.AfterFunc(cancelAfter, cancel)
+			}
+			var got strings.Builder
+			text, err := a.Stream(ctx, "hi", func(d string) { got.WriteString(d) })
+			g := got.String()
+			if !strings.HasPrefix(wantText(OpenAIAPI), g) && !strings.HasPrefix(wantText(AnthropicAPI), g) {
+				t.Errorf("call %d got %q: pieces of both answers", i, g)
+			}
+			if err == nil && text != g {
+				t.Errorf("call %d: returned %q, delivered %q", i, text, g)
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range []pair{oa, an} {
+		if n := p.chat.Guard().Pipeline.Bulkhead().Active(); n != 0 {
+			t.Errorf("%s: %d slots still held", p.fake.API, n)
 		}
 	}
 }
