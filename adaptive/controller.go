@@ -453,11 +453,11 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	// began): a probe at low traffic, or of streamed answers whose slots
 	// are held long after the sampled answer, progresses slowly but
 	// surely, and ends measured. Checked before this sample counts, which
-	// would otherwise revive a probe that has long been stale. A probe
+	// would otherwise revive a probe that has long been stale, but after
+	// the sample's own latency extends the stall age: a slow dependency's
+	// first answer arrives after that latency, and is progress. A probe
 	// begun on another clock (a testing/synctest bubble that ended, say)
-	// starts again on this one. The sample's own
-	// latency first extends the stall age: a slow dependency's first
-	// answer arrives after that latency, and is progress.
+	// starts again on this one.
 	if !failed {
 		c.longest = max(c.longest, d)
 	}
@@ -488,24 +488,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 			c.nSamples++
 			c.progressAt = now
 			if c.nSamples == minSamples {
-				s := c.samples
-				slices.Sort(s[:])
-				c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
-				// The gradient compares a window's mean with the no-load
-				// mean, not the median: a dependency whose answers have a
-				// heavy tail (one in ten taking ten times the others) has a
-				// mean twice its median at any load, which against the
-				// median would read as congestion and drive the limit
-				// towards 1 / (1 - gradient), about 3. Congestion that
-				// shows as a tail (a LIFO server, timeouts) still moves the
-				// mean, at full weight.
-				var sum time.Duration
-				for _, x := range s {
-					sum += x
-				}
-				c.base = sum / minSamples
-				c.measured = true
-				c.failedInRow = 0
+				c.measure()
 				l.slowAbove.Store(int64(slowFactor * max(c.noLoad, latencyFloor)))
 				l.endProbe(now)
 				return
@@ -523,6 +506,26 @@ func (l *Limiter) restartProbe(now int64) {
 		l.ctl.failedInRow--
 	}
 	l.startProbe(now)
+}
+
+// measure sets noLoad and base from the probe's samples. The gradient
+// compares a window's mean with base, the mean, not the median: a
+// dependency whose answers have a heavy tail (one in ten taking ten times
+// the others) has a mean twice its median at any load, which against the
+// median would read as congestion and drive the limit towards 1 / (1 -
+// gradient), about 3. Congestion that shows as a tail (a LIFO server,
+// timeouts) still moves the mean, at full weight.
+func (c *controller) measure() {
+	s := c.samples
+	slices.Sort(s[:])
+	c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
+	var sum time.Duration
+	for _, x := range s {
+		sum += x
+	}
+	c.base = sum / minSamples
+	c.measured = true
+	c.failedInRow = 0
 }
 
 // endProbe ends the probe (measured or abandoned), restores the admission
