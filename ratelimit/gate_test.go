@@ -209,3 +209,25 @@ func TestMaxWaitCountsPerHold(t *testing.T) {
 		}
 	})
 }
+
+// After a hold has ended, an answer to an attempt the gate never let
+// through (sent before the hold) saying 0 left with a reset already past
+// must not shut the gate for good: nothing the gate let through is out to
+// give budget back, so one attempt goes. (Found by review: every call was
+// then rejected after MaxHold, for ever.)
+func TestGateNotShutByAStaleAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{MaxHold: 200 * time.Millisecond})
+		l.HoldFor(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		l.Observe(resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "0s"))
+		for i := range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := l.Execute(ctx, func(context.Context) error { return nil })
+			cancel()
+			if err != nil {
+				t.Fatalf("call %d after the stale answer: %v; want it admitted", i+1, err)
+			}
+		}
+	})
+}

@@ -162,6 +162,13 @@ func (l *Limiter) Observe(resp *http.Response) {
 	// The count leaves out the attempts the gate let through that the
 	// server had not seen yet: this one's own is in it.
 	l.budget, l.told = max(n-max(l.out-1, 0), 0), true
+	if l.budget == 0 && l.out == 0 {
+		// Nothing the gate let through is out, so no exit would ever give
+		// budget back: an answer to an attempt sent before the hold (or
+		// one saying 0 left with a reset already past) would shut the
+		// gate for good. One attempt goes, a probe, as after a hold.
+		l.budget = 1
+	}
 	// The gate stays while the quota is low (under a tenth of its limit,
 	// when the response names one) or attempts wait: each answer then lets
 	// through as many as it says are left.

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,20 +129,17 @@ func first(h http.Header, key string) string {
 	return ""
 }
 
-// parseCount parses a remaining count: 1 to 19 decimal digits.
+// parseCount parses a remaining count: decimal digits only (no sign, no
+// space), at most math.MaxInt64; anything else is malformed.
 func parseCount(s string) (int64, bool) {
-	if s == "" || len(s) > 19 {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false // ParseUint takes neither a sign nor a space, but be plain
+	}
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil {
 		return 0, false
 	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
+	return int64(n), true
 }
 
 // parseReset parses an OpenAI reset, a Go-style duration ("1s", "6m0s",
