@@ -45,6 +45,11 @@ type streamBody struct {
 // read error ends it as a failure. A read error caused by the end of the
 // attempt's context is replaced by the error the call ended with.
 func (b *streamBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		// Bytes read ahead while waiting for the first byte are the
+		// body's too: none is served after Close, as net/http's own body.
+		return 0, http.ErrBodyReadAfterClose
+	}
 	if len(b.prefix) > 0 {
 		n := copy(p, b.prefix)
 		b.prefix = b.prefix[n:]
@@ -98,6 +103,11 @@ func (b *streamBody) setCallErr(err error) {
 // the caller's choice, not a failure of the dependency.
 func (b *streamBody) Close() error {
 	b.closed.Store(true) // before the close that fails a waiting Read
+	if b.w != nil {
+		// The caller ends the stream: an idle timer firing now, during a
+		// Read that the close is about to fail, is no timeout.
+		b.w.closing()
+	}
 	err := b.rc.Close()
 	b.end(nil)
 	return err

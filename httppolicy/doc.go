@@ -82,7 +82,10 @@
 // The three fit together so: FirstByteTimeout catches a provider that
 // sends headers and then nothing (and is retried while nothing has reached
 // the caller); IdleTimeout catches a stream that stalls mid-way, however
-// many keepalives keep it looking alive; the pipeline's Deadline bounds
+// many keepalives keep it looking alive (the body of a response handed
+// over; a failure response's body, which the Transport reads itself
+// before deciding to retry, is bounded by the attempt's context, not by
+// IdleTimeout); the pipeline's Deadline bounds
 // the whole call, retries and stream included; and the Attempt, if set,
 // still bounds each attempt, its stream included, so leave it unset or
 // long when streaming. A completion that is not streamed gets its headers

@@ -145,6 +145,13 @@ func (w *streamWatch) end() {
 	w.cancel(context.Canceled)
 }
 
+// closing disarms the idle timer for good as the caller closes the body.
+func (w *streamWatch) closing() {
+	if w.state.CompareAndSwap(watchStreaming, watchOver) && w.idleTimer != nil {
+		w.idleTimer.Stop()
+	}
+}
+
 // watchResponse prepares the watch for resp's body: SSE events or every
 // byte.
 func (w *streamWatch) watchResponse(resp *http.Response) {

@@ -363,7 +363,7 @@ func (x *exchange) attempt(ctx context.Context) error {
 		return err
 	}
 	if x.t.Signals != nil {
-		x.t.Signals.Observe(resp)
+		x.observe(resp)
 	}
 
 	if x.isFailure(resp) {
@@ -519,6 +519,21 @@ func (x *exchange) failed(err error) error {
 // whether the failure shows plainly that the server did not act on it.
 func (x *exchange) mayRetry(unprocessed bool) bool {
 	return x.replayable && (x.idempotent || x.t.RetryUnsafe || unprocessed)
+}
+
+// observe tells Transport.Signals of resp. If Signals panics or calls
+// runtime.Goexit, resp's body is closed on the way out, so that its
+// connection is not left open (no one else holds the response yet); the
+// panic goes on.
+func (x *exchange) observe(resp *http.Response) {
+	told := false
+	defer func() {
+		if !told && resp.Body != nil {
+			resp.Body.Close()
+		}
+	}()
+	x.t.Signals.Observe(resp)
+	told = true
 }
 
 func (x *exchange) discardPending() {
