@@ -481,6 +481,17 @@ func (s *SharedBreaker) Close() error {
 			s.pubsub.Close()
 		}
 		s.wg.Wait()
+		// Nothing will apply the shared state any more: give back a probe
+		// lease this replica holds (so that another replica probes now,
+		// not after ProbeLease), and let the local breaker decide alone.
+		// Left active, the gate would refuse every probe for good.
+		if s.prober.Load() {
+			s.runOne(dropProbeScript, s.replica)
+		}
+		s.applyMu.Lock()
+		s.active.Store(false)
+		s.prober.Store(false)
+		s.applyMu.Unlock()
 		s.br.Close()
 		s.conn.close()
 	})

@@ -274,3 +274,23 @@ func TestSharedProberDies(t *testing.T) {
 	}
 	t.Logf("b probed %v after the prober died (ProbeLease 300ms)", admitted.Sub(died))
 }
+
+// TestSharedCloseDuringOpen: a replica closed while a shared open period is
+// in force goes on as a local breaker, as Close says: once the open period
+// ends it probes (and closes on a success) rather than rejecting every
+// call with half_open_full for good. (Found by review.)
+func TestSharedCloseDuringOpen(t *testing.T) {
+	s := startRedis(t)
+	rs := replicas(t, 2, s.Addr(), redisstate.BreakerConfig{
+		Breaker:      breaker.Config{Name: "closing", ConsecutiveFailures: 2, OpenTimeout: 300 * time.Millisecond},
+		PollInterval: 20 * time.Millisecond,
+	})
+	failN(rs[0], 2)
+	eventually(t, 5*time.Second, "the other replica opens", func() bool { return rs[1].State() == breaker.Open })
+	rs[1].Close()
+	eventually(t, 5*time.Second, "the closed replica lets a call through", func() bool {
+		ran := false
+		rs[1].Execute(context.Background(), func(context.Context) error { ran = true; return nil })
+		return ran
+	})
+}
