@@ -482,10 +482,12 @@ func (s *SharedBreaker) Close() error {
 		}
 		s.wg.Wait()
 		// Nothing will apply the shared state any more: give back a probe
-		// lease this replica holds (so that another replica probes now,
-		// not after ProbeLease), and let the local breaker decide alone.
-		// Left active, the gate would refuse every probe for good.
-		if s.prober.Load() {
+		// lease this replica holds, unless its probe is still running
+		// (one prober at a time: the lease then lapses after ProbeLease),
+		// so that another replica probes now; and let the local breaker
+		// decide alone. Left active, the gate would refuse every probe
+		// for good.
+		if s.prober.Load() && s.probes.Load() == 0 {
 			s.runOne(dropProbeScript, s.replica)
 		}
 		s.applyMu.Lock()
