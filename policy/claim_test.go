@@ -6,8 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
 // race is a minimal hedging policy: it starts n attempts at once, each in
@@ -127,3 +129,39 @@ func TestClaimWithoutClaimer(t *testing.T) {
 		t.Error("Claim = false for the only attempt, or not again")
 	}
 }
+
+// A Do nested in a hedged attempt's fn (a call to another dependency,
+// through a policy that runs it once) does not take the attempt's claim:
+// attempt 1's inner Do succeeds, then attempt 1 fails after attempt 2 has
+// succeeded; the call returns attempt 2's value. (Found by review: the
+// inner Do took the claim, attempt 2's success was refused it, and the
+// call failed.)
+func TestNestedDoTakesNoClaim(t *testing.T) {
+	h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("outer failed after inner Do")
+	secondDone := make(chan struct{})
+	var n atomic.Int32
+	v, err := policy.Do(context.Background(), h, func(ctx context.Context) (int, error) {
+		if n.Add(1) == 1 {
+			policy.Do(ctx, direct{}, func(context.Context) (int, error) { return 7, nil })
+			select {
+			case <-secondDone:
+			case <-time.After(2 * time.Second):
+			}
+			return 0, boom
+		}
+		defer close(secondDone)
+		return 2, nil
+	})
+	if err != nil || v != 2 {
+		t.Fatalf("Do = %v, %v; want attempt 2's 2, nil", v, err)
+	}
+}
+
+// direct is a policy that runs fn once, as most do: it sets no Claimer.
+type direct struct{}
+
+func (direct) Execute(ctx context.Context, fn policy.Func) error { return fn(ctx) }

@@ -106,7 +106,15 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 			var zero T
 			out = zero
 		}
-		v, err := fn(ctx)
+		fctx := ctx
+		if c != nil {
+			// fn sees no claimer: a Do nested in it (a call to another
+			// dependency) would otherwise take this attempt's claim for
+			// its own success, and a sibling attempt that then succeeds
+			// could not publish. One allocation, on hedged attempts only.
+			fctx = context.WithValue(ctx, claimerKey{}, nil)
+		}
+		v, err := fn(fctx)
 		if err != nil {
 			return err
 		}
