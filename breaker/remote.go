@@ -120,6 +120,9 @@ func (b *Breaker) endHold() {
 // half-open period if the time has come. It returns false if no hold is
 // on.
 func (b *Breaker) heldState() (State, bool) {
+	if !b.hold.on.Load() {
+		return Closed, false // no hold: State takes no lock for it
+	}
 	b.mu.Lock()
 	if !b.hold.on.Load() {
 		b.mu.Unlock()
