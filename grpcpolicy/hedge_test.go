@@ -3,6 +3,7 @@ package grpcpolicy_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,5 +49,35 @@ func TestHedgeRefused(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "two attempts of a call at once") {
 		t.Fatalf("stream: %v", err)
+	}
+}
+
+// A hedge given to the server interceptor runs the handler once, and the
+// interceptor returns only once that handler has: its second attempt is
+// refused without stopping the first. (Found by review: a data race on
+// the call, and the RPC ended while the handler still ran.)
+func TestServerHedgeWaitsForTheHandler(t *testing.T) {
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, grpcpolicy.ServerConfig{Policy: h})
+	var running, ran atomic.Int32
+	svc := &service{unary: func(ctx context.Context, _ string, in []byte) ([]byte, error) {
+		running.Add(1)
+		defer running.Add(-1)
+		ran.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		return in, nil
+	}}
+	e := newEnv(t, false, svc, s.ServerOptions(), nil)
+	for range 3 {
+		e.call(t.Context(), mCall, "x")
+		if n := running.Load(); n != 0 {
+			t.Fatalf("the call returned with %d handlers still running", n)
+		}
+	}
+	if n := ran.Load(); n != 3 {
+		t.Errorf("handler ran %d times for 3 calls; want 3", n)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -153,10 +155,14 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	}
 	c := &unaryServerCall{s: s, req: req, handler: handler}
 	err := p.Execute(ctx, c.run)
+	// A policy that runs attempts concurrently (a hedge) may return while
+	// the handler still runs (its second attempt was refused): wait for it,
+	// so that its result is read whole and nothing runs after the RPC.
+	c.running.Wait()
 	if err == nil {
 		return c.resp, c.err
 	}
-	if c.ran {
+	if c.ran.Load() {
 		return c.resp, s.ranErr(err, c.err)
 	}
 	return nil, s.notRun(ctx, err, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
@@ -166,16 +172,20 @@ type unaryServerCall struct {
 	s       *Server
 	req     any
 	handler grpc.UnaryHandler
-	ran     bool
+	ran     atomic.Bool    // the handler was started: it runs once, whatever the policy does
+	running sync.WaitGroup // the handler, while it runs
 	resp    any
 	err     error
 }
 
 func (c *unaryServerCall) run(ctx context.Context) error {
-	if c.ran {
+	// Counted before the claim, so that once a hedge's Execute returns
+	// (its other attempts refused) the Wait after it sees the handler.
+	c.running.Add(1)
+	defer c.running.Done()
+	if !c.ran.CompareAndSwap(false, true) {
 		return retry.Permanent(errHandlerRan)
 	}
-	c.ran = true
 	c.resp, c.err = c.handler(ctx, c.req)
 	return c.s.outcome(ctx, c.err)
 }
@@ -244,10 +254,11 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	c := &streamServerCall{s: s, srv: srv, ss: ss, handler: handler}
 	ctx := ss.Context()
 	err := p.Execute(ctx, c.run)
+	c.running.Wait() // as in unary: the handler may outlive a hedge's Execute
 	if err == nil {
 		return c.err
 	}
-	if c.ran {
+	if c.ran.Load() {
 		return s.ranErr(err, c.err)
 	}
 	return s.notRun(ctx, err, ss.SetTrailer)
@@ -258,15 +269,19 @@ type streamServerCall struct {
 	srv     any
 	ss      grpc.ServerStream
 	handler grpc.StreamHandler
-	ran     bool
+	ran     atomic.Bool
+	running sync.WaitGroup
 	err     error
 }
 
 func (c *streamServerCall) run(ctx context.Context) error {
-	if c.ran {
+	// Counted before the claim, so that once a hedge's Execute returns
+	// (its other attempts refused) the Wait after it sees the handler.
+	c.running.Add(1)
+	defer c.running.Done()
+	if !c.ran.CompareAndSwap(false, true) {
 		return retry.Permanent(errHandlerRan)
 	}
-	c.ran = true
 	c.err = c.handler(c.srv, &serverStream{ServerStream: c.ss, ctx: ctx})
 	return c.s.outcome(ctx, c.err)
 }
