@@ -28,15 +28,16 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
-skipped=()
+# The simulations skip under -short and -race: they are bench/run.sh's.
+skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts): cd bench && go test -count=1 -run '^TestSim' -v .")
 failed=()
 if ! command -v redis-server >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_REDIS:-0}" = 1 ] && { echo "redis-server not found and WATERTIGHT_REQUIRE_REDIS=1" >&2; exit 1; }
-	skipped+=("redisstate's tests against a real Redis: install redis-server (Debian: apt-get install -y redis-server)")
+	skipped+=("redisstate's tests against a real Redis: install redis-server (Debian: sudo apt-get update && sudo apt-get install -y redis-server)")
 fi
 if ! command -v prometheus >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_PROMETHEUS:-0}" = 1 ] && { echo "prometheus not found and WATERTIGHT_REQUIRE_PROMETHEUS=1" >&2; exit 1; }
-	skipped+=("the Grafana dashboard check against a real Prometheus: install prometheus (Debian: apt-get install -y prometheus)")
+	skipped+=("the Grafana dashboard check against a real Prometheus: install prometheus (Debian: sudo apt-get update && sudo apt-get install -y prometheus)")
 fi
 
 # Every module: the library at the root, and nested modules (examples, bench,
@@ -58,9 +59,9 @@ for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
 	# A failing module does not stop the others: every failure is listed
 	# at the end.
 	step "$dir: go vet"
-	(cd "$dir" && env "${envs[@]}" go vet ./...) || failed+=("$dir: go vet")
+	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go vet ./...) || failed+=("$dir: go vet")
 	step "$dir: go test ${race:-(no -race)} -short"
-	(cd "$dir" && env "${envs[@]}" go test $race -short -count=1 -timeout 10m ./...) || failed+=("$dir: go test")
+	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go test $race -short -count=1 -timeout 10m ./...) || failed+=("$dir: go test")
 done
 step "fuzzing"
 FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh || failed+=("fuzz.sh")
@@ -68,7 +69,7 @@ for s in "${skipped[@]}"; do
 	echo "SKIPPED: $s"
 done
 if [ ${#failed[@]} -gt 0 ]; then
-	for f in "${failed[@]}"; do
+	for f in ${failed[@]+"${failed[@]}"}; do
 		echo "FAILED: $f" >&2
 	done
 	exit 1

@@ -69,7 +69,7 @@ Subcommands (measured; -json prints one JSON object on the last line):
   quota   15 calls/s for 60 s against a provider allowing 60 requests and
           60 000 tokens per 6 s (1 000 a call), 20 s per call: openai-go
           with its own retries against openai-go behind watertight reading
-          the x-ratelimit-* headers, side by side (about 80 s)
+          the x-ratelimit-* headers, side by side (about 75 s)
   stall   streams that stop sending tokens while keepalives flow (both
           styles), cut by the idle timeout, and streams whose first token
           is late on one replica, retried on a healthy one (a few seconds)
