@@ -126,6 +126,15 @@
 // one). The telemetry is the policy's, as with httppolicy's Handler: a
 // rejection is counted by the bulkhead or breaker that refused.
 //
+// The server's unary interceptor allocates once per call of its own (the
+// call's state, which is also the context Execute gets), where the
+// client's allocates nothing (its calls are recycled through a
+// sync.Pool). The server's are not recycled on purpose: a hedging policy
+// may start an attempt on its own goroutine after Execute has returned,
+// and that late attempt must find its own call, never a later call's
+// recycled state, whatever contexts the policies derive. A late attempt
+// runs no handler: the call is closed once the interceptor returns.
+//
 // Rejections are answered UNAVAILABLE by default: it is the code a gRPC
 // client is expected to retry with backoff (grpc-go's retryPolicy
 // examples, this package's [DefaultClassify]), possibly on another

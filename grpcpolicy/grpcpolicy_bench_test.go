@@ -159,3 +159,36 @@ func BenchmarkStream(b *testing.B) {
 		run(b, c.DialOptions())
 	})
 }
+
+// The server interceptor alone, without a network: a handler that returns
+// at once. Compare with the same policies' Execute in
+// BenchmarkUnaryInterceptorOnly (policy=*/via=direct).
+func BenchmarkServerInterceptorOnly(b *testing.B) {
+	ctx := context.Background()
+	info := &grpc.UnaryServerInfo{FullMethod: mCall}
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	for _, tc := range []struct {
+		name string
+		pipe bool
+	}{{"policy=bulkhead", false}, {"policy=pipeline", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var s *grpcpolicy.Server
+			var err error
+			if tc.pipe {
+				s, err = grpcpolicy.NewServer(grpcpolicy.ServerConfig{Policy: benchPipeline(b)})
+			} else {
+				s, err = grpcpolicy.NewServer(grpcpolicy.ServerConfig{Policy: newBulkhead(b, "dep", 1000, 0)})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			icpt := s.UnaryInterceptor()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := icpt(ctx, nil, info, handler); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -153,37 +153,83 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if p == nil {
 		return handler(ctx, req)
 	}
-	c := &unaryServerCall{s: s, req: req, handler: handler}
-	err := p.Execute(ctx, c.run)
+	c := &unaryServerCall{Context: ctx, s: s, req: req, handler: handler}
+	err := p.Execute(c, runUnaryServerCall)
 	// A policy that runs attempts concurrently (a hedge) may return while
 	// the handler still runs (its second attempt was refused): wait for it,
 	// so that its result is read whole and nothing runs after the RPC.
 	c.running.Wait()
+	if c.state.CompareAndSwap(callFree, callClosed) {
+		// The handler never ran, and now never will (a policy that
+		// returned nil without running fn gets UNAVAILABLE too).
+		return nil, s.notRun(ctx, err, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
+	}
 	if err == nil {
 		return c.resp, c.err
 	}
-	if c.ran.Load() {
-		return c.resp, s.ranErr(err, c.err)
-	}
-	return nil, s.notRun(ctx, err, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
+	return c.resp, s.ranErr(err, c.err)
 }
 
+// unaryServerCall is one unary call through the policy. It is also the
+// context the interceptor gives Execute (the RPC's own, which it embeds,
+// with itself as a value), so that the policy.Func, runUnaryServerCall, is
+// a plain function that finds the call in its context: the call is the
+// interceptor's one allocation, where a bound method value would be a
+// second. It is not recycled (the client's calls are, through a
+// sync.Pool): a hedge may start fn on its own goroutine after Execute has
+// returned, and such a late attempt must find the call it belongs to, not
+// a later call's state. Telling a late attempt from a current one in a
+// recycled call would need the attempt's context to be canceled in time,
+// which package policy's contract does not promise for every context a
+// policy derives; one allocation is the price of not relying on it.
 type unaryServerCall struct {
+	context.Context
 	s       *Server
 	req     any
 	handler grpc.UnaryHandler
-	ran     atomic.Bool    // the handler was started: it runs once, whatever the policy does
+	state   atomic.Int32   // callFree, callRan or callClosed: the handler runs once, and never after the RPC
 	running sync.WaitGroup // the handler, while it runs
 	resp    any
 	err     error
 }
 
-func (c *unaryServerCall) run(ctx context.Context) error {
+// States of a server call: free until the handler is claimed (callRan) or
+// the interceptor has given up waiting for it (callClosed).
+const (
+	callFree int32 = iota
+	callRan
+	callClosed
+)
+
+// unaryCallKey is the context key under which a unaryServerCall finds
+// itself.
+type unaryCallKey struct{}
+
+// Value returns c for unaryCallKey, and the RPC context's value otherwise.
+func (c *unaryServerCall) Value(key any) any {
+	if key == (unaryCallKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// errNoCall is what the attempt returns when its policy called it with a
+// context not derived from the one Execute got (package policy's
+// contract forbids it).
+var errNoCall = errors.New("grpcpolicy: the policy called fn with a context not derived from Execute's")
+
+// runUnaryServerCall is the policy.Func of a unary call: it runs the
+// handler of the unaryServerCall in ctx.
+func runUnaryServerCall(ctx context.Context) error {
+	c, _ := ctx.Value(unaryCallKey{}).(*unaryServerCall)
+	if c == nil {
+		return retry.Permanent(errNoCall)
+	}
 	// Counted before the claim, so that once a hedge's Execute returns
 	// (its other attempts refused) the Wait after it sees the handler.
 	c.running.Add(1)
 	defer c.running.Done()
-	if !c.ran.CompareAndSwap(false, true) {
+	if !c.state.CompareAndSwap(callFree, callRan) {
 		return retry.Permanent(errHandlerRan)
 	}
 	c.resp, c.err = c.handler(ctx, c.req)
@@ -255,13 +301,13 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	ctx := ss.Context()
 	err := p.Execute(ctx, c.run)
 	c.running.Wait() // as in unary: the handler may outlive a hedge's Execute
+	if c.state.CompareAndSwap(callFree, callClosed) {
+		return s.notRun(ctx, err, ss.SetTrailer) // as in unary
+	}
 	if err == nil {
 		return c.err
 	}
-	if c.ran.Load() {
-		return s.ranErr(err, c.err)
-	}
-	return s.notRun(ctx, err, ss.SetTrailer)
+	return s.ranErr(err, c.err)
 }
 
 type streamServerCall struct {
@@ -269,7 +315,7 @@ type streamServerCall struct {
 	srv     any
 	ss      grpc.ServerStream
 	handler grpc.StreamHandler
-	ran     atomic.Bool
+	state   atomic.Int32 // as unaryServerCall's
 	running sync.WaitGroup
 	err     error
 }
@@ -279,7 +325,7 @@ func (c *streamServerCall) run(ctx context.Context) error {
 	// (its other attempts refused) the Wait after it sees the handler.
 	c.running.Add(1)
 	defer c.running.Done()
-	if !c.ran.CompareAndSwap(false, true) {
+	if !c.state.CompareAndSwap(callFree, callRan) {
 		return retry.Permanent(errHandlerRan)
 	}
 	c.err = c.handler(c.srv, &serverStream{ServerStream: c.ss, ctx: ctx})

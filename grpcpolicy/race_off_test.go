@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpcpolicy_test
+
+const raceEnabled = false
