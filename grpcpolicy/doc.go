@@ -120,10 +120,12 @@
 // a grpc-retry-pushback-ms trailer of [ServerConfig.Pushback]. A handler's
 // failure status ([DefaultServerIsFailure]: UNKNOWN, INTERNAL,
 // UNAVAILABLE, DATA_LOSS, DEADLINE_EXCEEDED) is a failure for the policy
-// (a breaker counts it); the handler never runs twice. A panic in the
-// handler frees the policy's hold and goes on to grpc-go (which does not
-// recover it: install a recovery interceptor before this one if you want
-// one). The telemetry is the policy's, as with httppolicy's Handler: a
+// (a breaker counts it); the handler never runs twice. A panic or
+// runtime.Goexit in the handler frees the policy's hold and goes on to
+// grpc-go as it came, a Goexit as a Goexit (grpc-go does not recover a
+// panic: install a recovery interceptor before this one if you want one).
+// A client's unary call does the same on the caller's goroutine; for a
+// client stream, see [Client.StreamInterceptor]. The telemetry is the policy's, as with httppolicy's Handler: a
 // rejection is counted by the bulkhead or breaker that refused.
 //
 // The server's unary interceptor allocates once per call of its own (the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ var (
 	errCommitted  = errors.New("grpcpolicy: the stream is committed: a policy called fn again after a message reached the caller")
 	errNoStream   = errors.New("grpcpolicy: the policy returned without opening the stream")
 	errAttemptEnd = errors.New("grpcpolicy: the attempt is over")
+	errGoexit     = errors.New("grpcpolicy: runtime.Goexit in a policy")
 )
 
 // StreamInterceptor returns the interceptor that runs each client stream
@@ -46,6 +48,13 @@ var (
 // As with grpc-go, a caller must end every stream: read until RecvMsg
 // returns an error or io.EOF, or cancel its context. A stream abandoned
 // otherwise holds its slot and a goroutine until its context ends.
+//
+// A panic or runtime.Goexit under the policy (in the streamer, or in a
+// policy) frees what the policy holds. Before the stream reaches the
+// caller, it goes on on the caller's goroutine: the same panic, or a
+// Goexit. After, nothing can recover it: the stream ends with an UNKNOWN
+// error, "grpcpolicy: panic in a policy: <value>" or "grpcpolicy:
+// runtime.Goexit in a policy", and it is reported to otel.Handle.
 func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
 	return c.stream
 }
@@ -62,8 +71,14 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	}
 	go w.run(ctx)
 	h := <-w.out
-	if h.panicked {
+	switch {
+	case h.panicked:
 		panic(h.panicVal)
+	case h.goexit:
+		// The policy's goroutine ended by runtime.Goexit (t.FailNow in a
+		// test's streamer, say): so does the caller's, as it would have
+		// had the stream opened on it.
+		runtime.Goexit()
 	}
 	if h.err != nil {
 		return nil, h.err
@@ -77,6 +92,7 @@ type handover struct {
 	err      error
 	panicked bool
 	panicVal any
+	goexit   bool // the policy's goroutine ended by runtime.Goexit
 }
 
 // clientStream is the stream the caller gets. It stands for every attempt
@@ -130,17 +146,27 @@ type attemptStream struct {
 // bulkhead slot, the deadline's context) outlive the interceptor while the
 // caller uses the stream.
 func (w *clientStream) run(ctx context.Context) {
-	finished := false
+	// Two defers, as singleflight and retry.Hedge do, to tell a panic from
+	// runtime.Goexit: the inner one recovers a panic, the outer one sees a
+	// Goexit (Execute neither returned nor panicked). Since Go 1.21 a
+	// panic(nil) recovers as a *runtime.PanicNilError, never as nil.
+	finished, recovered := false, false
+	var pval any
 	defer func() {
 		if finished {
 			return
 		}
-		// A panic or runtime.Goexit in a policy: it has freed what it
-		// held. Hand the panic to the interceptor's caller if it still
-		// waits; otherwise re-raising it here, where nobody can recover
-		// it, would kill the process: report it to otel.Handle.
-		v := recover()
-		w.final = callerError(fmt.Errorf("grpcpolicy: panic in a policy: %v", v))
+		// A panic or runtime.Goexit in a policy (or in the streamer or a
+		// hook it calls): the policies have freed what they held. Hand it
+		// to the interceptor's caller if it still waits; otherwise
+		// re-raising a panic here, where nobody can recover it, would kill
+		// the process: report it to otel.Handle.
+		goexit := !recovered
+		if goexit {
+			w.final = callerError(errGoexit)
+		} else {
+			w.final = callerError(fmt.Errorf("grpcpolicy: panic in a policy: %v", pval))
+		}
 		w.mu.Lock()
 		if w.cur != nil {
 			w.cur.cancel(errAttemptEnd)
@@ -149,15 +175,29 @@ func (w *clientStream) run(ctx context.Context) {
 		close(w.finished)
 		if !w.handed {
 			w.handed = true
-			w.out <- handover{panicked: true, panicVal: v}
+			w.out <- handover{panicked: !goexit, goexit: goexit, panicVal: pval}
 			return
 		}
-		if v != nil {
-			otel.Handle(fmt.Errorf("grpcpolicy: panic in a policy after the stream was returned: %v", v))
+		if goexit {
+			otel.Handle(fmt.Errorf("%w after the stream was returned", errGoexit))
+		} else {
+			otel.Handle(fmt.Errorf("grpcpolicy: panic in a policy after the stream was returned: %v", pval))
 		}
 	}()
-	err := w.p.Execute(ctx, w.attempt)
-	finished = true
+	var err error
+	func() {
+		defer func() {
+			if !finished {
+				pval = recover()
+				recovered = pval != nil
+			}
+		}()
+		err = w.p.Execute(ctx, w.attempt)
+		finished = true
+	}()
+	if !finished {
+		return // a panic, recovered: the deferred call hands it on
+	}
 	if err != nil {
 		w.final = callerError(retry.Unmark(err))
 	}
