@@ -14,12 +14,27 @@
 // and it reads every response, successes included, since
 // x-ratelimit-remaining-requests: 0 arrives on a 200. See [Hold] for the
 // headers read: Retry-After and Retry-After-Ms on a 429 or 503, OpenAI's
-// x-ratelimit-remaining-* and x-ratelimit-reset-*, Anthropic's
-// anthropic-ratelimit-*-remaining and -reset. When a quota is spent (a
-// remaining count of 0) or a 429 came, every attempt of every call through
-// the Limiter is held until the latest moment the server named, capped at
-// [Config.MaxHold]. Malformed and absurd values (negative, more than a day)
-// are ignored.
+// x-ratelimit-limit-*, -remaining-* and -reset-*, Anthropic's
+// anthropic-ratelimit-*-limit, -remaining and -reset. When a bucket is
+// short (a remaining count of 0, or, for tokens, below the cost the call
+// declared with [WithCost]) or a 429 came, every attempt of every call
+// through the Limiter is held, capped at [Config.MaxHold]. Malformed and
+// absurd values (negative, more than a day) are ignored.
+//
+// How long: both providers refill their buckets continuously, and name as
+// a bucket's reset the time until it is full again, not until the next
+// request is allowed. Holding until the reset would idle the quota (a
+// minute's 500 requests spent, the reset a minute away, frees one request
+// every 120 ms, not none for a minute), and a hold that ended at a reset
+// read as a window's end would let the waiting attempts go at once onto a
+// bucket that has refilled only a little. So a bucket of limit L with n
+// left and its reset r away is taken to refill at (L-n)/r, and the hold
+// lasts until it has what the next call needs: r/L for a spent requests
+// bucket, (c-n)*r/(L-n) for a tokens bucket short of a cost c. Without a
+// usable limit the hold lasts until the reset, the one time the bucket is
+// sure to have room. A 429's Retry-After holds at least that long. Then
+// the gate (below) lets one attempt go, and the next answer says what is
+// left.
 //
 // An error of fn's that matches [policy.ErrThrottled] (httppolicy's
 // StatusError for a 429, or a user's own error) and has a RetryAfter method

@@ -117,24 +117,26 @@ func (l *Limiter) Held() time.Duration {
 	return max(time.Duration(end)-time.Since(l.epoch), 0)
 }
 
-// Observe feeds the hold from one response of the dependency (see [Hold]),
-// and, after a hold, the gate (see the package documentation); it makes
-// the Limiter an [httppolicy.Signals]. A nil resp is ignored. It is safe
-// for concurrent use.
+// Observe feeds the hold from one response of the dependency (see [Hold];
+// the cost is the one declared with [WithCost] in the context of
+// resp.Request, if any), and, after a hold, the gate (see the package
+// documentation); it makes the Limiter an [httppolicy.Signals]. A nil resp
+// is ignored. It is safe for concurrent use.
 func (l *Limiter) Observe(resp *http.Response) {
 	if resp == nil {
 		return
 	}
 	// Most responses ask for nothing, and nothing is gated: say so without
 	// reading the clock or parsing a reset.
-	asks := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || spent(resp.Header)
+	cost := func() int { return requestCost(resp) }
+	asks := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || short(resp.Header, cost)
 	if !asks && l.active.Load() == 0 {
 		return
 	}
 	now := time.Now()
 	var d time.Duration
 	if asks {
-		d = Hold(resp.StatusCode, resp.Header, now)
+		d = Hold(resp.StatusCode, resp.Header, now, requestCost(resp))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -177,6 +179,15 @@ func (l *Limiter) Observe(resp *http.Response) {
 		return
 	}
 	l.broadcastLocked()
+}
+
+// requestCost returns the cost declared (see [WithCost]) by the call that
+// got resp, or 0.
+func requestCost(resp *http.Response) int {
+	if resp.Request == nil {
+		return 0
+	}
+	return Cost(resp.Request.Context())
 }
 
 // HoldFor holds every attempt for d from now (capped at Config.MaxHold),

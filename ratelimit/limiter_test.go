@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,48 @@ func TestRemainingZeroHoldsUntilReset(t *testing.T) {
 		wg.Wait()
 		if h := l.Held(); h != 0 {
 			t.Errorf("Held after the reset = %v", h)
+		}
+	})
+}
+
+// A spent bucket that names its limit refills continuously: the reset is
+// when it is full again, and one request frees after reset/limit, so the
+// attempts are held that long, not until the reset.
+func TestSpentBucketHoldsOneRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		if h := l.Held(); h != 100*time.Millisecond {
+			t.Errorf("Held = %v, want 100ms (6s / 60)", h)
+		}
+		start := time.Now()
+		if err := l.Execute(context.Background(), ok); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("held %v, want 100ms", d)
+		}
+	})
+}
+
+// Observe reads the cost the call declared (WithCost) from the response's
+// request: a tokens bucket with fewer left than that is short, and holds
+// until that many have refilled; without a declared cost, it is not.
+func TestObserveReadsTheCallsCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kv := []string{"x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "400", "x-ratelimit-reset-tokens", "5.96s"}
+		l := newLimiter(t, ratelimit.Config{})
+		r := resp(200, kv...)
+		r.Request = httptest.NewRequestWithContext(ratelimit.WithCost(context.Background(), 1000), "POST", "/", nil)
+		l.Observe(r)
+		if h := l.Held(); h != 60*time.Millisecond {
+			t.Errorf("cost 1000, 400 left: Held = %v, want 60ms (600 tokens at 10/ms)", h)
+		}
+		l = newLimiter(t, ratelimit.Config{})
+		r.Request = httptest.NewRequestWithContext(context.Background(), "POST", "/", nil)
+		l.Observe(r)
+		if h := l.Held(); h != 0 {
+			t.Errorf("no cost declared: Held = %v, want 0", h)
 		}
 	})
 }

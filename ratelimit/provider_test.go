@@ -19,18 +19,19 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// provider is a fake LLM API with a fixed window of quota requests: it
-// answers with the real rate-limit headers of OpenAI (style "openai") or
-// Anthropic ("anthropic") on every response, and with a 429 and
-// Retry-After over quota.
+// provider is a fake LLM API whose quota of requests per window is a
+// bucket refilled continuously, as OpenAI's and Anthropic's are: it answers
+// with the real rate-limit headers of OpenAI (style "openai") or Anthropic
+// ("anthropic") on every response, the reset being the time until the
+// bucket is full again, and with a 429 and Retry-After over quota.
 type provider struct {
 	style  string
 	quota  int
 	window time.Duration
 
 	mu     sync.Mutex
-	start  time.Time // of the current window
-	used   int
+	left   float64   // requests left in the bucket
+	last   time.Time // when left was last refilled
 	ok     int
 	tooMny int
 }
@@ -39,19 +40,25 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.Copy(io.Discard, r.Body)
 	p.mu.Lock()
 	now := time.Now()
-	if p.start.IsZero() || now.Sub(p.start) >= p.window {
-		p.start, p.used = now, 0
+	if p.last.IsZero() {
+		p.left = float64(p.quota)
+	} else {
+		p.left = min(float64(p.quota), p.left+now.Sub(p.last).Seconds()/p.window.Seconds()*float64(p.quota))
 	}
-	reset := p.start.Add(p.window).Sub(now)
-	over := p.used >= p.quota
+	p.last = now
+	over := p.left < 1
 	if !over {
-		p.used++
+		p.left--
 		p.ok++
 	} else {
 		p.tooMny++
 	}
-	remaining := p.quota - p.used
+	left := p.left
 	p.mu.Unlock()
+	perUnit := p.window / time.Duration(p.quota)
+	reset := time.Duration((float64(p.quota) - left) * float64(perUnit)) // until full
+	next := time.Duration((1 - left) * float64(perUnit))                 // until one request frees
+	remaining := int(left)
 
 	h := w.Header()
 	switch p.style {
@@ -73,7 +80,7 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Type", "application/json")
 	if over {
-		h.Set("Retry-After", strconv.Itoa(int((reset+time.Second-1)/time.Second)))
+		h.Set("Retry-After", strconv.Itoa(int((next+time.Second-1)/time.Second)))
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprint(w, `{"error":{"type":"rate_limit_error"}}`)
 		return
@@ -119,11 +126,11 @@ func post(t *testing.T, c *http.Client, url string) int {
 
 // The headers of a real provider hold the calls through the Transport's
 // Signals: once a response says the quota is spent, the next call waits
-// for the reset instead of drawing a 429, and the 429s that do come never
+// for one request's refill instead of drawing a 429, and the 429s that do come never
 // open the breaker.
 func TestFakeProviderHeaders(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits for real resets (up to 2 s)")
+		t.Skip("waits for real refills and Retry-Afters (up to 3 s)")
 	}
 	for _, style := range []string{"openai", "anthropic"} {
 		t.Run(style, func(t *testing.T) {

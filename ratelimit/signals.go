@@ -10,41 +10,65 @@ import (
 	"github.com/watertight/watertight/httppolicy"
 )
 
-// The rate-limit headers read by [Hold], in canonical form, so that they
-// are looked up in the header map without being canonicalised again.
+// bucket names the headers of one of a provider's rate limits, in
+// canonical form so that they are looked up in the header map without
+// being canonicalised again. costly: a call takes its declared cost (see
+// [WithCost]) from this bucket, not 1.
+type bucket struct {
+	limit, remaining, reset string
+	costly                  bool
+}
+
+// The rate-limit headers read by [Hold].
 var (
-	openAIKinds = [...]struct{ remaining, reset string }{
-		{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
-		{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	openAIBuckets = [...]bucket{
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", true},
 	}
-	anthropicKinds = [...]struct{ remaining, reset string }{
-		{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
-		{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
-		{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
-		{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset"},
+	// Anthropic's tokens bucket is the most restrictive of its token
+	// limits, as the call's whole cost is; the input and output buckets
+	// each see only part of it, so a call is taken to need 1 of them.
+	anthropicBuckets = [...]bucket{
+		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", false},
+		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true},
+		{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", false},
+		{"Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", false},
 	}
 )
 
 // Hold returns how long a response with status code status and headers h,
 // received at now, asks every call to the dependency to hold off: 0 if it
-// asks for nothing. It reads:
+// asks for nothing. cost is what the next call needs from a tokens bucket
+// (the cost the call that got the response declared with [WithCost]: the
+// next ones are taken to be alike); 0 or less counts as 1. It reads:
 //
 //   - on a 429 or 503, Retry-After-Ms and Retry-After (see
 //     [httppolicy.ParseRetryAfter]);
-//   - OpenAI's x-ratelimit-remaining-requests and -tokens, with
-//     x-ratelimit-reset-requests and -tokens, durations such as "1s",
-//     "6m0s", "20ms" or "1m30.5s";
+//   - OpenAI's x-ratelimit-limit-, -remaining- and -reset-requests and
+//     -tokens, the reset a duration such as "1s", "6m0s", "20ms" or
+//     "1m30.5s";
 //   - Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
-//     output-tokens}-remaining, with the matching -reset, an RFC 3339 time.
+//     output-tokens}-limit, -remaining and -reset, the reset an RFC 3339
+//     time.
 //
-// A kind whose remaining count is 0 holds until its reset; a 429 holds at
-// least as long as its Retry-After, and, when it names neither a
-// Retry-After nor a spent kind, until the earliest reset it names. The
-// result is the longest of these. Values that do not parse (a sign, a
-// unit-less number, garbage), a reset in the past and anything further
-// than a day away are ignored. It never panics; h may be nil. It is safe
-// for concurrent use.
-func Hold(status int, h http.Header, now time.Time) time.Duration {
+// Both providers refill each bucket continuously, and both name as its
+// reset the moment it will be full again, not the moment the next request
+// is allowed: a bucket of limit L with n left and its reset r away refills
+// at (L-n)/r a second, so a call that needs c of it (c > n) can go after
+// (c-n)*r/(L-n). With n = 0 and c = 1, that is r/L: a minute's quota of 60
+// requests spent, reset in 60 s, frees one request a second, not none for a
+// minute. A bucket that is short for the next call (its remaining count
+// below what the call needs: 0 for requests) holds for that long; without
+// a usable limit (absent, malformed, or not above the remaining count) it
+// holds until the reset, the one time the bucket is sure to have room.
+//
+// A 429 holds at least as long as its Retry-After, and, when it names
+// neither a Retry-After nor a short bucket, until the earliest reset it
+// names. The result is the longest of these. Values that do not parse (a
+// sign, a unit-less reset, garbage), a reset in the past and anything
+// further than a day away are ignored. It never panics; h may be nil. It
+// is safe for concurrent use.
+func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
 	var hold time.Duration
 	throttled := status == http.StatusTooManyRequests
 	if throttled || status == http.StatusServiceUnavailable {
@@ -58,27 +82,37 @@ func Hold(status int, h http.Header, now time.Time) time.Duration {
 	// earliest is the nearest reset named, for a 429 that says nothing
 	// else; -1: none.
 	earliest := time.Duration(-1)
-	note := func(remaining, reset string, parse func(string, time.Time) (time.Duration, bool)) {
-		v := first(h, reset)
+	note := func(b bucket, parse func(string, time.Time) (time.Duration, bool)) {
+		v := first(h, b.reset)
 		if v == "" {
 			return
 		}
-		d, ok := parse(v, now)
+		r, ok := parse(v, now)
 		if !ok {
 			return
 		}
-		if earliest < 0 || d < earliest {
-			earliest = d
+		if earliest < 0 || r < earliest {
+			earliest = r
 		}
-		if n, ok := parseCount(first(h, remaining)); ok && n == 0 {
-			hold = max(hold, d)
+		n, ok := parseCount(first(h, b.remaining))
+		if !ok {
+			return
 		}
+		need := int64(1)
+		if b.costly {
+			need = int64(max(cost, 1))
+		}
+		if n >= need {
+			return
+		}
+		limit, _ := parseCount(first(h, b.limit))
+		hold = max(hold, refill(n, need, limit, r))
 	}
-	for _, k := range openAIKinds {
-		note(k.remaining, k.reset, parseReset)
+	for _, b := range openAIBuckets {
+		note(b, parseReset)
 	}
-	for _, k := range anthropicKinds {
-		note(k.remaining, k.reset, parseResetTime)
+	for _, b := range anthropicBuckets {
+		note(b, parseResetTime)
 	}
 	if throttled && hold == 0 && earliest > 0 {
 		hold = earliest
@@ -86,19 +120,52 @@ func Hold(status int, h http.Header, now time.Time) time.Duration {
 	return hold
 }
 
-// spent reports whether h holds a remaining count of 0 of any kind: the
-// only way a response other than a 429 or 503 can ask for a hold.
-func spent(h http.Header) bool {
+// refill returns how long a bucket with n left of limit, full again in r
+// (refilled continuously, at (limit-n)/r), takes to hold need (> n): r
+// itself when the limit says nothing usable, or the need exceeds it.
+func refill(n, need, limit int64, r time.Duration) time.Duration {
+	if limit <= n || need >= limit {
+		return r
+	}
+	// In float64: r <= a day (< 2^47 ns), so the product stays exact to
+	// well under a nanosecond's worth of relative error, and cannot
+	// overflow as int64 arithmetic on counts up to 2^63 could.
+	d := time.Duration(math.Ceil(float64(r) * float64(need-n) / float64(limit-n)))
+	return min(max(d, 0), r)
+}
+
+// short reports whether h holds a remaining count below what the next call
+// needs (0 for requests, less than cost for tokens; see [Hold]) in any
+// bucket: the only way a response other than a 429 or 503 can ask for a
+// hold. cost is read only if a tokens bucket names a count.
+func short(h http.Header, cost func() int) bool {
 	if len(h) == 0 {
 		return false
 	}
-	for _, k := range openAIKinds {
-		if n, ok := parseCount(first(h, k.remaining)); ok && n == 0 {
+	c := -1
+	check := func(b bucket) bool {
+		n, ok := parseCount(first(h, b.remaining))
+		if !ok {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		if !b.costly {
+			return false
+		}
+		if c < 0 {
+			c = cost()
+		}
+		return n < int64(c)
+	}
+	for _, b := range openAIBuckets {
+		if check(b) {
 			return true
 		}
 	}
-	for _, k := range anthropicKinds {
-		if n, ok := parseCount(first(h, k.remaining)); ok && n == 0 {
+	for _, b := range anthropicBuckets {
+		if check(b) {
 			return true
 		}
 	}
@@ -109,12 +176,9 @@ func spent(h http.Header) bool {
 // (OpenAI's, else Anthropic's), if any, with the limit it names for it (0
 // if none).
 func remainingRequests(h http.Header) (n, limit int, ok bool) {
-	for _, k := range [...][2]string{
-		{openAIKinds[0].remaining, "X-Ratelimit-Limit-Requests"},
-		{anthropicKinds[0].remaining, "Anthropic-Ratelimit-Requests-Limit"},
-	} {
-		if r, ok := parseCount(first(h, k[0])); ok {
-			l, _ := parseCount(first(h, k[1]))
+	for _, b := range [...]bucket{openAIBuckets[0], anthropicBuckets[0]} {
+		if r, ok := parseCount(first(h, b.remaining)); ok {
+			l, _ := parseCount(first(h, b.limit))
 			return int(min(r, math.MaxInt32)), int(min(l, math.MaxInt32)), true
 		}
 	}
