@@ -3,6 +3,9 @@ package retry
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,18 +113,22 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // success, no retries below half) counts failures rather than calls.
 //
 // Cost: [Budget.Deposit], which a Retry runs once per call (as its first
-// attempt starts), is one atomic add and reads no clock; the decay and the
-// floor are applied only when a retry asks ([Budget.TryWithdraw]), under a
-// mutex held for a few arithmetic operations and never while fn runs.
+// attempt starts), is one atomic add on a counter of its processor's (one
+// of a few padded stripes, so that calls on several cores do not contend
+// for one word) and reads no clock; the stripes are summed, and the decay
+// and the floor applied, only when a retry asks ([Budget.TryWithdraw]),
+// under a mutex held for a few arithmetic operations and never while fn
+// runs.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
 // safe for concurrent use by multiple goroutines.
 type Budget struct {
-	// calls counts deposits since the Budget was made: the only word the
-	// success path writes, on a cache line of its own so that the mutex
-	// and balance, written on the retry path, do not share it.
-	calls atomic.Int64
-	_     [56]byte
+	// stripes count deposits since the Budget was made: the only words
+	// the success path writes, each on cache lines of its own so that
+	// deposits on different processors, and the mutex and balance written
+	// on the retry path, do not share one. Their sum is the calls made.
+	stripes []budgetStripe
+	mask    uint32 // len(stripes) - 1: a power of two
 
 	s       budgetSettings
 	start   time.Time // monotonic origin of at
@@ -133,6 +140,39 @@ type Budget struct {
 	at      time.Duration
 }
 
+// budgetStripe is one counter of deposits, alone on two cache lines (the
+// adjacent-line prefetcher of x86 fetches lines in pairs).
+type budgetStripe struct {
+	n atomic.Int64
+	_ [120]byte
+}
+
+// stripeToken is a processor's pick of stripe, kept in stripeTokens
+// between deposits. sync.Pool keeps a value per processor (P), and a
+// deposit puts its token back on the P it took it from, so each P keeps
+// depositing on the same stripe, whichever goroutine runs on it; two Ps
+// share a stripe only if their random picks collide (1 in 4 x GOMAXPROCS),
+// and then only until the garbage collector empties the pool and new
+// tokens pick again. This is how xsync's Counter spreads its stripes,
+// without the runtime internals it reaches for. (A stripe picked at random
+// on each deposit, or indexed by a goroutine's stack address, which a
+// server's short-lived goroutines change at every request, would move each
+// line from core to core.)
+type stripeToken struct{ idx uint32 }
+
+var stripeTokens = sync.Pool{New: func() any { return &stripeToken{idx: rand.Uint32()} }}
+
+// budgetStripes returns the number of stripes of a new Budget: four per
+// processor, so that the processors' random picks seldom collide, rounded
+// up to a power of two and capped at 64 (8 KiB).
+func budgetStripes() int {
+	n := 4 * runtime.GOMAXPROCS(0)
+	if n > 64 {
+		n = 64
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
 // NewBudget returns a Budget configured by cfg, or an error naming the
 // first invalid field of cfg. Its balance starts at the reserve
 // (Window x MinPerSecond retries). It never panics.
@@ -141,7 +181,14 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Budget{s: s, start: time.Now(), reserve: min(s.window.Seconds()*s.floor, budgetMaxBalance)}
+	n := budgetStripes()
+	b := &Budget{
+		stripes: make([]budgetStripe, n),
+		mask:    uint32(n - 1),
+		s:       s,
+		start:   time.Now(),
+		reserve: min(s.window.Seconds()*s.floor, budgetMaxBalance),
+	}
 	b.balance = b.reserve
 	return b, nil
 }
@@ -149,9 +196,25 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 // Deposit records one call, which pays for Ratio of a retry. A [Retry]
 // with this Budget calls it as each call's first attempt starts; call it
 // yourself for calls made outside a Retry that should pay for retries (an
-// SDK's own retry loop drawing on the same Budget, say). It is one atomic
-// add: it reads no clock.
-func (b *Budget) Deposit() { b.calls.Add(1) }
+// SDK's own retry loop drawing on the same Budget, say). It reads no clock
+// and takes no lock: one atomic add on the stripe of the calling
+// processor.
+func (b *Budget) Deposit() {
+	t := stripeTokens.Get().(*stripeToken)
+	b.stripes[t.idx&b.mask].n.Add(1)
+	stripeTokens.Put(t)
+}
+
+// calls returns the deposits made so far: the sum of the stripes. Each
+// stripe only grows, so the sum never falls below an earlier one; a
+// deposit made while it is summed counts now or at the next sum.
+func (b *Budget) calls() int64 {
+	var n int64
+	for i := range b.stripes {
+		n += b.stripes[i].n.Load()
+	}
+	return n
+}
 
 // TryWithdraw takes one retry from the balance and returns true, or
 // returns false, leaving the balance unchanged, if less than one retry is
@@ -193,7 +256,7 @@ const budgetMaxBalance = 1 << 53
 // window/dt; the floor adds floor x window x (1-exp(-dt/window)), which
 // keeps a reserve of floor x window topped up. b.mu must be held.
 func (b *Budget) update(now time.Duration) {
-	calls := b.calls.Load()
+	calls := b.calls()
 	fresh := float64(calls-b.seen) * b.s.ratio
 	b.seen = calls
 	dt := now - b.at

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -108,7 +110,7 @@ func TestBudgetSteadyStateAndDecay(t *testing.T) {
 		for range 10000 {
 			b.Deposit()
 			time.Sleep(10 * time.Millisecond)
-			if b.calls.Load()%500 == 0 {
+			if b.calls()%500 == 0 {
 				b.Available() // a few updates along the way, as retries would
 			}
 		}
@@ -303,7 +305,7 @@ func TestBudgetSuccessPath(t *testing.T) {
 	if with != without {
 		t.Errorf("allocs with a budget = %v, without = %v", with, without)
 	}
-	if got := b.calls.Load(); got != 101 { // AllocsPerRun runs once more to warm up
+	if got := b.calls(); got != 101 { // AllocsPerRun runs once more to warm up
 		t.Errorf("deposits = %d, want 101", got)
 	}
 	b.mu.Lock()
@@ -496,4 +498,51 @@ func TestBudgetHugeSettings(t *testing.T) {
 			t.Fatalf("Available = %v", a)
 		}
 	})
+}
+
+// Deposits from many goroutines at once, on the striped counters (and on
+// the contended path, where a deposit finds its stripe changed under it),
+// are all counted, and all pay: with no time passed, a Ratio of 1 and no
+// floor, each deposit is one whole retry.
+func TestBudgetConcurrentDeposits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
+		const goroutines, each = 16, 2000
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for range each {
+					b.Deposit()
+				}
+			})
+		}
+		wg.Wait()
+		if got := b.calls(); got != goroutines*each {
+			t.Fatalf("deposits = %d, want %d", got, goroutines*each)
+		}
+		if got := b.Available(); got != goroutines*each {
+			t.Errorf("Available = %v, want %d", got, goroutines*each)
+		}
+		for range goroutines * each {
+			if !b.TryWithdraw() {
+				t.Fatal("TryWithdraw refused a retry that was paid for")
+			}
+		}
+		if b.TryWithdraw() {
+			t.Error("TryWithdraw granted a retry nothing paid for")
+		}
+	})
+}
+
+// The deposits are spread over a power of two of stripes, four per
+// processor, at most 64, each on cache lines of its own.
+func TestBudgetStripes(t *testing.T) {
+	b := mustBudget(t, BudgetConfig{})
+	n := len(b.stripes)
+	if n&(n-1) != 0 || n < min(4*runtime.GOMAXPROCS(0), 64) || n > 64 || int(b.mask) != n-1 {
+		t.Errorf("%d stripes (mask %#x) with GOMAXPROCS %d", n, b.mask, runtime.GOMAXPROCS(0))
+	}
+	if size := unsafe.Sizeof(budgetStripe{}); size < 128 {
+		t.Errorf("a stripe takes %d bytes, want at least 128", size)
+	}
 }
