@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,6 +23,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/fallback"
 	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -338,5 +340,47 @@ func TestTelemetry(t *testing.T) {
 	ev := attribute.NewSet(events[0].Attributes...)
 	if !ev.Equals(&want) {
 		t.Errorf("event attributes %v", events[0].Attributes)
+	}
+}
+
+// The fallbacks counter comes from the meter every other watertight
+// instrument of the same MeterProvider comes from (telemetry.MeterOf):
+// one scope, named and versioned alike, so a dashboard selects them
+// together. A nil pointer for a MeterProvider means the global one, as
+// for the policies, and panics nowhere.
+func TestTelemetryScope(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	alts := []fallback.Alternative[int]{
+		{Name: "a", Fn: func(context.Context) (int, error) { return 0, &httppolicy.StatusError{StatusCode: 429} }},
+		{Name: "b", Fn: func(context.Context) (int, error) { return 1, nil }},
+	}
+	if _, err := fallback.Do(context.Background(), fallback.Config{Name: "scope", MeterProvider: mp}, alts); err != nil {
+		t.Fatal(err)
+	}
+	telemetry.NewInstruments(mp).Rejections.Add(context.Background(), 1)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	scopes := map[string]instrumentation.Scope{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			scopes[m.Name] = sm.Scope
+		}
+	}
+	fs, ok := scopes["watertight.fallbacks"]
+	if !ok {
+		t.Fatalf("no watertight.fallbacks in %v", scopes)
+	}
+	if rs := scopes["watertight.rejections"]; fs != rs || fs.Name != telemetry.ScopeName || fs.Version != telemetry.Version {
+		t.Errorf("watertight.fallbacks in scope %+v, watertight.rejections in %+v; want one scope, %s at %s",
+			fs, rs, telemetry.ScopeName, telemetry.Version)
+	}
+
+	var nilMP *sdkmetric.MeterProvider
+	if _, err := fallback.Do(context.Background(), fallback.Config{Name: "nil", MeterProvider: nilMP}, alts); err != nil {
+		t.Fatal(err)
 	}
 }

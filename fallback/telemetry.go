@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/nilcheck"
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
@@ -25,42 +26,32 @@ var (
 
 // counters caches the watertight.fallbacks counter of each MeterProvider
 // (the key nil standing for the global one), since Do takes its Config per
-// call: a fallback then costs no instrument lookup.
+// call: a fallback then costs no instrument lookup. The counter comes from
+// telemetry.MeterOf, the meter of every other watertight instrument.
 var counters sync.Map // metric.MeterProvider (or nil) -> metric.Int64Counter
 
-// counter returns the watertight.fallbacks counter of mp, nil meaning the
-// global MeterProvider.
+// counter returns the watertight.fallbacks counter of mp, nil (or a nil
+// pointer) meaning the global MeterProvider.
 func counter(mp metric.MeterProvider) metric.Int64Counter {
 	var key any
-	if mp != nil && !isNilPointer(mp) {
+	if mp != nil && !nilcheck.Pointer(mp) {
 		if !reflect.TypeOf(mp).Comparable() {
-			return newCounter(mp)
+			return newCounter(mp) // cannot be a map key: not cached
 		}
 		key = mp
 	}
 	if c, ok := counters.Load(key); ok {
 		return c.(metric.Int64Counter)
 	}
-	if mp == nil || isNilPointer(mp) {
-		// Instruments of the global provider taken before an SDK is
-		// installed are connected to it when it is.
-		mp = otel.GetMeterProvider()
-	}
 	c, _ := counters.LoadOrStore(key, newCounter(mp))
 	return c.(metric.Int64Counter)
 }
 
 func newCounter(mp metric.MeterProvider) metric.Int64Counter {
-	m := mp.Meter(telemetry.ScopeName, metric.WithInstrumentationVersion(telemetry.Version))
-	c, err := m.Int64Counter(metricFallbacks, metric.WithUnit("{call}"),
+	c, err := telemetry.MeterOf(mp).Int64Counter(metricFallbacks, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls moved from one alternative to the next, by the failure that moved them."))
 	if err != nil {
 		otel.Handle(err)
 	}
 	return c
-}
-
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
