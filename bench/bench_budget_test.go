@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	fshedge "github.com/failsafe-go/failsafe-go/hedgepolicy"
 	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -107,3 +109,52 @@ func BenchmarkHedgeParallel(b *testing.B) {
 func wtHedge(tb testing.TB) *retry.Hedge {
 	return must[*retry.Hedge](tb)(retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: time.Hour}))
 }
+
+// The cost of policy.Do over Execute on the success path once a hedge
+// exists somewhere in the process (a Claimer has been put in a context),
+// on policies that never hedge (a Retry; the composed pipeline of
+// BenchmarkComposed), called with an 8-deep context, as a request's
+// context often is. Do's own closure is paid on both sides: op=execute
+// runs the same closure, which publishes its value. Watertight's target:
+// op=do within a few ns of op=execute (before, Do looked for the claim
+// through the whole context chain on every call).
+func BenchmarkDoClaim(b *testing.B) {
+	policy.WithClaimer(bg, claimAll{}) // a hedge exists in the process
+	ctx := bg
+	for i := range 8 {
+		ctx = context.WithValue(ctx, depthKey(i), i)
+	}
+	b.Run("policy=retry", func(b *testing.B) {
+		doClaim(b, ctx, wtRetry(b, nil))
+	})
+	b.Run("policy=composed", func(b *testing.B) {
+		doClaim(b, ctx, wtComposed(b, providers{}))
+	})
+}
+
+func doClaim(b *testing.B, ctx context.Context, p policy.Policy) {
+	var out int
+	b.Run("op=execute", func(b *testing.B) {
+		seq(b, nil, func() error {
+			return p.Execute(ctx, func(context.Context) error { out = 1; return nil })
+		})
+	})
+	b.Run("op=do", func(b *testing.B) {
+		seq(b, nil, func() error {
+			v, err := policy.Do(ctx, p, func(context.Context) (int, error) { return 1, nil })
+			out = v
+			return err
+		})
+	})
+	sinkInt = out
+}
+
+var sinkInt int
+
+// depthKey keys the values of BenchmarkDoClaim's deep context.
+type depthKey int
+
+// claimAll is a Claimer that grants every claim.
+type claimAll struct{}
+
+func (claimAll) Claim() bool { return true }

@@ -45,6 +45,8 @@
 //   - A Hedge (retry.Hedge) in the Retry slot runs its concurrent attempts
 //     each through the slots below, with its own attempt span; a losing
 //     attempt is reported to them as canceled, so the breaker excludes it.
+//     A pipeline with no hedge says so ([Pipeline.ConcurrentAttempts]), and
+//     policy.Do then looks for no attempt's claim.
 //   - The Breaker sits inside the retry so that it judges each attempt: three
 //     failed attempts are three failures, and once it opens, the next attempt
 //     is rejected and the retry loop ends at once.

@@ -165,3 +165,64 @@ func TestNestedDoTakesNoClaim(t *testing.T) {
 type direct struct{}
 
 func (direct) Execute(ctx context.Context, fn policy.Func) error { return fn(ctx) }
+
+// countingClaimer counts the Claims it is asked, and refuses them all.
+type countingClaimer struct{ asked atomic.Int32 }
+
+func (c *countingClaimer) Claim() bool { c.asked.Add(1); return false }
+
+// serial is a policy that runs fn once and says so (policy.Concurrent).
+type serial struct{ direct }
+
+func (serial) ConcurrentAttempts() bool { return false }
+
+// concurrentDirect runs fn once but says it may hedge.
+type concurrentDirect struct{ direct }
+
+func (concurrentDirect) ConcurrentAttempts() bool { return true }
+
+// Do with a policy that says it runs attempts one at a time looks for no
+// claim: a Claimer in ctx (a hedge further out, say) is not asked, and the
+// value is published. With a policy that does not say so, or says it may
+// hedge, Do asks the Claimer, which refuses here: nothing is published.
+func TestDoSerialPolicyTakesNoClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		p         policy.Policy
+		wantAsked bool
+	}{
+		{"serial", serial{}, false},
+		{"unknown", direct{}, true},
+		{"concurrent", concurrentDirect{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := new(countingClaimer)
+			ctx := policy.WithClaimer(context.Background(), c)
+			v, err := policy.Do(ctx, tc.p, func(context.Context) (int, error) { return 7, nil })
+			asked := c.asked.Load() > 0
+			want := 7
+			if tc.wantAsked {
+				want = 0
+			}
+			if asked != tc.wantAsked || v != want || err != nil {
+				t.Errorf("Claimer asked: %v, Do = %v, %v; want asked %v, %v, nil", asked, v, err, tc.wantAsked, want)
+			}
+		})
+	}
+}
+
+// A Retry says it runs attempts one at a time, a Hedge that it may run
+// them concurrently.
+func TestRetryAndHedgeConcurrentAttempts(t *testing.T) {
+	r, err := retry.New(retry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ConcurrentAttempts() || !h.ConcurrentAttempts() {
+		t.Errorf("Retry: %v, Hedge: %v; want false, true", r.ConcurrentAttempts(), h.ConcurrentAttempts())
+	}
+}

@@ -54,6 +54,10 @@
 // does exactly that, so fn passed to Do needs no care; code that fills a
 // variable from fn directly must either use Do or check Claim.
 //
+// A policy that never runs fn concurrently with itself may say so by
+// implementing [Concurrent] (retry.Retry and compose.Pipeline do, the
+// latter from its slots): Do then publishes without looking for a claim.
+//
 // # Why Execute is the whole contract
 //
 // A Policy has one method. The built-in policies also run in two phases

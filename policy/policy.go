@@ -19,6 +19,22 @@ type Policy interface {
 	Execute(ctx context.Context, fn Func) error
 }
 
+// Concurrent is an optional interface for a [Policy] that says whether
+// its Execute may run fn concurrently with itself (a hedge: see the package
+// documentation). [Do] asks it: with a policy whose ConcurrentAttempts
+// returns false, Do publishes each attempt's value in turn without looking
+// for a [Claimer] in the attempt's context (a lookup that walks the whole
+// context chain when there is none); with any other policy, once a
+// Claimer exists anywhere in the process, it looks.
+type Concurrent interface {
+	// ConcurrentAttempts reports whether Execute may call fn for a call
+	// while an earlier call of fn for the same call still runs. Its
+	// answer must not change over the policy's life: false is a promise
+	// that Execute never does, and that fn's context carries no Claimer
+	// of this policy's.
+	ConcurrentAttempts() bool
+}
+
 // Claimer names the winner among attempts of one call that run
 // concurrently (a hedge's): see [WithClaimer].
 type Claimer interface {
@@ -74,7 +90,8 @@ func Claim(ctx context.Context) bool {
 	return true
 }
 
-// claimerOf returns the Claimer in ctx, or nil.
+// claimerOf returns the Claimer in ctx, or nil: nil at once, without a
+// lookup, while no Claimer has been put in a context in this process.
 func claimerOf(ctx context.Context) Claimer {
 	if !claimers.Load() {
 		return nil
@@ -88,7 +105,10 @@ func claimerOf(ctx context.Context) Claimer {
 // an attempt that failed is never returned: only the value of the attempt
 // that succeeded. When p runs attempts concurrently (a hedge), only the
 // winning attempt's value is published (see [Claim]): a losing attempt that
-// succeeds, before or after Do has returned, publishes nothing.
+// succeeds, before or after Do has returned, publishes nothing. With a
+// policy that implements [Concurrent] and says it runs attempts one at a
+// time, Do looks for no claim (a Claimer in ctx from a hedge further out is
+// not p's, and not Do's to take).
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
 	if p == nil {
 		panic("policy: nil Policy")
@@ -96,9 +116,16 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 	if fn == nil {
 		panic("policy: nil fn")
 	}
+	serial := false
+	if c, ok := p.(Concurrent); ok {
+		serial = !c.ConcurrentAttempts()
+	}
 	var out T
 	err := p.Execute(ctx, func(ctx context.Context) error {
-		c := claimerOf(ctx)
+		var c Claimer
+		if !serial {
+			c = claimerOf(ctx)
+		}
 		if c == nil {
 			// Attempts one at a time, each before Execute returns: a value
 			// kept from an earlier attempt must not outlive that attempt's

@@ -128,8 +128,12 @@
 // number; fn therefore runs concurrently with itself, and policy.Do
 // publishes only the winner's value (see package policy). Execute returns
 // with the winner without waiting for the losers: one that ignores its
-// context runs on until fn returns. A panic in an attempt is carried to
-// the caller while Execute has not returned.
+// context runs on until fn returns. A panic in an attempt that ends before
+// the call has its outcome is carried to the caller (the call panics, the
+// other attempts canceled); a panic in a losing attempt after the call has
+// its outcome has no caller left to carry it to, and crashes the program,
+// as a panic in any goroutine does: fn must not panic on its way out of a
+// canceled attempt (see [Hedge]).
 //
 // Telemetry: each hedge adds 1 to watertight.hedges with its outcome in
 // watertight.hedge.outcome (won, lost, canceled, failed) and a
@@ -138,9 +142,7 @@
 // reason. In a compose pipeline's Retry slot, each attempt of a Hedge runs
 // through the slots below it with an attempt span of its own, and an
 // attempt canceled because another won reaches them as context.Canceled
-// (a breaker excludes it), whatever its own error. A panic in a losing
-// attempt after Execute returned crashes the program, as a panic in any
-// goroutine does.
+// (a breaker excludes it), whatever its own error.
 //
 // # Permanent errors
 //

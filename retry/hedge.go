@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -35,11 +36,19 @@ var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another at
 // concurrently with itself: policy.Do publishes only the winner's value.
 // Execute returns as soon as the call has its outcome, without waiting for
 // the attempts it canceled: one that ignores its context keeps running
-// until fn returns, and frees what it holds then. A panic (or
-// runtime.Goexit) in fn is carried to the caller's goroutine while Execute
-// has not returned, after the other attempts are canceled; in a losing
-// attempt after Execute returned, it crashes the program, as a panic in any
-// goroutine does.
+// until fn returns, and frees what it holds then.
+//
+// Panics: a panic (or runtime.Goexit) in an attempt that ends before the
+// call has its outcome is carried to the caller's goroutine, after the
+// other attempts are canceled: the call panics, though another attempt
+// might have won later, or its success arrived as the panic did. A losing
+// attempt that panics after the call has its outcome (another attempt
+// won, or the call failed or was canceled) has no caller left to carry the
+// panic to: Execute has returned. Its panic then goes on up its own
+// goroutine and crashes the program, as a panic in any goroutine does,
+// rather than being swallowed, which would hide a bug. So fn must not
+// panic on its way out of a canceled attempt, or must recover itself. A
+// late attempt's runtime.Goexit ends only that attempt's goroutine.
 type Hedge struct {
 	s      hedgeSettings
 	prefix string
@@ -67,6 +76,12 @@ func NewHedge(cfg HedgeConfig) (*Hedge, error) {
 // MaxHedges returns the number of attempts a call may start beside the
 // first.
 func (h *Hedge) MaxHedges() int { return h.s.maxHedges }
+
+// ConcurrentAttempts reports true: a Hedge runs fn concurrently with
+// itself. It implements [policy.Concurrent].
+func (h *Hedge) ConcurrentAttempts() bool { return true }
+
+var _ policy.Concurrent = (*Hedge)(nil)
 
 // Delay returns the delay in force: the fixed Delay, or the one learned so
 // far; a negative value means that no hedge starts on delay yet (a learned
@@ -136,6 +151,13 @@ func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("retry: nil fn")
 	}
+	return h.call(ctx, fn, nil)
+}
+
+// call runs one call: each attempt runs fn with its context, or, if fn is
+// nil, attempt with its context and number (package compose's way in,
+// through the hedger face).
+func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptFunc) error {
 	if h.s.budget != nil {
 		h.s.budget.Deposit()
 	}
@@ -162,7 +184,7 @@ func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
 			}
 			h.rec.started(ctx, started, afterFailure)
 		}
-		h.run(c, actx, fn, started)
+		h.run(c, actx, fn, attempt, started)
 	}
 	launch(false)
 
@@ -310,9 +332,9 @@ func (h *Hedge) final(ctx context.Context, failures, lastN int, last, rejection 
 	return e
 }
 
-// run starts attempt n in a goroutine of its own; its result goes to
-// c.results.
-func (h *Hedge) run(c *hedgeCall, ctx context.Context, fn policy.Func, n int) {
+// run starts attempt n in a goroutine of its own, running fn, or attempt if
+// fn is nil; its result goes to c.results.
+func (h *Hedge) run(c *hedgeCall, ctx context.Context, fn policy.Func, attempt stage.AttemptFunc, n int) {
 	claim := &c.first
 	if n > 1 {
 		claim = new(hedgeClaim)
@@ -355,7 +377,11 @@ func (h *Hedge) run(c *hedgeCall, ctx context.Context, fn policy.Func, n int) {
 					}
 				}
 			}()
-			r.err = fn(actx)
+			if fn != nil {
+				r.err = fn(actx)
+			} else {
+				r.err = attempt(actx, n)
+			}
 			normal = true
 		}()
 	}()

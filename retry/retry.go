@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -35,7 +36,7 @@ func New(cfg Config) (*Retry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Retry{s: s, prefix: "retry", rec: newRecorder(cfg.MeterProvider, s.name)}
+	r := &Retry{s: s, prefix: "retry", rec: newRecorder(telemetry.NewInstruments(cfg.MeterProvider), Kind, s.name)}
 	if s.name != "" {
 		r.prefix += " " + strconv.Quote(s.name)
 	}
@@ -57,6 +58,13 @@ func New(cfg Config) (*Retry, error) {
 
 // MaxAttempts returns the number of tries a call gets, the first included.
 func (r *Retry) MaxAttempts() int { return r.s.maxAttempts }
+
+// ConcurrentAttempts reports false: a Retry runs fn again only after the
+// previous attempt returned, so policy.Do looks for no claim in its
+// attempts' contexts. It implements [policy.Concurrent].
+func (r *Retry) ConcurrentAttempts() bool { return false }
+
+var _ policy.Concurrent = (*Retry)(nil)
 
 // Execute runs fn, and runs it again while it fails with an error worth
 // retrying, waiting between attempts as the schedule asks. It returns nil as

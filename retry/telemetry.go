@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -18,8 +17,11 @@ const Kind = "retry"
 
 // KeyReason is the attribute that watertight.retry.exhausted carries with
 // the [ExhaustedError]'s Reason ("max_attempts", "budget", ...), beside
-// watertight.policy.kind and watertight.policy.name.
-const KeyReason = attribute.Key("watertight.retry.reason")
+// watertight.policy.kind and watertight.policy.name:
+// "watertight.retry.reason". (A rejection's reason, on
+// watertight.rejections, is another attribute:
+// "watertight.rejection.reason".)
+const KeyReason = telemetry.KeyRetryReason
 
 // reasons are the Reasons of an ExhaustedError, in the order of
 // recorder.exhaustOpts.
@@ -38,15 +40,16 @@ type recorder struct {
 	name        attribute.KeyValue
 }
 
-func newRecorder(mp metric.MeterProvider, name string) recorder {
-	in := telemetry.NewInstruments(mp)
+// newRecorder returns the recorder of a policy of kind (Kind or
+// HedgeKind) named name, with instruments from in.
+func newRecorder(in *telemetry.Instruments, kind, name string) recorder {
 	rec := recorder{
 		attempts:  in.Attempts,
 		exhausted: in.Exhausted,
-		opts:      telemetry.AddOptions(telemetry.PolicyAttrs(Kind, name)...),
-		kind:      telemetry.KeyKind.String(Kind),
+		kind:      telemetry.KeyKind.String(kind),
 		name:      telemetry.KeyName.String(name),
 	}
+	rec.opts = telemetry.AddOptions(rec.kind, rec.name)
 	for i, reason := range reasons {
 		rec.exhaustOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyReason.String(reason))
 	}
@@ -83,35 +86,38 @@ func (rec *recorder) exhaust(ctx context.Context, reason string) {
 }
 
 // HedgeKind is the watertight.policy.kind of every Hedge.
-const HedgeKind = "hedge"
+const HedgeKind = telemetry.KindHedge
 
 // Outcomes of a hedge (an attempt after the first of a [Hedge]'s call), in
 // the watertight.hedge.outcome attribute of watertight.hedges.
 const (
 	// HedgeWon: the hedge's success is the call's.
-	HedgeWon = "won"
+	HedgeWon = telemetry.HedgeWon
 	// HedgeLost: another attempt won while the hedge ran.
-	HedgeLost = "lost"
+	HedgeLost = telemetry.HedgeLost
 	// HedgeCanceled: the call ended otherwise while the hedge ran (the
 	// caller's context, another attempt's fatal error).
-	HedgeCanceled = "canceled"
+	HedgeCanceled = telemetry.HedgeCanceled
 	// HedgeFailed: the hedge failed on its own before the call ended.
-	HedgeFailed = "failed"
+	HedgeFailed = telemetry.HedgeFailed
 )
 
-// Telemetry names of a Hedge.
+// Telemetry names of a Hedge, for dashboards and tests: the same as
+// those every watertight package records under (they are defined once,
+// in an internal package).
 const (
-	// MetricHedges counts hedges by outcome.
-	MetricHedges = "watertight.hedges"
-	// KeyHedgeOutcome is the outcome of a hedge on watertight.hedges.
-	KeyHedgeOutcome = attribute.Key("watertight.hedge.outcome")
+	// MetricHedges counts hedges by outcome: "watertight.hedges".
+	MetricHedges = telemetry.MetricHedges
+	// KeyHedgeOutcome is the outcome of a hedge on watertight.hedges:
+	// "watertight.hedge.outcome".
+	KeyHedgeOutcome = telemetry.KeyHedgeOutcome
 	// EventHedge is the span event a hedge's start adds to the span in
 	// the call's ctx, with its attempt number and whether a failure
-	// (rather than the delay) started it.
-	EventHedge = "watertight.hedge"
+	// (rather than the delay) started it: "watertight.hedge".
+	EventHedge = telemetry.EventHedge
 	// KeyHedgeAfterFailure says, on a watertight.hedge event, that a
-	// failure started the hedge.
-	KeyHedgeAfterFailure = attribute.Key("watertight.hedge.after_failure")
+	// failure started the hedge: "watertight.hedge.after_failure".
+	KeyHedgeAfterFailure = telemetry.KeyHedgeAfterFailure
 )
 
 var hedgeOutcomes = [...]string{HedgeWon, HedgeLost, HedgeCanceled, HedgeFailed}
@@ -125,22 +131,7 @@ type hedgeRecorder struct {
 
 func newHedgeRecorder(mp metric.MeterProvider, name string) hedgeRecorder {
 	in := telemetry.NewInstruments(mp)
-	rec := hedgeRecorder{recorder: recorder{
-		attempts:  in.Attempts,
-		exhausted: in.Exhausted,
-		kind:      telemetry.KeyKind.String(HedgeKind),
-		name:      telemetry.KeyName.String(name),
-	}}
-	rec.opts = telemetry.AddOptions(rec.kind, rec.name)
-	for i, reason := range reasons {
-		rec.exhaustOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyReason.String(reason))
-	}
-	var err error
-	rec.hedges, err = in.Meter.Int64Counter(MetricHedges, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
-	if err != nil {
-		otel.Handle(err)
-	}
+	rec := hedgeRecorder{recorder: newRecorder(in, HedgeKind, name), hedges: telemetry.HedgeCounter(in.Meter)}
 	for i, o := range hedgeOutcomes {
 		rec.outcomeOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyHedgeOutcome.String(o))
 	}

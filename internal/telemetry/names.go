@@ -27,6 +27,11 @@ const (
 	KeyError    = attribute.Key("error.type")
 )
 
+// KeyRetryReason is the reason a retry gave up, on
+// watertight.retry.exhausted (retry.ExhaustedError's Reason). It is not
+// KeyReason, a rejection's reason.
+const KeyRetryReason = attribute.Key("watertight.retry.reason")
+
 // Span event names.
 const (
 	EventRejected = "watertight.rejected"
