@@ -27,6 +27,11 @@ type Limiter struct {
 	// bulkhead; the controller moves its limit.
 	slots slots.Slots
 
+	// answers counts the calls in flight whose answer has arrived (their
+	// AnswerClock told it: see internal/stage): a probe caps only the
+	// others, the calls awaiting their answer.
+	answers stage.AnswerCount
+
 	// Read by every sample, written rarely: kept off the cache lines that
 	// every call writes (the slots' counts, the window).
 	_        [64]byte
@@ -88,6 +93,7 @@ func New(cfg Config) (*Limiter, error) {
 		onReject:    cfg.OnReject,
 	}
 	l.ctl.init(s)
+	l.answers.Notify = l.answersChanged
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
 	l.slots.Init(s.initial, s.queueCap, s.maxWait)
@@ -97,8 +103,10 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // Execute runs fn once it is admitted, and frees its slot when fn returns,
-// panics or calls runtime.Goexit. It times fn (two clock reads) and learns
-// from its latency: see "What it samples" in the package documentation. It
+// panics or calls runtime.Goexit. It times fn (two clock reads), up to the
+// answer if httppolicy's Transport marks it (the response headers), and
+// learns from its latency: see "What it samples" in the package
+// documentation. It
 // returns fn's error unchanged; a rejection (errors.Is ErrFull and
 // policy.ErrRejected) if the limit is reached and the queue is full, or the
 // call waited Config.MaxWait in vain; or ctx.Err() if ctx is done on entry
@@ -120,16 +128,51 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	// A deferred release also runs if fn panics or calls runtime.Goexit,
 	// so the slot is never lost; the panic is not recovered, and such an
 	// attempt is no sample.
-	defer l.slots.Release()
+	clock := l.watch(ctx)
+	defer l.release(clock)
 	start := time.Now()
+	if clock != nil {
+		clock.Start(start)
+	}
 	err := fn(ctx)
 	end := time.Now()
+	d := end.Sub(start)
+	if clock != nil {
+		d = clock.Latency(end)
+	}
 	if err == nil {
-		l.observe(end.Sub(start), false, end)
+		l.observe(d, false, end)
 	} else {
-		l.observeErr(end.Sub(start), err, end)
+		l.observeErr(d, err, end)
 	}
 	return err
+}
+
+// ConcurrentAttempts reports false: Execute runs fn once per call, never
+// beside another run of it (it implements policy.Concurrent, so that
+// httppolicy's Transport with a Limiter as its Policy marks each answer
+// for it, and policy.Do looks for no hedge's claim).
+func (l *Limiter) ConcurrentAttempts() bool { return false }
+
+// watch watches the AnswerClock in ctx, if there is one and no other
+// policy watches it, so that the call counts as answered from its answer
+// (httppolicy's Transport marks the response headers) until it ends, and
+// returns it; else nil. A probe caps only the calls awaiting their answer.
+func (l *Limiter) watch(ctx context.Context) *stage.AnswerClock {
+	if c := stage.AnswerClockFrom(ctx); c.Watch(&l.answers) {
+		return c
+	}
+	return nil
+}
+
+// release frees a slot, once the watch of clock (if not nil) is over: the
+// call leaves the answered calls first, so that a probe's cap, which
+// counts them, never lets the freed slot go to a call beyond it.
+func (l *Limiter) release(clock *stage.AnswerClock) {
+	if clock != nil {
+		clock.Unwatch()
+	}
+	l.slots.Release()
 }
 
 // observeErr classifies a failed attempt as compose does: a timeout is a
@@ -147,10 +190,10 @@ func (l *Limiter) observeErr(d time.Duration, err error, end time.Time) {
 }
 
 // enter is the first phase compose runs (see internal/stage): it admits one
-// call, with the same outcomes as Execute, and returns ctx unchanged and a
-// nil token; the caller must then call exit exactly once. It does not time
-// the call: compose reports each attempt through Observe. It panics if ctx
-// is nil.
+// call, with the same outcomes as Execute, and returns ctx unchanged and,
+// as the token, the AnswerClock in ctx it watches, or nil; the caller must
+// then call exit exactly once. It does not time the call: compose reports
+// each attempt through Observe. It panics if ctx is nil.
 func (l *Limiter) enter(ctx context.Context) (context.Context, stage.Token, error) {
 	if ctx == nil {
 		panic("adaptive: nil Context")
@@ -161,13 +204,18 @@ func (l *Limiter) enter(ctx context.Context) (context.Context, stage.Token, erro
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
 		return ctx, nil, l.refused(ctx, o, err)
 	}
+	if c := l.watch(ctx); c != nil {
+		return ctx, c, nil
+	}
 	return ctx, nil, nil
 }
 
-// exit is the second phase: it frees the slot enter took and returns err
-// unchanged. It panics if no slot at all is held.
-func (l *Limiter) exit(_ context.Context, _ stage.Token, err error) error {
-	l.slots.Release()
+// exit is the second phase: it frees the slot enter took, ends the watch
+// of the clock in token, and returns err unchanged. It panics if no slot
+// at all is held.
+func (l *Limiter) exit(_ context.Context, token stage.Token, err error) error {
+	c, _ := token.(*stage.AnswerClock)
+	l.release(c)
 	return err
 }
 

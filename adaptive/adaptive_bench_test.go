@@ -10,6 +10,7 @@ import (
 
 	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/internal/stage"
 )
 
 // The benchmarks use the no-op MeterProvider, and put the static bulkhead
@@ -17,6 +18,8 @@ import (
 // reads and a sample).
 
 func noopFn(context.Context) error { return nil }
+
+type benchKey int
 
 func benchNew(b *testing.B, cfg adaptive.Config) *adaptive.Limiter {
 	b.Helper()
@@ -70,6 +73,38 @@ func BenchmarkExecute(b *testing.B) {
 				l.Observe(time.Since(start), false)
 				l.Exit(ctx, tok, err)
 			}
+		}
+	})
+	// A caller's context of a few values (a server's request): the
+	// limiter looks for an AnswerClock in it.
+	deep := ctx
+	for i := range 4 {
+		deep = context.WithValue(deep, benchKey(i), i)
+	}
+	b.Run("adaptive/ctx4", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{})
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Execute(deep, noopFn)
+		}
+	})
+	b.Run("bulkhead/ctx4", func(b *testing.B) {
+		bh := benchBulkhead(b, 20)
+		b.ReportAllocs()
+		for b.Loop() {
+			bh.Execute(deep, noopFn)
+		}
+	})
+	// A call with an AnswerClock, answered, as httppolicy's Transport
+	// makes one: the limiter watches it, and counts the answer.
+	b.Run("adaptive/answer-clock", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{})
+		var clock stage.AnswerClock
+		cctx := stage.WithAnswerClock(deep, &clock)
+		answered := func(context.Context) error { clock.Answered(); return nil }
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Execute(cctx, answered)
 		}
 	})
 	// The cost of the clock alone, for scale.

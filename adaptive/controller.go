@@ -369,9 +369,9 @@ func (l *Limiter) setAdmission(n int) {
 	l.slots.SetLimit(n)
 }
 
-// startProbe caps admission at probeLimit until minSamples latencies of
-// calls that started with at most probeLimit in flight have been seen, to
-// measure the no-load latency. l.mu is held.
+// startProbe caps the calls awaiting their answer at probeLimit until
+// minSamples latencies of calls that started with at most probeLimit
+// awaiting have been seen, to measure the no-load latency. l.mu is held.
 func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
 	c.progressAt = now
@@ -381,11 +381,44 @@ func (l *Limiter) startProbe(now int64) {
 	// probe's calls answer only after that long, and are not stalled.
 	c.nSamples, c.probeFailures, c.longest = 0, 0, c.recentSlow
 	c.drainedAt = -1
-	l.setAdmission(min(c.probeLimit, c.admission()))
-	if l.slots.Active() <= c.probeLimit {
+	c.admission()
+	// probing is set before the answered calls are counted (in
+	// probeAdmission): a change of the count that this reading misses
+	// sees probing set, and sets the cap again (answersChanged).
+	l.probing.Store(true)
+	l.setAdmission(l.probeAdmission())
+	if l.awaiting() <= c.probeLimit {
 		c.drainedAt = now
 	}
-	l.probing.Store(true)
+}
+
+// probeAdmission is the admission limit during a probe: probeLimit calls
+// awaiting their answer beside the answered ones still in flight (streams
+// whose headers arrived, through httppolicy), and never more than the
+// learned limit. l.mu is held.
+func (l *Limiter) probeAdmission() int {
+	return min(l.ctl.held, l.ctl.probeLimit+l.answers.Load())
+}
+
+// awaiting returns the number of calls in flight that await their answer:
+// those whose AnswerClock has not marked it, and every call without one.
+func (l *Limiter) awaiting() int {
+	return max(l.slots.Active()-l.answers.Load(), 0)
+}
+
+// answersChanged is told each change of the answered calls in flight
+// (l.answers): during a probe it moves the admission limit with them, so
+// that the cap counts only the calls awaiting their answer. Outside a
+// probe it costs one atomic load.
+func (l *Limiter) answersChanged() {
+	if !l.probing.Load() {
+		return
+	}
+	l.mu.Lock()
+	if l.probing.Load() {
+		l.setAdmission(l.probeAdmission())
+	}
+	l.mu.Unlock()
 }
 
 // stallAge is how long a probe may go without progress before it is
@@ -417,20 +450,21 @@ func (l *Limiter) probeCheck() {
 		l.restartProbe(now)
 		return
 	}
-	if now-c.progressAt > c.stallLimit(l.slots.Active()) {
+	if now-c.progressAt > c.stallLimit(l.awaiting()) {
 		l.endProbe(now)
 	}
 }
 
 // stallLimit is how long the probe may go without progress, in ns, with
-// active calls in flight. Once noLoad is known it is stallAge whatever is
-// in flight: calls held longer than 20 x noLoad (hung calls, long streams)
-// are no no-load samples, and would otherwise keep the cap of 3 for as
-// long as they are held. Before the first measurement the latency is
-// unknown and may be long (an LLM's answer): calls in flight are given
-// max(stallAge, ProbeInterval) to report.
-func (c *controller) stallLimit(active int) int64 {
-	if c.measured || active == 0 {
+// awaiting calls in flight awaiting their answer. Once noLoad is known it
+// is stallAge whatever is in flight: calls held longer than 20 x noLoad
+// (hung calls) are no no-load samples, and would otherwise keep the cap
+// of 3 for as long as they are held. Before the first measurement the
+// latency is unknown and may be long (an LLM's answer): calls awaiting
+// their answer are given max(stallAge, ProbeInterval) to report; answered
+// ones (streams) will give no sample, and are given nothing.
+func (c *controller) stallLimit(awaiting int) int64 {
+	if c.measured || awaiting == 0 {
 		return c.stallAge()
 	}
 	return max(c.stallAge(), c.probeInterval)
@@ -441,7 +475,9 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	if end.IsZero() {
 		end = time.Now()
 	}
-	active := l.slots.Active()
+	// The calls awaiting their answer, this one's included unless its
+	// answer was marked (through httppolicy: it is a stream's headers).
+	awaiting := l.awaiting()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now, rebased := l.clock(end)
@@ -465,7 +501,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		l.restartProbe(now)
 		return
 	}
-	if now-c.progressAt > c.stallLimit(active-1) {
+	if now-c.progressAt > c.stallLimit(max(awaiting-1, 0)) {
 		l.endProbe(now) // abandoned: the dependency barely answers
 		return
 	}
@@ -477,13 +513,14 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 			return
 		}
 	case c.drainedAt < 0:
-		if active <= c.probeLimit {
+		if awaiting <= c.probeLimit {
 			c.drainedAt, c.progressAt = now, now
 		}
 	default:
 		// Only a call that started once the calls admitted before the
-		// probe had drained ran with at most probeLimit in flight.
-		if now-int64(d) >= c.drainedAt && active <= c.probeLimit {
+		// probe had drained (to at most probeLimit awaiting their answer)
+		// ran with at most probeLimit awaiting theirs.
+		if now-int64(d) >= c.drainedAt && awaiting <= c.probeLimit {
 			c.samples[c.nSamples] = d
 			c.nSamples++
 			c.progressAt = now

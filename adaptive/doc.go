@@ -46,11 +46,17 @@
 //   - In package compose's pipeline, in the Bulkhead slot, compose runs the
 //     Limiter in two phases and reports each attempt from below, so that a
 //     Retry inside it gives one sample per attempt, and its backoff waits
-//     are not taken for latency. Through package
-//     httppolicy an attempt's latency is the time to the response headers,
-//     not to the end of the body, so that a long download is not taken for
-//     congestion. Put the Limiter in the Bulkhead slot: compose tells only
-//     that slot the latencies, and its New rejects a Limiter in any other.
+//     are not taken for latency. Put the Limiter in the Bulkhead slot:
+//     compose tells only that slot the latencies, and its New rejects a
+//     Limiter in any other.
+//   - Through package httppolicy (its Transport's Policy, by itself or in
+//     a pipeline), an attempt's latency is the time to the response
+//     headers, not to the end of the body, so that a long download is not
+//     taken for congestion. The Transport marks the moment the headers
+//     arrive; the Limiter learns of it then, not when the call ends: from
+//     then on the call is answered, and holds its slot (against the
+//     limit) without awaiting anything from the dependency, which matters
+//     to a probe (below).
 //
 // A success is a latency sample. A failed attempt is not, since a dependency
 // that fails fast must not look fast, unless it is a timeout (errors.Is
@@ -134,27 +140,38 @@
 //
 // # The no-load latency, and drift
 //
-// noLoad is measured, not inferred: during a probe admission is capped at 3
-// (clamped to [MinLimit, MaxLimit]; Envoy measures its minRTT the same way,
-// at concurrency 3) until 10 samples of calls that started with at most 3
-// in flight have arrived; noLoad is their median (robust to the one lucky
-// or unlucky call that a minimum would follow), which sets the window's
-// length and a probe's patience, and base is their mean. A probe runs when
-// the Limiter is created (admission starts at min(3, InitialLimit), and the
-// first adjustment starts from InitialLimit), then
-// every ProbeInterval (30 s), and early when the limit has fallen by more
-// than a third within 2 s.
+// noLoad is measured, not inferred: during a probe the calls awaiting their
+// answer are capped at 3 (clamped to [MinLimit, MaxLimit]; Envoy measures
+// its minRTT the same way, at concurrency 3) until 10 samples of calls that
+// started with at most 3 awaiting have arrived; noLoad is their median
+// (robust to the one lucky or unlucky call that a minimum would follow),
+// which sets the window's length and a probe's patience, and base is their
+// mean. A probe runs when the Limiter is created (admission starts at
+// min(3, InitialLimit), and the first adjustment starts from InitialLimit),
+// then every ProbeInterval (30 s), and early when the limit has fallen by
+// more than a third within 2 s.
+//
+// A call awaits its answer from its admission until its answer is marked
+// (through httppolicy: its response headers) or, without such a mark,
+// until it ends; a Retry's next attempt awaits again. A stream whose
+// headers arrived no longer counts against the probe's cap, though it
+// holds its slot against the limit for the whole body: admission during a
+// probe is min(learned limit, 3 + answered calls in flight), moved as each
+// answer arrives and each answered call ends, so that a probe of streams
+// gets a sample as often as headers arrive, not as often as a body ends.
+// Calls without a mark (any call not made through httppolicy) are capped
+// at 3 slots, as before.
 //
 // Low steady traffic needs no periodic probe: a quiet window, of at most 16
-// samples whose calls all ran with at most 3 in flight, below the limit,
-// and mostly succeeded, ran as a probe does, without capping anything. Its
-// mean moves base a quarter of the way towards it, and if it agrees with
-// base (within Tolerance either way) it confirms it: the next periodic
-// probe is due ProbeInterval later.
-// At a few calls a second a probe caps admission at 3 for as long as 10
-// calls take to arrive, and a burst in that time meets the cap. A quiet
-// window never moves the limit: with at most 3 in flight no queueing is
-// this limiter's doing.
+// samples whose calls all ran with at most 3 slots held (answered streams
+// included), below the limit, and mostly succeeded, ran as a probe does,
+// without capping anything. Its mean moves base a quarter of the way
+// towards it, and if it agrees with base (within Tolerance either way) it
+// confirms it: the next periodic probe is due ProbeInterval later. At a few
+// calls a second a probe caps admission at 3 for as long as 10 calls take
+// to arrive, and a burst in that time meets the cap. A quiet window never
+// moves the limit: with at most 3 in flight no queueing is this limiter's
+// doing.
 //
 // The early probe is the answer to drift. A rise of the base latency (the
 // dependency got slower at any load: a cold cache, a failover to a far
@@ -176,21 +193,21 @@
 // saw, or the slowest answer of the window before it, so that after a
 // drift to a slow dependency the probe waits for its answers), is
 // abandoned: the limit is restored and the next probe comes after
-// ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
-// or of streamed answers (sampled at their headers, their slots held for
-// the whole body), is slow but ends measured. Calls held in flight meanwhile
-// (hung calls, long streams) do not keep a probe alive: they are no no-load
+// ProbeInterval. Progress, not age, is what counts: a probe at low traffic
+// is slow but ends measured. Calls held in flight meanwhile (hung calls,
+// answered streams) do not keep a probe alive: they are no no-load
 // samples. Only the first probe, before any latency is known, gives calls
-// in flight up to max(that, ProbeInterval) to report, since the dependency
-// may be slow (an LLM's answer); while nothing could be measured (calls that
-// hang from the start, streams held longer than a probe lasts), each
-// abandoned probe doubles the wait for the next, from ProbeInterval up to 8
-// x ProbeInterval, and the limit meanwhile stays at InitialLimit: a static
-// bulkhead, not the probe's cap. Each admission during a probe, and each
-// sample, checks whether the probe is stale, so that an idle spell or a few
-// hung calls do not keep admission at 3 for the next burst. Until a first
-// probe succeeds the limit stays at InitialLimit, and the next window of
-// mostly successes starts another probe.
+// awaiting their answer up to max(that, ProbeInterval) to report, since
+// the dependency may be slow (an LLM's answer); while nothing could be
+// measured (calls that hang from the start, streams without a mark held
+// longer than a probe lasts), each abandoned probe doubles the wait for
+// the next, from ProbeInterval up to 8 x ProbeInterval, and the limit
+// meanwhile stays at InitialLimit: a static bulkhead, not the probe's cap.
+// Each admission during a probe, and each sample, checks whether the probe
+// is stale, so that an idle spell or a few hung calls do not keep
+// admission at 3 for the next burst. Until a first probe succeeds the
+// limit stays at InitialLimit, and the next window of mostly successes
+// starts another probe.
 //
 // The controller's clock is the monotonic clock. A Limiter built outside a
 // testing/synctest bubble and used inside one (or in two bubbles in turn)
@@ -204,9 +221,9 @@
 //
 // # Limitations
 //
-//   - A probe caps concurrency at 3 for a few round trips every
-//     ProbeInterval: calls beyond that wait or are rejected, so give the
-//     Limiter a queue (MaxQueue, MaxWait) if that matters.
+//   - A probe caps the calls awaiting their answer at 3 for a few round
+//     trips every ProbeInterval: calls beyond that wait or are rejected, so
+//     give the Limiter a queue (MaxQueue, MaxWait) if that matters.
 //   - The probe sees the dependency under this process's load only: if
 //     other clients congest it, the congested latency is taken for the
 //     no-load latency. A dependency that queues below 3 calls in flight reads
@@ -214,24 +231,33 @@
 //   - It learns only when calls end: give calls a deadline (compose's
 //     Attempt slot), or a dependency that never answers holds its slots, no
 //     window closes, and each probe is abandoned without a measurement.
-//   - The cap of 3 counts slots, and a streamed answer holds its slot for
-//     the whole body though it is sampled at its headers: when bodies last
-//     longer than 20 x the time to headers, a probe gets a sample only as
-//     often as a body ends, and may be abandoned unmeasured (or, after a
-//     drift, leave noLoad as it was). The limit then stays where it was,
-//     with the probe's cap for at most the stall age now and then.
+//   - Streams are measured at their headers beside the bodies still
+//     streaming: the probe's no-load latency is the time to headers while
+//     the dependency sends up to the limit's bodies, not on an idle
+//     dependency. Only httppolicy marks answers: a streamed answer through
+//     any other path (a gRPC stream, fn reading a body itself) is sampled,
+//     and awaits its answer, until the call ends. When the limit is full of
+//     streams, a probe still gets a sample only as a body ends and a slot
+//     frees (the limit binds, not the cap).
 //   - Calls of very different kinds through one Limiter (short calls and
 //     long polls) make one latency of them: a long poll's minute becomes
-//     the no-load latency. Give each kind its own Limiter.
+//     the no-load latency. Give each kind its own Limiter. (A long poll's
+//     headers usually come with its answer, at the end: marking answers
+//     does not help it.)
 //
 // # Cost
 //
 // A call while no probe runs costs the bulkhead's admission (a
 // compare-and-swap, a decrement), two clock reads in Execute (compose reads
-// its own), an atomic add into the window and a few atomic loads; closing a
-// window takes a mutex about every 50 ms. Nothing is allocated, and no
-// goroutine or timer runs in the background: the controller moves only when
-// samples arrive, on the goroutine of the sample that closes a window, and
-// during a probe each admission reads the clock once (under a TryLock) to
-// see whether the probe is stale.
+// its own), a look-up of the context's values (for httppolicy's mark of
+// the answer), an atomic add into the window and a few atomic loads;
+// closing a window takes a mutex about every 50 ms. A call whose answer is
+// marked (through httppolicy) adds a few uncontended atomic operations on
+// its own clock and two atomic adds to a count of answered calls. Nothing
+// is allocated, and no goroutine or timer runs in the background: the
+// controller moves only when samples arrive, on the goroutine of the
+// sample that closes a window; during a probe each admission reads the
+// clock once (under a TryLock) to see whether the probe is stale, and
+// each answer, and each end of an answered call, takes the mutex to move
+// the probe's cap.
 package adaptive

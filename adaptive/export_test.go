@@ -40,3 +40,6 @@ func (l *Limiter) Drops() int64 { return l.drops.Load() }
 
 // Admission is the limit admission enforces now: Limit, or the probe's cap.
 func (l *Limiter) Admission() int { return l.slots.Limit() }
+
+// Answered is the number of calls in flight whose answer was marked.
+func (l *Limiter) Answered() int { return l.answers.Load() }
