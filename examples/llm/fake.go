@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -76,6 +77,13 @@ type FakeConfig struct {
 	// Quota, if set, rations the answers as a provider's rate limits do;
 	// without it the rate-limit headers say the quota is far from spent.
 	Quota *Quota
+
+	// InMemory serves on an in-memory network (net.Pipe connections)
+	// instead of a loopback port: clients must dial it with [Fake.Dial].
+	// Everything then blocks on channels and timers alone, so a test can
+	// run the fake, the SDKs and watertight in a testing/synctest bubble,
+	// in simulated time.
+	InMemory bool
 }
 
 // Quota is a provider's rate limit: Requests requests and Tokens tokens per
@@ -104,8 +112,10 @@ type Fake struct {
 	URL string // the server's root, http://127.0.0.1:port
 
 	cfg  FakeConfig
-	srv  *httptest.Server
-	done chan struct{} // closed by Close: ends hanging requests
+	srv  *httptest.Server // nil if InMemory
+	mem  *http.Server     // InMemory: serves the connections of pipes
+	pipe *pipeListener    // InMemory: hands mem the server ends of Dial's pipes
+	done chan struct{}    // closed by Close: ends hanging requests
 
 	mu       sync.Mutex
 	script   []Mode // answers for the next requests, in order
@@ -139,10 +149,69 @@ func NewFake(api API, cfg FakeConfig) *Fake {
 	if q := cfg.Quota; q != nil && !q.StartEmpty {
 		f.reqs, f.toks = float64(q.Requests), float64(q.Tokens)
 	}
+	if cfg.InMemory {
+		f.pipe = &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		f.mem = &http.Server{Handler: http.HandlerFunc(f.serve)}
+		go f.mem.Serve(f.pipe)
+		f.URL = "http://" + api.String() + ".fake"
+		return f
+	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	f.URL = f.srv.URL
 	return f
 }
+
+// Dial connects to the fake, whatever network and address it is given: for
+// http.Transport.DialContext (or [Limits.Dial]). An InMemory fake answers on
+// the other end of a net.Pipe; any other is dialled on its loopback port.
+func (f *Fake) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	if f.pipe == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", strings.TrimPrefix(f.URL, "http://"))
+	}
+	client, server := net.Pipe()
+	select {
+	case f.pipe.conns <- server:
+		return client, nil
+	case <-ctx.Done():
+		client.Close()
+		server.Close()
+		return nil, ctx.Err()
+	case <-f.pipe.done:
+		client.Close()
+		server.Close()
+		return nil, net.ErrClosed
+	}
+}
+
+// pipeListener is the net.Listener of an InMemory fake: Accept returns the
+// server ends of the pipes Dial makes.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "fake" }
 
 // BaseURL is the URL to give the provider's SDK with option.WithBaseURL:
 // openai-go appends "chat/completions" to it, anthropic-sdk-go
@@ -200,6 +269,10 @@ func (f *Fake) Close() {
 	f.closed = true
 	close(f.done)
 	f.mu.Unlock()
+	if f.mem != nil {
+		f.mem.Close() // closes the listener and every connection
+		return
+	}
 	f.srv.Close()
 }
 
@@ -257,7 +330,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if mode != TooMany && f.cfg.Quota != nil {
 		if over, retryAfter := f.admit(w.Header()); over {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
+			// Whole seconds, rounded up, at least 1, as the providers send it.
+			w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(retryAfter.Seconds()))), 10))
 			f.writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate limit reached for requests")
 			return
 		}
@@ -410,7 +484,10 @@ func (f *Fake) admit(h http.Header) (over bool, retryAfter time.Duration) {
 	}
 	f.last = now
 	cost := float64(q.CallTokens)
-	over = f.reqs < 1 || f.toks < cost
+	// A bucket within a rounding error of what the call needs has it: the
+	// refill's float arithmetic must not refuse a request the quota allows
+	// (and answer it with a Retry-After of 0).
+	over = f.reqs < 1-1e-9 || f.toks < cost-1e-6
 	if over {
 		f.n429++
 		needR := math.Max(0, 1-f.reqs) / float64(q.Requests)

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/watertight/watertight"
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
 )
@@ -46,6 +50,10 @@ type Limits struct {
 
 	TripAfter uint32        // consecutive failed attempts that open the breaker
 	OpenFor   time.Duration // how long it stays open before a probe
+
+	// Dial, if set, opens the connections to the provider in place of the
+	// default dialer (a proxy, or a test's in-memory network: Fake.Dial).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// OnRetry and OnState, if set, report retries and breaker changes.
 	OnRetry func(attempt int, err error, wait time.Duration)
@@ -99,10 +107,27 @@ func NewGuard(name string, l Limits) (*watertight.Client, error) {
 	if l.AttemptTimeout > 0 {
 		cfg.Attempt = &deadline.Config{Timeout: l.AttemptTimeout}
 	}
-	return watertight.NewHTTPClient(name, cfg, watertight.HTTPOptions{
+	c, err := watertight.NewHTTPClient(name, cfg, watertight.HTTPOptions{
 		FirstByteTimeout: l.FirstByte,
 		IdleTimeout:      l.Idle,
 	})
+	if err != nil || l.Dial == nil {
+		return c, err
+	}
+	// The client's transport is an httppolicy.Transport over an
+	// *http.Transport of its own (see watertight.NewHTTPClient): set its
+	// dialer before the first request.
+	tr, ok := c.Transport.(*httppolicy.Transport)
+	var base *http.Transport
+	if ok {
+		base, ok = tr.Base.(*http.Transport)
+	}
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("llm: Limits.Dial: the client's transport is a %T, not an httppolicy.Transport over an *http.Transport", c.Transport)
+	}
+	base.DialContext = l.Dial
+	return c, nil
 }
 
 // Chat is the little the demo and the tests ask of each provider's client:

@@ -68,8 +68,9 @@ With no subcommand, it runs these scenarios:
 Subcommands (measured; -json prints one JSON object on the last line):
   quota   15 calls/s for 60 s against a provider allowing 60 requests and
           60 000 tokens per 6 s (1 000 a call), 20 s per call: openai-go
-          with its own retries against openai-go behind watertight reading
-          the x-ratelimit-* headers, side by side (about 75 s)
+          and anthropic-sdk-go, each with its own retries against itself
+          behind watertight reading the rate-limit headers, side by side
+          (about 75 s)
   stall   streams that stop sending tokens while keepalives flow (both
           styles), cut by the idle timeout, and streams whose first token
           is late on one replica, retried on a healthy one (a few seconds)
@@ -142,7 +143,9 @@ func run(cmd command, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "   openai-go, its own retries:     %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.SDKOK, r.SDKFailed, r.SDK429, r.SDKP99)
 		fmt.Fprintf(w, "   openai-go behind watertight:    %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.WTOK, r.WTFailed, r.WT429, r.WTP99)
-		fmt.Fprintln(w, "   targets (wt_429 <= sdk_429/2, wt_ok >= sdk_ok - 2%):", verdict(r.Check()))
+		fmt.Fprintf(w, "   anthropic-sdk-go, its retries:  %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.AnthropicSDKOK, r.AnthropicSDKFailed, r.AnthropicSDK429, r.AnthropicSDKP99)
+		fmt.Fprintf(w, "   anthropic-sdk-go, watertight:   %4d ok, %4d failed, %5d answered 429, p99 %d ms\n", r.AnthropicWTOK, r.AnthropicWTFailed, r.AnthropicWT429, r.AnthropicWTP99)
+		fmt.Fprintln(w, "   targets, each provider (wt_429 <= sdk_429/2, wt_ok >= sdk_ok - 2%):", verdict(r.Check()))
 		result = r
 	case "stall":
 		p := DefaultStallParams()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -21,6 +23,13 @@ type QuotaParams struct {
 	Deadline time.Duration // each call's deadline, retries included (20s)
 	Service  time.Duration // the fake's time to answer one request (200ms)
 	Quota    Quota         // 60 requests and 60 000 tokens per 6s, 1 000 a call
+
+	// InMemory runs the fakes on an in-memory network (FakeConfig.InMemory):
+	// for a test that runs the scenario in a testing/synctest bubble.
+	InMemory bool
+	// NoThrottle leaves the RateLimit section out of the watertight arms
+	// (Limits.NoThrottle): a control, which misses the targets.
+	NoThrottle bool
 }
 
 // DefaultQuotaParams are the issue's figures: 15 calls/s for 60 s against
@@ -34,7 +43,8 @@ func DefaultQuotaParams() QuotaParams {
 
 // QuotaResult is what each arm got: the 429s the fake sent it, the calls
 // that succeeded and failed (returned an error), and the 99th percentile
-// latency over all calls. It prints as the scenario's JSON line.
+// latency over all calls. The sdk_ and wt_ keys are OpenAI's arms, the
+// anthropic_ ones Anthropic's. It prints as the scenario's JSON line.
 type QuotaResult struct {
 	SDK429    int   `json:"sdk_429"`
 	SDKOK     int   `json:"sdk_ok"`
@@ -44,6 +54,15 @@ type QuotaResult struct {
 	WTOK      int   `json:"wt_ok"`
 	WTFailed  int   `json:"wt_failed"`
 	WTP99     int64 `json:"wt_p99_ms"`
+
+	AnthropicSDK429    int   `json:"anthropic_sdk_429"`
+	AnthropicSDKOK     int   `json:"anthropic_sdk_ok"`
+	AnthropicSDKFailed int   `json:"anthropic_sdk_failed"`
+	AnthropicSDKP99    int64 `json:"anthropic_sdk_p99_ms"`
+	AnthropicWT429     int   `json:"anthropic_wt_429"`
+	AnthropicWTOK      int   `json:"anthropic_wt_ok"`
+	AnthropicWTFailed  int   `json:"anthropic_wt_failed"`
+	AnthropicWTP99     int64 `json:"anthropic_wt_p99_ms"`
 }
 
 // armResult is one arm's outcome.
@@ -52,59 +71,109 @@ type armResult struct {
 	p99              time.Duration
 }
 
-// RunQuota runs both arms at once, each against a fake of its own: (a)
-// openai-go with its default retries (2, honouring Retry-After) and no
-// watertight; (b) openai-go with its retries off, behind a watertight
-// pipeline whose RateLimit section reads the provider's headers (no
-// client-side rate).
+// RunQuota runs four arms at once, each against a fake of its own: for
+// each of OpenAI and Anthropic, (a) the provider's SDK with its default
+// retries (2, honouring Retry-After) and no watertight; (b) the SDK with
+// its retries off, behind a watertight pipeline whose RateLimit section
+// reads the provider's headers (no client-side rate).
 func RunQuota(p QuotaParams) (QuotaResult, error) {
-	cfg := FakeConfig{Service: p.Service, Quota: &p.Quota}
-	sdkFake, wtFake := NewFake(OpenAIAPI, cfg), NewFake(OpenAIAPI, cfg)
-	defer sdkFake.Close()
-	defer wtFake.Close()
+	cfg := FakeConfig{Service: p.Service, Quota: &p.Quota, InMemory: p.InMemory}
+	var fakes [4]*Fake // openai sdk, openai wt, anthropic sdk, anthropic wt
+	for i := range fakes {
+		api := OpenAIAPI
+		if i >= 2 {
+			api = AnthropicAPI
+		}
+		fakes[i] = NewFake(api, cfg)
+		defer fakes[i].Close()
+	}
+	// sdkHTTP is a plain client for an SDK's own arm, over a pool big
+	// enough for every call in flight.
+	sdkHTTP := func(f *Fake) *http.Client {
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.MaxIdleConnsPerHost = 1024
+		if p.InMemory {
+			base.DialContext = f.Dial
+		}
+		return &http.Client{Transport: base}
+	}
+	closeIdle := func(c *http.Client) { c.Transport.(*http.Transport).CloseIdleConnections() }
 
-	// (a) The SDK alone, over a pool big enough for every call in flight.
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.MaxIdleConnsPerHost = 1024
-	defer base.CloseIdleConnections()
-	sdk := openai.NewClient(
-		option.WithBaseURL(sdkFake.BaseURL()),
+	// (a) Each SDK alone, its retries at their default.
+	oaHTTP, anHTTP := sdkHTTP(fakes[0]), sdkHTTP(fakes[2])
+	defer closeIdle(oaHTTP)
+	defer closeIdle(anHTTP)
+	oa := openai.NewClient(
+		option.WithBaseURL(fakes[0].BaseURL()),
 		option.WithAPIKey("sk-fake"),
-		option.WithHTTPClient(&http.Client{Transport: base}),
+		option.WithHTTPClient(oaHTTP),
 	)
-	sdkCall := func(ctx context.Context) error {
-		_, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+	oaCall := func(ctx context.Context) error {
+		_, err := oa.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model:    "gpt-fake",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 		})
 		return err
 	}
-
-	// (b) The SDK's retries off, behind watertight.
-	wt, err := NewOpenAI(wtFake.BaseURL(), "sk-fake", quotaLimits(p))
-	if err != nil {
-		return QuotaResult{}, err
-	}
-	defer wt.Close()
-	wtCall := func(ctx context.Context) error {
-		_, err := wt.Complete(ctx, "hi")
+	an := anthropic.NewClient(
+		aoption.WithBaseURL(fakes[2].BaseURL()),
+		aoption.WithAPIKey("sk-ant-fake"),
+		aoption.WithHTTPClient(anHTTP),
+	)
+	anCall := func(ctx context.Context) error {
+		_, err := an.Messages.New(ctx, anthropic.MessageNewParams{
+			Model:     "claude-fake",
+			MaxTokens: 256,
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+		})
 		return err
 	}
 
-	var a, b armResult
+	// (b) The SDKs' retries off, behind watertight.
+	l := quotaLimits(p)
+	if p.InMemory {
+		l.Dial = fakes[1].Dial
+	}
+	oaWT, err := NewOpenAI(fakes[1].BaseURL(), "sk-fake", l)
+	if err != nil {
+		return QuotaResult{}, err
+	}
+	defer oaWT.Close()
+	if p.InMemory {
+		l.Dial = fakes[3].Dial
+	}
+	anWT, err := NewAnthropic(fakes[3].BaseURL(), "sk-ant-fake", l)
+	if err != nil {
+		return QuotaResult{}, err
+	}
+	defer anWT.Close()
+	complete := func(c Chat) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := c.Complete(ctx, "hi")
+			return err
+		}
+	}
+
+	calls := [4]func(context.Context) error{oaCall, complete(oaWT), anCall, complete(anWT)}
+	var res [4]armResult
 	var wg sync.WaitGroup
-	wg.Go(func() { a = runArm(p, sdkCall) })
-	wg.Go(func() { b = runArm(p, wtCall) })
+	for i := range res {
+		wg.Go(func() { res[i] = runArm(p, calls[i]) })
+	}
 	wg.Wait()
-	a.n429, _ = sdkFake.Counts()
-	b.n429, _ = wtFake.Counts()
+	for i := range res {
+		res[i].n429, _ = fakes[i].Counts()
+	}
+	a, b, c, d := res[0], res[1], res[2], res[3]
 	return QuotaResult{
 		SDK429: a.n429, SDKOK: a.ok, SDKFailed: a.failed, SDKP99: a.p99.Milliseconds(),
 		WT429: b.n429, WTOK: b.ok, WTFailed: b.failed, WTP99: b.p99.Milliseconds(),
+		AnthropicSDK429: c.n429, AnthropicSDKOK: c.ok, AnthropicSDKFailed: c.failed, AnthropicSDKP99: c.p99.Milliseconds(),
+		AnthropicWT429: d.n429, AnthropicWTOK: d.ok, AnthropicWTFailed: d.failed, AnthropicWTP99: d.p99.Milliseconds(),
 	}, nil
 }
 
-// quotaLimits sizes the watertight arm: no bulkhead limit to speak of
+// quotaLimits sizes the watertight arms: no bulkhead limit to speak of
 // (open-loop arrivals; a held call keeps its slot), the call's deadline,
 // 3 tries, waits of at most 10 s.
 func quotaLimits(p QuotaParams) Limits {
@@ -112,6 +181,7 @@ func quotaLimits(p QuotaParams) Limits {
 		Slots: 4096, CallTimeout: p.Deadline,
 		Attempts: 3, Backoff: 200 * time.Millisecond, MaxWait: 10 * time.Second,
 		TripAfter: 5, OpenFor: 10 * time.Second,
+		NoThrottle: p.NoThrottle,
 	}
 }
 
@@ -150,17 +220,21 @@ func runArm(p QuotaParams, call func(context.Context) error) armResult {
 	return r
 }
 
-// Check returns nil if r meets the scenario's targets: watertight's arm
-// drew at most half the 429s of the SDK's own retries, and succeeded at
-// least as often, less 2% of all calls; otherwise an error saying which
-// target was missed.
+// Check returns nil if r meets the scenario's targets, for each provider:
+// watertight's arm drew at most half the 429s of the SDK's own retries,
+// and succeeded at least as often, less 2% of all calls; otherwise an
+// error saying which target was missed.
 func (r QuotaResult) Check() error {
 	var errs []error
-	if 2*r.WT429 > r.SDK429 {
-		errs = append(errs, fmt.Errorf("wt_429 = %d, more than half of sdk_429 = %d", r.WT429, r.SDK429))
+	check := func(prefix string, sdk429, sdkOK, sdkFailed, wt429, wtOK int) {
+		if 2*wt429 > sdk429 {
+			errs = append(errs, fmt.Errorf("%swt_429 = %d, more than half of %ssdk_429 = %d", prefix, wt429, prefix, sdk429))
+		}
+		if calls := sdkOK + sdkFailed; 100*wtOK < 100*sdkOK-2*calls {
+			errs = append(errs, fmt.Errorf("%swt_ok = %d, below %ssdk_ok = %d less 2%% of %d calls", prefix, wtOK, prefix, sdkOK, calls))
+		}
 	}
-	if calls := r.SDKOK + r.SDKFailed; 100*r.WTOK < 100*r.SDKOK-2*calls {
-		errs = append(errs, fmt.Errorf("wt_ok = %d, below sdk_ok = %d less 2%% of %d calls", r.WTOK, r.SDKOK, calls))
-	}
+	check("", r.SDK429, r.SDKOK, r.SDKFailed, r.WT429, r.WTOK)
+	check("anthropic_", r.AnthropicSDK429, r.AnthropicSDKOK, r.AnthropicSDKFailed, r.AnthropicWT429, r.AnthropicWTOK)
 	return errors.Join(errs...)
 }

@@ -11,43 +11,56 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/httppolicy"
 )
 
-// TestQuotaShort runs the quota scenario scaled down (30 calls/s for 4 s
-// against 20 requests and 20 000 tokens a second, the quota spent from
-// the start, 3 s per call, both arms at once). On so short a run the
-// watertight arm draws 40-60% of the SDK arm's 429s (the full run, 60 s,
-// about a third), so it checks the direction with room for noise: fewer
-// 429s than the SDK's own retries draw, and as many successes less 10%.
-// The targets themselves are QuotaResult.Check's (TestQuotaCheck) and the
-// full run's. It fails without the RateLimit section (the watertight arm
-// then retries into the quota as the SDK does) and without the fake's
-// headers.
-func TestQuotaShort(t *testing.T) {
-	p := QuotaParams{
-		Duration: 4 * time.Second, Rate: 30, Deadline: 3 * time.Second, Service: 50 * time.Millisecond,
-		Quota: Quota{Requests: 20, Tokens: 20000, Window: time.Second, CallTokens: 1000, StartEmpty: true},
-	}
-	r, err := RunQuota(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%+v", r)
-	if r.SDK429 == 0 {
-		t.Fatalf("the SDK's arm drew no 429: the scenario does not throttle")
-	}
-	if n := int(p.Duration.Seconds() * p.Rate); r.SDKOK+r.SDKFailed != n || r.WTOK+r.WTFailed != n {
-		t.Errorf("calls: sdk %d+%d, wt %d+%d, want %d each", r.SDKOK, r.SDKFailed, r.WTOK, r.WTFailed, n)
-	}
-	if r.WT429 >= r.SDK429 {
-		t.Errorf("wt_429 = %d, not below sdk_429 = %d", r.WT429, r.SDK429)
-	}
-	if calls := r.SDKOK + r.SDKFailed; 100*r.WTOK < 100*r.SDKOK-10*calls {
-		t.Errorf("wt_ok = %d, below sdk_ok = %d less 10%% of %d calls", r.WTOK, r.SDKOK, calls)
+// TestQuotaSimulated runs the whole quota scenario, DefaultQuotaParams
+// (15 calls/s for 60 s against 60 requests and 60 000 tokens per 6 s, 20 s
+// per call), its four arms at once (openai-go and anthropic-sdk-go, each
+// with its own retries and behind watertight), in a testing/synctest
+// bubble: the fakes serve on an in-memory network, so the 80 s of the run
+// pass in simulated time, in seconds. It checks the scenario's own targets
+// (QuotaResult.Check, for each provider) and that every call was counted;
+// the control, the same run without the RateLimit section, must miss them
+// (the watertight arms then retry into the quota as the SDKs do).
+func TestQuotaSimulated(t *testing.T) {
+	for _, noThrottle := range []bool{false, true} {
+		name := "with RateLimit"
+		if noThrottle {
+			name = "without RateLimit"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := DefaultQuotaParams()
+				p.InMemory, p.NoThrottle = true, noThrottle
+				r, err := RunQuota(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%+v", r)
+				if r.SDK429 == 0 || r.AnthropicSDK429 == 0 {
+					t.Fatalf("an SDK's arm drew no 429: the scenario does not throttle")
+				}
+				n := int(p.Duration.Seconds() * p.Rate)
+				for _, arm := range [][2]int{{r.SDKOK, r.SDKFailed}, {r.WTOK, r.WTFailed},
+					{r.AnthropicSDKOK, r.AnthropicSDKFailed}, {r.AnthropicWTOK, r.AnthropicWTFailed}} {
+					if arm[0]+arm[1] != n {
+						t.Errorf("an arm counted %d ok + %d failed calls, want %d in all", arm[0], arm[1], n)
+					}
+				}
+				err = r.Check()
+				if !noThrottle && err != nil {
+					t.Errorf("targets missed: %v", err)
+				}
+				if noThrottle && err == nil {
+					t.Errorf("without the RateLimit section the targets were met: the test does not measure it")
+				}
+			})
+		})
 	}
 }
 
