@@ -141,13 +141,12 @@ func (b *Budget) Execute(ctx context.Context, fn policy.Func) error {
 
 // lease is one admitted call: its lease in Redis, if it has one.
 type lease struct {
-	b      *Budget
-	id     string // "" if admitted by the fallback
-	local  stage.Token
-	mu     sync.Mutex
-	timer  *time.Timer // renews the lease; nil without one
-	ended  bool
-	lapsed atomic.Bool // a renewal found the lease gone
+	b     *Budget
+	id    string // "" if admitted by the fallback
+	local stage.Token
+	mu    sync.Mutex
+	timer *time.Timer // renews the lease; nil without one
+	ended bool
 }
 
 // enter admits one call: Local first, then the global lease.
@@ -324,8 +323,8 @@ func (l *lease) renewLease() {
 	})
 	if err == nil && ok == 0 {
 		// Lapsed: the call runs on without a lease (Redis was away for
-		// longer than LeaseTTL, or lost it in a failover).
-		l.lapsed.Store(true)
+		// longer than LeaseTTL, or lost it in a failover), and nothing
+		// renews it again.
 		return
 	}
 	l.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/watertight/watertight/internal/nilcheck"
 )
 
 // DefaultCallTimeout is the deadline of one Redis round trip when a
@@ -43,7 +45,7 @@ func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 // checkClient reports a client that would not honour the per-call
 // deadline, naming field, the Config field that holds it.
 func checkClient(field string, c redis.UniversalClient) error {
-	if c == nil || isNil(c) {
+	if c == nil || nilcheck.Pointer(c) {
 		return errorf("Config.%s must be set", field)
 	}
 	switch x := c.(type) {

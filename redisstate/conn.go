@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,6 +60,9 @@ type conn struct {
 	client  redis.UniversalClient
 	timeout time.Duration
 	guard   *breaker.Breaker
+
+	versionOK atomic.Bool                  // the server passed checkVersion, or cannot be told
+	tooOld    atomic.Pointer[versionError] // the server is older than MinRedisMajor
 }
 
 // newConn validates r and returns its conn. The guard breaker is named
@@ -101,10 +104,21 @@ func newConn(r Redis, kind, name string, mp metric.MeterProvider) (*conn, error)
 	return c, nil
 }
 
-// do runs one round trip f under the call deadline and the guard. It
-// returns nil, redis.Nil, ctx's own error if ctx is done, or
-// errUnavailable wrapping the cause.
+// do runs one round trip f under the call deadline and the guard, after
+// the server's version check if it has not passed yet. It returns nil,
+// redis.Nil, ctx's own error if ctx is done, or errUnavailable wrapping
+// the cause (ErrRedisTooOld for a server too old).
 func (c *conn) do(ctx context.Context, f func(ctx context.Context) error) error {
+	if !c.versionOK.Load() {
+		if err := c.checkVersion(ctx); err != nil {
+			return err
+		}
+	}
+	return c.roundTrip(ctx, f)
+}
+
+// roundTrip is do without the version check.
+func (c *conn) roundTrip(ctx context.Context, f func(ctx context.Context) error) error {
 	err := c.guard.Execute(ctx, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
@@ -132,12 +146,6 @@ func newReplicaID() string {
 // errorf returns an error whose message has the package's prefix.
 func errorf(format string, args ...any) error {
 	return fmt.Errorf("redisstate: "+format, args...)
-}
-
-// isNil reports whether v holds a nil pointer.
-func isNil(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // keyPrefix returns the prefix of every key of the policy (kind, name): a

@@ -37,4 +37,15 @@
 // counted (watertight.redis.fallbacks) and adds a watertight.redis.fallback
 // event to the span in ctx. When Redis answers again, the state converges
 // without a restart.
+//
+// # Redis 5 or later
+//
+// The scripts write after reading TIME, which Redis allows from 5.0 on.
+// Each policy asks the server's version (INFO server) before its first
+// round trip; a server older than 5.0 gets no script, ever: every round
+// trip fails at once with an error matching [ErrRedisTooOld] that names
+// the version (the policy runs on its fallback, as when Redis is down),
+// and otel.Handle is told once. [CheckVersion] runs the same check, to
+// fail at start-up. A server or proxy that refuses INFO, or reports no
+// redis_version, cannot be checked: it is let through.
 package redisstate

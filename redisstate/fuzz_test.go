@@ -43,8 +43,11 @@ func TestForgedMessages(t *testing.T) {
 	s := startRedis(t)
 	rs := replicas(t, 2, s.Addr(), redisstate.BreakerConfig{
 		Breaker: breaker.Config{Name: "forged", ConsecutiveFailures: 1, OpenTimeout: time.Minute}, PollInterval: time.Hour})
-	time.Sleep(100 * time.Millisecond) // subscribed
 	pub := newClient(t, s.Addr())
+	// Polling is off: a replica not yet subscribed would miss the open.
+	eventually(t, 5*time.Second, "both replicas subscribed", func() bool {
+		return numsub(t, pub, "{watertight:breaker:forged}:events") == 2
+	})
 	for _, m := range []string{"open", "open x 1", "open 1 99999999999999999", "closed -1", "\x00\xff", "open 0 100", "hello world"} {
 		if err := pub.Publish(context.Background(), "{watertight:breaker:forged}:events", m).Err(); err != nil {
 			t.Fatal(err)

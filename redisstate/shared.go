@@ -446,7 +446,7 @@ func (s *SharedBreaker) pollOnce() {
 		}
 		return
 	}
-	got, _, err := s.runOne(probeScript, s.replica, strconv.FormatInt(gen, 10), s.leaseMS)
+	got, err := s.runOne(probeScript, s.replica, strconv.FormatInt(gen, 10), s.leaseMS)
 	if err == nil {
 		s.applyMu.Lock()
 		if s.active.Load() && s.gen.Load() == gen {
@@ -456,8 +456,8 @@ func (s *SharedBreaker) pollOnce() {
 	}
 }
 
-// runOne is run for a script that returns one number.
-func (s *SharedBreaker) runOne(sc *redis.Script, args ...any) (int64, int64, error) {
+// runOne runs a script that returns one number through the guard.
+func (s *SharedBreaker) runOne(sc *redis.Script, args ...any) (int64, error) {
 	var n int64
 	err := s.conn.do(context.Background(), func(ctx context.Context) error {
 		var err error
@@ -467,7 +467,7 @@ func (s *SharedBreaker) runOne(sc *redis.Script, args ...any) (int64, int64, err
 	if err != nil {
 		s.unreachable()
 	}
-	return n, 0, err
+	return n, err
 }
 
 // Close stops the background goroutines, closes the subscription and
