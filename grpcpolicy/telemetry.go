@@ -7,18 +7,25 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// The names the core module's telemetry uses (its internal/telemetry
-// package, which a module of its own cannot import): the stream timeouts
-// add to the same counter as every other watertight timeout.
+// The stream timeouts add to the same counter, and the same span event,
+// as every other watertight timeout: the names are the core module's
+// (its internal/telemetry package, which this module may import, its
+// import path being under the core module's), under a scope of this
+// package's own.
 const (
 	scopeName     = "github.com/watertight/watertight/grpcpolicy"
-	version       = "0.1.0-dev" // the core module's telemetry.Version
-	metricTimeout = "watertight.timeouts"
-	eventTimeout  = "watertight.timeout"
-	keyKind       = attribute.Key("watertight.policy.kind")
-	keyName       = attribute.Key("watertight.policy.name")
+	version       = telemetry.Version
+	metricTimeout = telemetry.MetricTimeouts
+	eventTimeout  = telemetry.EventTimeout
+)
+
+var (
+	keyKind = telemetry.KeyKind
+	keyName = telemetry.KeyName
 )
 
 // timeoutCounter returns the watertight.timeouts counter of mp (of the
