@@ -213,6 +213,39 @@ func TestTransportFeedsSignals(t *testing.T) {
 	}
 }
 
+// The cost a call declares with WithCost reaches Observe through the
+// Transport (on the response's request): a 200 whose tokens bucket is short
+// of it holds the next calls for its refill; a cheaper call's does not.
+func TestTransportPassesTheCost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-ratelimit-limit-tokens", "60000")
+		w.Header().Set("x-ratelimit-remaining-tokens", "400")
+		w.Header().Set("x-ratelimit-reset-tokens", "5.96s")
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		cost int
+		held bool
+	}{{0, false}, {300, false}, {1000, true}} {
+		lim := newLimiter(t, ratelimit.Config{})
+		tr := &httppolicy.Transport{Base: &http.Transport{}, Signals: lim,
+			Policy: must[*compose.Pipeline](t)(compose.New("x", compose.Policies{RateLimit: lim}))}
+		ctx := ratelimit.WithCost(context.Background(), tc.cost)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		res, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		tr.CloseIdleConnections()
+		if h := lim.Held(); (h > 0) != tc.held || h > 60*time.Millisecond {
+			t.Errorf("cost %d, 400 tokens left: Held = %v, want held %v (at most 60ms)", tc.cost, h, tc.held)
+		}
+	}
+}
+
 type signalFunc func(*http.Response)
 
 func (f signalFunc) Observe(r *http.Response) { f(r) }
