@@ -75,7 +75,8 @@ func TestNoHoldAdmitsAtOnce(t *testing.T) {
 	})
 }
 
-// A spent quota on a 200 holds every attempt until its reset.
+// A spent quota on a 200 that names no limit holds every attempt until its
+// reset: the one time the bucket is sure to have room.
 func TestRemainingZeroHoldsUntilReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})

@@ -89,7 +89,7 @@ type FakeConfig struct {
 // Quota is a provider's rate limit: Requests requests and Tokens tokens per
 // Window, each bucket refilled continuously, every call costing CallTokens
 // tokens. A request over quota is answered 429 with Retry-After (whole
-// seconds, rounded up) and, like every answer, the provider's rate-limit
+// seconds, rounded up, at least 1) and, like every answer, the provider's rate-limit
 // headers: OpenAI's x-ratelimit-limit|remaining|reset-requests|tokens (the
 // reset is the time until the bucket is full, as a Go duration such as
 // "1.2s"), Anthropic's anthropic-ratelimit-requests|tokens-limit|remaining|reset
