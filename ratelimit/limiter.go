@@ -128,7 +128,15 @@ func (l *Limiter) Observe(resp *http.Response) {
 	}
 	// Most responses ask for nothing, and nothing is gated: say so without
 	// reading the clock or parsing a reset.
-	cost := func() int { return requestCost(resp) }
+	// The call's cost is looked up (a walk up its context) only if a
+	// tokens bucket names a count, and once.
+	c := -1
+	cost := func() int {
+		if c < 0 {
+			c = requestCost(resp)
+		}
+		return c
+	}
 	asks := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || short(resp.Header, cost)
 	if !asks && l.active.Load() == 0 {
 		return
@@ -136,7 +144,7 @@ func (l *Limiter) Observe(resp *http.Response) {
 	now := time.Now()
 	var d time.Duration
 	if asks {
-		d = Hold(resp.StatusCode, resp.Header, now, requestCost(resp))
+		d = Hold(resp.StatusCode, resp.Header, now, cost())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
