@@ -32,7 +32,9 @@
 // lasts until it has what the next call needs: r/L for a spent requests
 // bucket, (c-n)*r/(L-n) for a tokens bucket short of a cost c. Without a
 // usable limit the hold lasts until the reset, the one time the bucket is
-// sure to have room. A 429's Retry-After holds at least that long. Then
+// sure to have room. A 429's Retry-After holds at least that long; a 429
+// without one is taken to mean that every bucket is short of one more than
+// it has. Then
 // the gate (below) lets one attempt go, and the next answer says what is
 // left.
 //

@@ -62,9 +62,12 @@ var (
 // a usable limit (absent, malformed, or not above the remaining count) it
 // holds until the reset, the one time the bucket is sure to have room.
 //
-// A 429 holds at least as long as its Retry-After, and, when it names
-// neither a Retry-After nor a short bucket, until the earliest reset it
-// names. The result is the longest of these. Values that do not parse (a
+// A 429 holds at least as long as its Retry-After. One that names no
+// Retry-After said no without saying for how long: every bucket is then
+// taken to be short of one more than it has (one, if it names no count),
+// and the hold lasts until each has refilled that much (one request's
+// refill, reset/limit, for a 429 on a requests bucket with some left).
+// The result is the longest of these. Values that do not parse (a
 // sign, a unit-less reset, garbage), a reset in the past and anything
 // further than a day away are ignored. It never panics; h may be nil. It
 // is safe for concurrent use.
@@ -79,9 +82,10 @@ func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
 	if len(h) == 0 {
 		return hold
 	}
-	// earliest is the nearest reset named, for a 429 that says nothing
-	// else; -1: none.
-	earliest := time.Duration(-1)
+	// A 429 that names no Retry-After said no without saying for how
+	// long: every bucket is taken to be short of one more than it has (a
+	// bucket naming no count, of one).
+	blind := throttled && hold == 0
 	note := func(b bucket, parse func(string, time.Time) (time.Duration, bool)) {
 		v := first(h, b.reset)
 		if v == "" {
@@ -91,16 +95,19 @@ func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
 		if !ok {
 			return
 		}
-		if earliest < 0 || r < earliest {
-			earliest = r
-		}
 		n, ok := parseCount(first(h, b.remaining))
 		if !ok {
-			return
+			if !blind {
+				return
+			}
+			n = 0
 		}
 		need := int64(1)
 		if b.costly {
 			need = int64(max(cost, 1))
+		}
+		if blind && n >= need && n < math.MaxInt64 {
+			need = n + 1
 		}
 		if n >= need {
 			return
@@ -113,9 +120,6 @@ func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
 	}
 	for _, b := range anthropicBuckets {
 		note(b, parseResetTime)
-	}
-	if throttled && hold == 0 && earliest > 0 {
-		hold = earliest
 	}
 	return hold
 }

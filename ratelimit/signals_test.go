@@ -47,9 +47,18 @@ func TestHold(t *testing.T) {
 			"x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "20ms"), 0, 0},
 		{"429: max of Retry-After and spent reset", 429, hdr("Retry-After", "1",
 			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "4s"), 4 * time.Second, 0},
-		{"429 with a reset but nothing spent: earliest reset", 429, hdr(
+		{"429 without Retry-After, nothing short, no limits: the latest reset", 429, hdr(
 			"x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "2s",
-			"x-ratelimit-remaining-tokens", "9", "x-ratelimit-reset-tokens", "700ms"), 700 * time.Millisecond, 0},
+			"x-ratelimit-remaining-tokens", "9", "x-ratelimit-reset-tokens", "700ms"), 2 * time.Second, 0},
+		{"429 without Retry-After, nothing short: one more of each bucket", 429, hdr(
+			"x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "5.5s",
+			"x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "9000", "x-ratelimit-reset-tokens", "5.1s"), 100 * time.Millisecond, 0},
+		{"429 without Retry-After, no count: one of the bucket", 429, hdr(
+			"x-ratelimit-limit-requests", "60", "x-ratelimit-reset-requests", "6s"), 100 * time.Millisecond, 0},
+		{"429 with Retry-After: no bucket taken for short", 429, hdr("Retry-After-Ms", "20",
+			"x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "5.5s"), 20 * time.Millisecond, 0},
+		{"200 without a count: no hold", 200, hdr(
+			"x-ratelimit-limit-requests", "60", "x-ratelimit-reset-requests", "6s"), 0, 0},
 		{"anthropic requests spent", 200, hdr(
 			"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", rfc(5*time.Second)), 5 * time.Second, 0},
 		{"anthropic output tokens spent", 200, hdr(
