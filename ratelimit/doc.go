@@ -52,7 +52,8 @@
 // anthropic-ratelimit-requests-remaining) says are left, less the attempts
 // already let through whose requests the server had not counted yet. Once
 // an answer says requests are left (at least a tenth of the limit it names)
-// and nobody waits, the gate opens. An attempt let through that ends
+// and nobody waits (an attempt still asleep on the hold is waiting), the
+// gate opens. An attempt let through that ends
 // without an answer saying anything (a connection error, a panic) lets the
 // next one go; one that succeeds without one (a Limiter used without a
 // Transport) opens the gate. An answer without a remaining count opens it

@@ -231,3 +231,34 @@ func TestGateNotShutByAStaleAnswer(t *testing.T) {
 		}
 	})
 }
+
+// The attempts asleep on a hold are waiting too: an answer that comes as
+// the hold ends, before they have woken, lets through as many as it says
+// are left, and does not open the gate under them (all ten would go onto
+// a bucket with six). Either order of the answer and their waking is run,
+// as synctest schedules them.
+func TestGateCountsTheAttemptsHeld(t *testing.T) {
+	for range 30 {
+		synctest.Test(t, func(t *testing.T) {
+			l := newLimiter(t, ratelimit.Config{})
+			l.HoldFor(time.Second)
+			release := make(chan struct{})
+			in, errs := gateCalls(l, 10, func(int) {}, release)
+			synctest.Wait()
+			time.Sleep(time.Second) // the hold is over; the held may not have woken
+			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "6"))
+			synctest.Wait()
+			// Six, and the probe if it went before the answer (the answer,
+			// not its own, did not count it).
+			if got := in.Load(); got > 7 {
+				t.Errorf("%d attempts let through on an answer saying 6 left", got)
+			}
+			close(release)
+			for range 10 {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}

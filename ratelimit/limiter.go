@@ -372,12 +372,23 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		hold = time.Duration(l.end) - now.Sub(l.epoch)
 		switch {
 		case hold > 0:
-			l.mu.Unlock()
 			// A 429 that came during the wait may have moved the hold on.
 			if now.Add(hold).After(limit) {
+				l.mu.Unlock()
 				return nil, l.reject(ctx, l.throttled)
 			}
-			if _, err := sleep(hold, nil); err != nil {
+			// Asleep on the hold, the attempt waits for the gate as much
+			// as one behind it: an answer that comes as the hold ends,
+			// before it wakes, must not open the gate under it (all that
+			// slept would go at once onto a bucket that has refilled only
+			// a little).
+			l.waiters++
+			l.mu.Unlock()
+			_, err := sleep(hold, nil)
+			l.mu.Lock()
+			l.waiters--
+			l.mu.Unlock()
+			if err != nil {
 				return nil, err
 			}
 			continue
