@@ -55,8 +55,15 @@ type Client struct {
 // settings of h) runs every request through it. The requests go out over a
 // transport of their own, httppolicy.NewDependencyTransport sized to the
 // bulkhead's Limit (to an adaptive limiter's MaxLimit; without either, a
-// clone of http.DefaultTransport's settings), so an admitted call never waits unseen
-// for a connection and no other dependency shares its pool. The client has
+// clone of http.DefaultTransport's settings), so an admitted call never
+// waits unseen for a connection and no other dependency shares its pool.
+// With a hedge in Use.Retry (a *retry.Hedge), whose call holds one slot for
+// all its concurrent attempts, the pool is sized for the hedges: Limit ×
+// (1 + MaxHedges) connections, so that a hedge never queues behind the
+// slow attempts it is meant to overtake. A request the Transport may
+// retry is then hedged (see httppolicy's documentation), and, since
+// attempts run concurrently, an adaptive limit samples each up to its end,
+// not to its headers. The client has
 // no Timeout of its own: the pipeline's deadlines bound each request, its
 // body included. The pipeline's RateLimit policy, if it is a
 // *ratelimit.Limiter, is the Transport's Signals: every response's
@@ -74,13 +81,19 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	if err != nil {
 		return nil, err
 	}
+	// A hedged call holds one slot for all its attempts: the pool has a
+	// connection for each attempt the admitted calls may run at once.
+	perCall := 1
+	if h, ok := cfg.Use.Retry.(interface{ MaxHedges() int }); ok {
+		perCall += h.MaxHedges()
+	}
 	var base *http.Transport
 	if bh := p.Bulkhead(); bh != nil {
-		base = httppolicy.NewDependencyTransport(bh.Limit())
+		base = httppolicy.NewDependencyTransport(bh.Limit() * perCall)
 	} else if l := p.Limiter(); l != nil {
 		// The most calls the limit may ever admit at once, for a limiter
 		// built from the Adaptive section or given in Use.Bulkhead.
-		base = httppolicy.NewDependencyTransport(l.MaxLimit())
+		base = httppolicy.NewDependencyTransport(l.MaxLimit() * perCall)
 	} else {
 		// No bulkhead to match: http.DefaultTransport's settings, caps
 		// included (none on connections, net/http's default on idle ones).

@@ -312,3 +312,96 @@ func TestHTTPClientStreamTimeouts(t *testing.T) {
 		t.Errorf("one event, then only keepalives: read err = %v; want ErrIdleTimeout", err)
 	}
 }
+
+// With a hedge in Use.Retry, NewHTTPClient sizes the pool for the hedges:
+// when every call the bulkhead admits is stuck on a slow attempt, the hedge
+// still gets a connection and wins (with the pool capped at the bulkhead's
+// limit it would wait behind the slow attempt until the deadline).
+func TestHTTPClientHedgeGetsAConnection(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-r.Context().Done() // slow: no answer until canceled
+			return
+		}
+		io.WriteString(w, "fast")
+	}))
+	defer srv.Close()
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond, MaxHedges: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 1},
+		Deadline: &deadline.Config{Timeout: 5 * time.Second},
+		Use:      compose.Policies{Retry: h},
+	}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport); base.MaxConnsPerHost != 2 {
+		t.Fatalf("MaxConnsPerHost = %d, want Limit × (1 + MaxHedges) = 2", base.MaxConnsPerHost)
+	}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "fast" || n.Load() != 2 {
+		t.Fatalf("body %q after %d requests, want the hedge's after 2", body, n.Load())
+	}
+}
+
+// Hedged attempts run concurrently under a pipeline whose Bulkhead slot
+// learns from latencies: the Transport gives their exchange no answer
+// clock, which they would share (-race checks), and every attempt is still
+// sampled.
+func TestHTTPClientHedgeWithObserver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(r.ContentLength%3) * time.Millisecond)
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Microsecond, MaxHedges: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observing{}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{
+		Use: compose.Policies{Bulkhead: obs, Retry: h},
+	}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 10 {
+				// POSTs without a key wait for the running attempt, but
+				// compose has started the clock for theirs all the same.
+				var resp *http.Response
+				var err error
+				if j%2 == 0 {
+					resp, err = c.Get(srv.URL)
+				} else {
+					resp, err = c.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", i+j)))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.seen) < 80 {
+		t.Fatalf("%d samples for 80 calls", len(obs.seen))
+	}
+}

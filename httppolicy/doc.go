@@ -167,17 +167,61 @@
 // retry policy to decide (its MaxAttempts, ShouldRetry, budget): the
 // Transport only marks the failures that must not be.
 //
-// Attempts run one at a time, since they share one request and hand over
-// one response. A policy that runs attempts concurrently (retry.Hedge) is
-// not supported: an attempt it starts while another runs fails at once
-// with an error saying so, and RoundTrip returns only once the running
-// attempt has.
+// # Client side: hedging
+//
+// A policy may run attempts of one call concurrently: a retry.Hedge in a
+// pipeline's Retry slot starts another attempt when the first has not
+// answered after a delay. The Transport hedges only the requests it may
+// retry after any failure (idempotent ones, those with an idempotency key,
+// and all of them with [Transport.RetryUnsafe]) whose body, if any, can be
+// sent again: each attempt sends its own copy of the request, the first
+// with req.Body, the others with a body from GetBody. The first attempt
+// whose response is accepted (a success: not a failure by IsFailure, and,
+// with a first byte timeout, its first byte in) wins, as the hedge's claim
+// (policy.Claim) decides; the caller gets that response and no other. The
+// winner then cancels the requests of the attempts still running (the
+// server sees them canceled), and the body of a response that arrives
+// after the winner's is closed at once.
+//
+// A losing attempt waits, without sending anything more, until the winner
+// has returned (the caller has read or closed the body) or the hedge has
+// ended, and then returns an error that matches context.Canceled: a
+// breaker below the hedge excludes it, counting it neither as a success
+// nor as a failure, and the hedge does not take it for a failure and start
+// another attempt while the winner streams. An attempt that completed with
+// a failure (a 5xx, a broken connection) while another had won returns
+// that failure, without a retry.Permanent marker, so that a breaker counts
+// it but the call stays the winner's. A losing attempt whose own Attempt
+// timeout ends while it waits is that timeout; leave the Attempt slot
+// unset with hedged streams, or set it for the longest stream you accept.
+//
+// Any other request is never sent twice at once: an attempt the policy
+// starts while another runs waits for that one to end, and then, if no
+// response was accepted and the call goes on, runs as a retry would (after
+// a failure the request may be retried after, such as a 503). Under a
+// hedge, such a request is in effect sent by one attempt at a time.
+//
+// An adaptive limit in the pipeline learns from each attempt's time to its
+// response headers through an answer clock that the exchange shares with
+// package compose, which starts it for each attempt. Concurrent attempts
+// cannot share it (even those of a request that is never sent twice at
+// once, since compose starts the clock before the attempt waits), so no
+// exchange has an answer clock when its Policy may run attempts
+// concurrently: a
+// *retry.Hedge, a policy whose ConcurrentAttempts method (see
+// policy.Concurrent) says so, such as a *compose.Pipeline with a hedge in
+// a slot, or a policy with no such method. For those the limit samples
+// each attempt up to its end, stream included.
 //
 // # Connections and HTTP/2
 //
 // Give each dependency its own base transport sized to its bulkhead with
 // [NewDependencyTransport]: MaxConnsPerHost equal to the bulkhead's limit
-// means no admitted call waits unseen for a connection. Over HTTP/2 many
+// means no admitted call waits unseen for a connection. A bulkhead counts
+// calls, not attempts, and a hedged call holds one slot for all its
+// attempts: size the base for the hedges, limit × (1 + MaxHedges)
+// connections, so that a hedge never queues unseen behind the slow
+// attempts it is meant to overtake. Over HTTP/2 many
 // streams share one connection, so MaxConnsPerHost bounds little there: the
 // bulkhead is the bound.
 //

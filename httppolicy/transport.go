@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,7 +116,11 @@ type Transport struct {
 // timeout (Transport.FirstByteTimeout or [WithStreamTimeouts]), it returns
 // only once the first byte of the body that counts is in; the stream
 // timeouts do not watch the connection of a 101 Switching Protocols
-// response. It closes req.Body, even on error, and does not modify req.
+// response. Under a policy that runs attempts concurrently (a hedge), a
+// request that may be retried after any failure is sent by each attempt,
+// and the first accepted response is returned (see the package
+// documentation); any other request is never sent twice at once. It closes
+// req.Body, even on error, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
@@ -131,7 +136,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := newExchange(t, req)
 	x.timeouts = st
-	go x.run(stage.WithAnswerClock(req.Context(), &x.clock))
+	ctx := req.Context()
+	if x.clocked {
+		ctx = stage.WithAnswerClock(ctx, &x.clock)
+	}
+	go x.run(ctx)
 	r := <-x.out
 	if r.panicked {
 		panic(r.panicVal)
@@ -161,8 +170,10 @@ type result struct {
 }
 
 // exchange is one RoundTrip: one Execute of the policy, with every attempt
-// it makes. Its fields other than out and finished are used only by the
-// goroutine that runs Execute (attempts run one after another).
+// it makes. Attempts may run concurrently (a hedge: see hedgeable), each
+// with its own request, context and response; what they share is guarded
+// by mu. The fields above mu are set before Execute starts and only read
+// afterwards.
 type exchange struct {
 	t         *Transport
 	req       *http.Request
@@ -173,24 +184,43 @@ type exchange struct {
 	hasBody    bool // req has a body to send
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
+	// hedgeable: the policy may run attempts concurrently (a hedge) and
+	// the request may be retried after any failure, so each attempt sends
+	// it, with a context of its own that the winner cancels. Otherwise an
+	// attempt started while another runs waits for it to end (see enter):
+	// the request is never sent twice at once.
+	hedgeable bool
+	// clocked: clock is in Execute's context (see RoundTrip), since the
+	// policy runs attempts one at a time. Package compose starts the clock
+	// for each attempt before fn runs, so concurrent attempts would share
+	// it even when this exchange makes the later ones wait.
+	clocked bool
 
-	attempts int
-	bodySent bool           // req.Body was given to the base transport
-	pending  *http.Response // last failure response, body in memory
+	out chan result // 1-buffered: exactly one send per exchange
+
+	mu       sync.Mutex
+	running  int                       // attempts inside fn
+	idle     chan struct{}             // made by a waiter, closed when running drops to 0
+	bodySent bool                      // req.Body was given to the base transport
+	won      bool                      // an attempt's response was accepted: the winner's
+	over     bool                      // the winning attempt has returned
+	overCh   chan struct{}             // made by a losing attempt, closed when over is set
+	ended    bool                      // Execute has returned and no attempt runs
+	cancels  []context.CancelCauseFunc // of a hedgeable exchange's attempts, by number - 1
+	pending  *http.Response            // last failure response, body in memory
+	// Written by the winning attempt before it returns, read by run once
+	// no attempt runs (mu orders them).
 	accepted *http.Response // a success without a body, returned at the end
 	stream   *streamBody    // the body of the response handed over, if any
+	finished chan struct{}  // made with the stream; closed once Execute has returned
 	handed   bool           // a response has been sent on out
 
-	out      chan result   // 1-buffered: exactly one send per exchange
-	finished chan struct{} // made with the stream; closed once Execute has returned
-
-	// One attempt at a time (see enter); idle is made by waitIdle.
-	state atomic.Int32
-	idle  chan struct{}
-
-	// clock marks when each attempt got its response headers, so that an
+	// clock marks when the attempt got its response headers, so that an
 	// adaptive limit in the pipeline samples the time to the answer, not
 	// the time until the caller has read a stream (see internal/stage).
+	// It is one per exchange and package compose starts it for each
+	// attempt, so it is used only when attempts cannot run concurrently
+	// (see clocked).
 	clock stage.AnswerClock
 }
 
@@ -211,6 +241,9 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 		x.isFailure = DefaultIsFailure
 	}
 	x.replayable = !x.hasBody || req.GetBody != nil
+	concurrent := mayHedge(t.Policy)
+	x.hedgeable = concurrent && x.mayRetry(false)
+	x.clocked = !concurrent
 	return x
 }
 
@@ -293,23 +326,216 @@ func (x *exchange) finish(ctx context.Context, err error) {
 
 // attempt is the policy.Func: one attempt of the exchange.
 func (x *exchange) attempt(ctx context.Context) error {
-	if !x.state.CompareAndSwap(exchangeIdle, exchangeRunning) {
-		return retry.Permanent(errConcurrent)
+	var a try
+	if err := x.enter(ctx, &a); err != nil {
+		return err
 	}
-	defer x.leave()
-	if x.handed || x.accepted != nil {
-		return retry.Permanent(errDone)
+	defer x.leave(&a)
+	err := x.send(ctx, &a)
+	if err != nil && !a.won {
+		x.mu.Lock()
+		lost := x.won
+		x.mu.Unlock()
+		if lost {
+			// Another attempt's response was accepted.
+			if a.ctx != nil && context.Cause(a.ctx) == errLost {
+				// Canceled by the winner: an outcome that says nothing
+				// about the dependency.
+				return x.lose(ctx)
+			}
+			// A failure that completed all the same, which a breaker
+			// counts; it must not end the call, which is the winner's: no
+			// Permanent marker.
+			return retry.Unmark(err)
+		}
 	}
-	x.attempts++
-	// The previous attempt's failure response is of no more use.
-	x.discardPending()
+	return err
+}
 
+// try is one attempt's own state.
+type try struct {
+	ctx    context.Context // the request's, canceled with errLost when another attempt wins; nil if no other attempt may run
+	n      int             // 1-based, in the order attempts entered
+	won    bool            // its response was accepted
+	bodyOK bool            // it sends req.Body itself (the first to send)
+}
+
+// errLost is the cause with which the winning attempt cancels the others'
+// requests.
+var errLost = errors.New("httppolicy: another attempt's response was accepted")
+
+// lostError is what a losing attempt returns: it matches
+// context.Canceled, so that a breaker excludes it and a hedge takes it for
+// what it is.
+type lostError struct{}
+
+func (lostError) Error() string        { return errLost.Error() }
+func (lostError) Is(target error) bool { return target == context.Canceled || target == errLost }
+
+// enter admits an attempt and sets its state a, or returns the error the
+// attempt returns without sending anything.
+func (x *exchange) enter(ctx context.Context, a *try) error {
+	x.mu.Lock()
+	for {
+		switch {
+		case x.ended:
+			// A policy called fn after its Execute returned.
+			x.mu.Unlock()
+			return retry.Permanent(errDone)
+		case x.won && x.over && policy.Claim(ctx):
+			// Attempts one after another (no other attempt holds the
+			// claim): the policy called fn again after the response was
+			// accepted.
+			x.mu.Unlock()
+			return retry.Permanent(errDone)
+		case x.won:
+			// A hedge started beside the winner, or after it but before
+			// the policy learned of it: nothing to send.
+			x.running++
+			x.mu.Unlock()
+			err := x.lose(ctx)
+			x.leave(a)
+			return err
+		}
+		if x.running == 0 || x.hedgeable {
+			break
+		}
+		// A request that may not be sent twice at once: this attempt
+		// waits for the running one to end, and goes on only if the call
+		// has not ended meanwhile.
+		ch := x.idleChan()
+		x.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		x.mu.Lock()
+	}
+	x.running++
+	a.n = len(x.cancels) + 1
+	if !x.bodySent {
+		x.bodySent = true
+		a.bodyOK = true
+	}
+	if x.hedgeable {
+		var cancel context.CancelCauseFunc
+		a.ctx, cancel = context.WithCancelCause(ctx)
+		x.cancels = append(x.cancels, cancel)
+	}
+	x.mu.Unlock()
+	return nil
+}
+
+// waitIdle returns once no attempt runs, and makes any attempt started
+// later return at once. It is called once Execute has returned: a policy
+// that ran attempts concurrently (a hedge) may return before an attempt it
+// canceled has, and the exchange's outcome is read only once every attempt
+// has returned.
+func (x *exchange) waitIdle() {
+	x.mu.Lock()
+	for x.running > 0 {
+		ch := x.idleChan()
+		x.mu.Unlock()
+		<-ch
+		x.mu.Lock()
+	}
+	x.ended = true
+	x.mu.Unlock()
+}
+
+// idleChan returns the channel closed when no attempt runs. mu is held.
+func (x *exchange) idleChan() chan struct{} {
+	if x.idle == nil {
+		x.idle = make(chan struct{})
+	}
+	return x.idle
+}
+
+// leave marks attempt a as over: it wakes an attempt or waitIdle waiting
+// for the running ones, and the losers waiting for the winner.
+func (x *exchange) leave(a *try) {
+	x.mu.Lock()
+	x.running--
+	if x.running == 0 && x.idle != nil {
+		close(x.idle)
+		x.idle = nil
+	}
+	var cancel context.CancelCauseFunc
+	if a.ctx != nil {
+		cancel = x.cancels[a.n-1]
+	}
+	if a.won {
+		x.over = true
+		if x.overCh != nil {
+			close(x.overCh)
+		}
+	}
+	x.mu.Unlock()
+	if cancel != nil {
+		cancel(nil)
+	}
+}
+
+// win makes a's response the exchange's, if no other attempt's is and the
+// policy grants a the claim (policy.Claim: a hedge's winner), and cancels
+// the other attempts' requests. It reports whether a won.
+func (x *exchange) win(ctx context.Context, a *try) bool {
+	x.mu.Lock()
+	if x.won || !policy.Claim(ctx) {
+		x.mu.Unlock()
+		return false
+	}
+	x.won, a.won = true, true
+	// No attempt registers once won is set: the slice is read unlocked.
+	cancels := x.cancels
+	x.mu.Unlock()
+	for i, cancel := range cancels {
+		if i != a.n-1 {
+			cancel(errLost)
+		}
+	}
+	return true
+}
+
+// lose waits until the winning attempt has returned or ctx ends, and
+// returns a losing attempt's outcome. Waiting keeps a hedge from taking the
+// loser for a failure and starting another attempt in its place while the
+// winner's stream runs.
+func (x *exchange) lose(ctx context.Context) error {
+	x.mu.Lock()
+	if x.over {
+		x.mu.Unlock()
+		return lostError{}
+	}
+	if x.overCh == nil {
+		x.overCh = make(chan struct{})
+	}
+	ch := x.overCh
+	x.mu.Unlock()
+	select {
+	case <-ch:
+		return lostError{}
+	case <-ctx.Done():
+		if context.Cause(ctx) == retry.ErrHedgeLost {
+			return lostError{}
+		}
+		return ctx.Err()
+	}
+}
+
+// send sends the request once, as attempt a, and waits, if its response is
+// accepted, until the caller is done with the body.
+func (x *exchange) send(ctx context.Context, a *try) error {
 	// With a stream timeout, the request carries a child of ctx that the
 	// timers cancel (see streamWatch).
 	var w *streamWatch
 	rctx := ctx
+	if a.ctx != nil {
+		rctx = a.ctx
+	}
 	if x.timeouts.firstByte > 0 || x.timeouts.idle > 0 {
-		w = newStreamWatch(x.t, ctx, x.timeouts)
+		w = newStreamWatch(x.t, rctx, x.timeouts)
 		defer w.end()
 		rctx = w.ctx
 	}
@@ -317,19 +543,17 @@ func (x *exchange) attempt(ctx context.Context) error {
 	// the request, and a deep copy (Request.Clone) would cost more than
 	// the rest of the Transport's own work.
 	r := x.req.WithContext(rctx)
-	if x.hasBody {
-		if !x.bodySent {
-			x.bodySent = true // the base transport closes it
-		} else {
-			if x.req.GetBody == nil {
-				return retry.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
-			}
-			body, err := x.req.GetBody()
-			if err != nil {
-				return retry.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
-			}
-			r.Body = body
+	if x.hasBody && !a.bodyOK {
+		// req.Body is another attempt's (the base transport closes it):
+		// this one sends a copy.
+		if x.req.GetBody == nil {
+			return retry.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
 		}
+		body, err := x.req.GetBody()
+		if err != nil {
+			return retry.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
+		}
+		r.Body = body
 	}
 
 	resp, err := x.base.RoundTrip(r)
@@ -345,7 +569,9 @@ func (x *exchange) attempt(ctx context.Context) error {
 		}
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
-	x.clock.Answered()
+	if x.clocked {
+		x.clock.Answered()
+	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
@@ -380,7 +606,11 @@ func (x *exchange) attempt(ctx context.Context) error {
 			resp.Body.Close()
 			return x.failed(w.cause())
 		}
-		x.pending = resp
+		x.mu.Lock()
+		if !x.won {
+			x.pending = resp
+		}
+		x.mu.Unlock()
 		se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
 		if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
 			se.RetryAfterDelay = d
@@ -404,6 +634,12 @@ func (x *exchange) attempt(ctx context.Context) error {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to stream: the call ends now and RoundTrip returns the
 		// response when Execute does.
+		if !x.win(ctx, a) {
+			if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return nil
+		}
 		x.accepted = resp
 		return nil
 	}
@@ -423,6 +659,9 @@ func (x *exchange) attempt(ctx context.Context) error {
 			if eof {
 				// The whole body is in: the call ends now.
 				resp.Body.Close()
+				if !x.win(ctx, a) {
+					return nil
+				}
 				w.whole.b = p
 				resp.Body = &w.whole
 				x.accepted = resp
@@ -441,8 +680,18 @@ func (x *exchange) attempt(ctx context.Context) error {
 		w = nil
 	}
 
-	// Accepted: hand the response over now, and keep this attempt (and
-	// every policy above it) open while the caller reads the body.
+	// Accepted, if no other attempt's response was: hand the response
+	// over now, and keep this attempt (and every policy above it) open
+	// while the caller reads the body. A response that lost is closed
+	// (its connection is not reused before its body is drained) and is a
+	// success that publishes nothing.
+	if !x.win(ctx, a) {
+		if w != nil {
+			w.closing()
+		}
+		resp.Body.Close()
+		return nil
+	}
 	x.finished = make(chan struct{})
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, done: make(chan error, 1), finished: x.finished}
 	if w, ok := resp.Body.(io.Writer); ok {
@@ -471,38 +720,6 @@ func (x *exchange) attempt(ctx context.Context) error {
 		// The deadline or the caller's cancellation ends the stream: the
 		// base transport aborts the body, whose reads now fail.
 		return sb.endedByContext(ctx)
-	}
-}
-
-// States of exchange.state.
-const (
-	exchangeIdle int32 = iota
-	exchangeRunning
-	exchangeWaited // running, and waitIdle waits for it
-)
-
-// errConcurrent is what an attempt returns when its policy starts it while
-// another attempt of the same exchange runs.
-var errConcurrent = errors.New("httppolicy: the policy ran two attempts of a request at once (a hedge): not supported, since they would share one request and one response")
-
-// leave marks the running attempt as over, and wakes waitIdle.
-func (x *exchange) leave() {
-	if x.state.Swap(exchangeIdle) == exchangeWaited {
-		close(x.idle)
-	}
-}
-
-// waitIdle returns once no attempt runs. It is called once Execute has
-// returned: a policy that ran attempts concurrently (a hedge) may return
-// before an attempt it canceled has, and the exchange's fields are the
-// running attempt's until it returns.
-func (x *exchange) waitIdle() {
-	if x.state.Load() == exchangeIdle {
-		return
-	}
-	x.idle = make(chan struct{}) // published by the CompareAndSwap
-	if x.state.CompareAndSwap(exchangeRunning, exchangeWaited) {
-		<-x.idle
 	}
 }
 
@@ -553,10 +770,14 @@ func (x *exchange) closeAccepted() {
 }
 
 // closeUnsentBody closes req.Body if no attempt gave it to the base
-// transport: a RoundTripper must close it in every case.
+// transport: a RoundTripper must close it in every case. It is called once
+// no attempt runs.
 func (x *exchange) closeUnsentBody() {
-	if x.hasBody && !x.bodySent {
-		x.bodySent = true
+	x.mu.Lock()
+	unsent := x.hasBody && !x.bodySent
+	x.bodySent = true
+	x.mu.Unlock()
+	if unsent {
 		x.req.Body.Close()
 	}
 }
