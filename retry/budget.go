@@ -113,20 +113,28 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // success, no retries below half) counts failures rather than calls.
 //
 // Cost: [Budget.Deposit], which a Retry runs once per call (as its first
-// attempt starts), is one atomic add on a counter of its processor's (one
-// of a few padded stripes, so that calls on several cores do not contend
-// for one word) and reads no clock; the stripes are summed, and the decay
-// and the floor applied, only when a retry asks ([Budget.TryWithdraw]),
-// under a mutex held for a few arithmetic operations and never while fn
-// runs.
+// attempt starts), reads no clock and makes one atomic update: on one
+// shared counter while deposits do not collide, and, once two have
+// collided (several cores depositing at once), on a counter of the
+// calling processor's, one of a few padded stripes, so that cores do not
+// contend for one word (Java's LongAdder does the same). The counters are
+// summed, and the decay and the floor applied, only when a retry asks
+// ([Budget.TryWithdraw]), under a mutex held for a few arithmetic
+// operations and never while fn runs.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
 // safe for concurrent use by multiple goroutines.
 type Budget struct {
-	// stripes count deposits since the Budget was made: the only words
-	// the success path writes, each on cache lines of its own so that
-	// deposits on different processors, and the mutex and balance written
-	// on the retry path, do not share one. Their sum is the calls made.
+	// base counts deposits until two collide; the stripes count them
+	// after. They are the only words the success path writes, each on
+	// cache lines of its own, so that deposits on different processors,
+	// and the mutex and balance written on the retry path, do not share
+	// one. base + the stripes' sum is the calls made.
+	base budgetStripe
+	// striped is set, once and for good, by the first deposit that
+	// collided with another on base. It shares a line with the fields
+	// below, which the success path only reads.
+	striped atomic.Bool
 	stripes []budgetStripe
 	mask    uint32 // len(stripes) - 1: a power of two
 
@@ -197,19 +205,26 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 // with this Budget calls it as each call's first attempt starts; call it
 // yourself for calls made outside a Retry that should pay for retries (an
 // SDK's own retry loop drawing on the same Budget, say). It reads no clock
-// and takes no lock: one atomic add on the stripe of the calling
-// processor.
+// and takes no lock: one atomic update of a counter (see [Budget] for
+// which).
 func (b *Budget) Deposit() {
+	if !b.striped.Load() {
+		if v := b.base.n.Load(); b.base.n.CompareAndSwap(v, v+1) {
+			return
+		}
+		// Another deposit came in between: cores contend for base.
+		b.striped.Store(true)
+	}
 	t := stripeTokens.Get().(*stripeToken)
 	b.stripes[t.idx&b.mask].n.Add(1)
 	stripeTokens.Put(t)
 }
 
-// calls returns the deposits made so far: the sum of the stripes. Each
-// stripe only grows, so the sum never falls below an earlier one; a
-// deposit made while it is summed counts now or at the next sum.
+// calls returns the deposits made so far: base and the stripes, summed.
+// Each only grows, so the sum never falls below an earlier one; a deposit
+// made while it is summed counts now or at the next sum.
 func (b *Budget) calls() int64 {
-	var n int64
+	n := b.base.n.Load()
 	for i := range b.stripes {
 		n += b.stripes[i].n.Load()
 	}

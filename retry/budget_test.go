@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -500,38 +501,58 @@ func TestBudgetHugeSettings(t *testing.T) {
 	})
 }
 
-// Deposits from many goroutines at once, on the striped counters (and on
-// the contended path, where a deposit finds its stripe changed under it),
-// are all counted, and all pay: with no time passed, a Ratio of 1 and no
-// floor, each deposit is one whole retry.
+// Deposits from many goroutines at once are all counted, and all pay:
+// with no time passed, a Ratio of 1 and no floor, each deposit is one
+// whole retry. On a fresh Budget (one shared counter until deposits
+// collide, then the stripes) and on one already striped.
 func TestBudgetConcurrentDeposits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
-		const goroutines, each = 16, 2000
-		var wg sync.WaitGroup
-		for range goroutines {
-			wg.Go(func() {
-				for range each {
-					b.Deposit()
+	for _, striped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("striped=%v", striped), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
+				b.striped.Store(striped)
+				const goroutines, each = 16, 2000
+				var wg sync.WaitGroup
+				for range goroutines {
+					wg.Go(func() {
+						for range each {
+							b.Deposit()
+						}
+					})
+				}
+				wg.Wait()
+				if got := b.calls(); got != goroutines*each {
+					t.Fatalf("deposits = %d, want %d", got, goroutines*each)
+				}
+				if striped && b.base.n.Load() != 0 {
+					t.Errorf("a striped Budget counted %d deposits on its shared counter", b.base.n.Load())
+				}
+				if got := b.Available(); got != goroutines*each {
+					t.Errorf("Available = %v, want %d", got, goroutines*each)
+				}
+				for range goroutines * each {
+					if !b.TryWithdraw() {
+						t.Fatal("TryWithdraw refused a retry that was paid for")
+					}
+				}
+				if b.TryWithdraw() {
+					t.Error("TryWithdraw granted a retry nothing paid for")
 				}
 			})
-		}
-		wg.Wait()
-		if got := b.calls(); got != goroutines*each {
-			t.Fatalf("deposits = %d, want %d", got, goroutines*each)
-		}
-		if got := b.Available(); got != goroutines*each {
-			t.Errorf("Available = %v, want %d", got, goroutines*each)
-		}
-		for range goroutines * each {
-			if !b.TryWithdraw() {
-				t.Fatal("TryWithdraw refused a retry that was paid for")
-			}
-		}
-		if b.TryWithdraw() {
-			t.Error("TryWithdraw granted a retry nothing paid for")
-		}
-	})
+		})
+	}
+}
+
+// Deposits one at a time never collide: they stay on the shared counter,
+// and the stripes are left alone.
+func TestBudgetSerialDepositsNotStriped(t *testing.T) {
+	b := mustBudget(t, BudgetConfig{})
+	for range 1000 {
+		b.Deposit()
+	}
+	if b.striped.Load() || b.base.n.Load() != 1000 {
+		t.Errorf("striped = %v, shared counter = %d; want false, 1000", b.striped.Load(), b.base.n.Load())
+	}
 }
 
 // The deposits are spread over a power of two of stripes, four per

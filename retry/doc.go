@@ -175,9 +175,9 @@
 // once allocates only the attempt's context (context.WithValue); a call
 // that is retried allocates, besides each attempt's context, its state once
 // (the default schedule lives inside it). With a [Budget], a call that
-// succeeds at once adds one atomic add (its deposit, on a counter of its
-// processor's, so that cores do not contend for one word) and reads no
-// clock;
+// succeeds at once adds one atomic update (its deposit: on a shared
+// counter, or, once deposits from several cores have collided, on a
+// counter of its processor's) and reads no clock;
 // each retry reads the clock and holds the budget's mutex for a few
 // arithmetic operations. Waits use a timer and the context's Done channel,
 // so cancelling the call ends a wait at once; the wait is skipped when it

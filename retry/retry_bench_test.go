@@ -150,7 +150,7 @@ func BenchmarkBudgetDepositWithdraw(b *testing.B) {
 
 // Budget.Deposit beside the naive reference it replaced, one shared word
 // (an atomic add on one cache line that every core writes), alone and
-// from 32 x GOMAXPROCS goroutines: run with -bench BudgetDeposit and
+// from 32 x GOMAXPROCS goroutines (where Deposit turns to its stripes): run with -bench BudgetDeposit and
 // compare with `benchstat -col /impl`.
 func BenchmarkBudgetDeposit(b *testing.B) {
 	budget, _ := NewBudget(BudgetConfig{})
@@ -164,7 +164,7 @@ func BenchmarkBudgetDeposit(b *testing.B) {
 		deposit func()
 	}{
 		{"word", func() { shared.n.Add(1) }},
-		{"striped", budget.Deposit},
+		{"budget", budget.Deposit},
 	}
 	for _, impl := range impls {
 		b.Run("mode=seq/impl="+impl.name, func(b *testing.B) {
