@@ -76,11 +76,13 @@ func BenchmarkExecute(b *testing.B) {
 		}
 	})
 	// A caller's context of a few values (a server's request): the
-	// limiter looks for an AnswerClock in it.
+	// limiter looks for an AnswerClock in it, once any context in the
+	// process has had one (as in a process that uses httppolicy).
 	deep := ctx
 	for i := range 4 {
 		deep = context.WithValue(deep, benchKey(i), i)
 	}
+	stage.WithAnswerClock(ctx, &stage.AnswerClock{})
 	b.Run("adaptive/ctx4", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{})
 		b.ReportAllocs()
@@ -124,6 +126,20 @@ func BenchmarkExecuteParallel(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				l.Execute(ctx, noopFn)
+			}
+		})
+	})
+	// Calls answered through their AnswerClock: two adds per call to the
+	// limiter's count of answered calls, shared by every goroutine.
+	b.Run("adaptive/answer-clock", func(b *testing.B) {
+		l := benchNew(b, adaptive.Config{MinLimit: limit, MaxLimit: limit})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var clock stage.AnswerClock
+			cctx := stage.WithAnswerClock(ctx, &clock)
+			answered := func(context.Context) error { clock.Answered(); return nil }
+			for pb.Next() {
+				l.Execute(cctx, answered)
 			}
 		})
 	})
