@@ -381,7 +381,7 @@ func (l *Limiter) startProbe(now int64) {
 	// probe's calls answer only after that long, and are not stalled.
 	c.nSamples, c.probeFailures, c.longest = 0, 0, c.recentSlow
 	c.drainedAt = -1
-	c.admission()
+	c.admission() // settles held, which the probe's cap never exceeds
 	// probing is set before the answered calls are counted (in
 	// probeAdmission): a change of the count that this reading misses
 	// sees probing set, and sets the cap again (answersChanged).
@@ -456,7 +456,7 @@ func (l *Limiter) probeCheck() {
 }
 
 // stallLimit is how long the probe may go without progress, in ns, with
-// awaiting calls in flight awaiting their answer. Once noLoad is known it
+// awaiting calls in flight that await their answer. Once noLoad is known it
 // is stallAge whatever is in flight: calls held longer than 20 x noLoad
 // (hung calls) are no no-load samples, and would otherwise keep the cap
 // of 3 for as long as they are held. Before the first measurement the

@@ -53,10 +53,12 @@
 //     a pipeline), an attempt's latency is the time to the response
 //     headers, not to the end of the body, so that a long download is not
 //     taken for congestion. The Transport marks the moment the headers
-//     arrive; the Limiter learns of it then, not when the call ends: from
-//     then on the call is answered, and holds its slot (against the
-//     limit) without awaiting anything from the dependency, which matters
-//     to a probe (below).
+//     arrive, and the Limiter learns of it then: from then on the call is
+//     answered, and holds its slot (against the limit) without awaiting
+//     anything from the dependency, which matters to a probe (below). The
+//     sample itself, the time to the headers, arrives when the attempt
+//     ends, with the body: only then is its outcome known (a 503's
+//     headers are no fast success).
 //
 // A success is a latency sample. A failed attempt is not, since a dependency
 // that fails fast must not look fast, unless it is a timeout (errors.Is
@@ -157,10 +159,13 @@
 // headers arrived no longer counts against the probe's cap, though it
 // holds its slot against the limit for the whole body: admission during a
 // probe is min(learned limit, 3 + answered calls in flight), moved as each
-// answer arrives and each answered call ends, so that a probe of streams
-// gets a sample as often as headers arrive, not as often as a body ends.
-// Calls without a mark (any call not made through httppolicy) are capped
-// at 3 slots, as before.
+// answer arrives and each answered call ends. A probe of streams then
+// admits streams up to the limit, 3 at a time awaiting their headers, and
+// takes its samples as their bodies end: with the cap counting slots it
+// admitted 3, got a sample only as one of those bodies ended, and was
+// abandoned unmeasured when bodies lasted more than 20 x the time to
+// headers. Calls without a mark (any call not made through httppolicy)
+// are capped at 3 slots, as before.
 //
 // Low steady traffic needs no periodic probe: a quiet window, of at most 16
 // samples whose calls all ran with at most 3 slots held (answered streams
@@ -236,9 +241,14 @@
 //     the dependency sends up to the limit's bodies, not on an idle
 //     dependency. Only httppolicy marks answers: a streamed answer through
 //     any other path (a gRPC stream, fn reading a body itself) is sampled,
-//     and awaits its answer, until the call ends. When the limit is full of
-//     streams, a probe still gets a sample only as a body ends and a slot
-//     frees (the limit binds, not the cap).
+//     and awaits its answer, until the call ends. A stream's sample
+//     arrives when its body ends, so a probe of streams lasts about the
+//     time 10 bodies take to end at the limit's concurrency. Which samples
+//     a probe takes is judged from the attempt's end less its latency,
+//     taken for its start: for a stream that is the end of its headers
+//     plus its body, so a stream admitted before the probe, while more
+//     than 3 awaited their headers, may be taken for one admitted during
+//     it.
 //   - Calls of very different kinds through one Limiter (short calls and
 //     long polls) make one latency of them: a long poll's minute becomes
 //     the no-load latency. Give each kind its own Limiter. (A long poll's
