@@ -262,3 +262,94 @@ func TestGateCountsTheAttemptsHeld(t *testing.T) {
 		})
 	}
 }
+
+// A gated attempt that succeeds once answers name counts lets no one
+// through as it ends: its own answer has said how many more may go. (Each
+// success granted one more, and a batch let through on an answer went
+// again, as large, onto a spent bucket.) When nothing let through is out,
+// an end lets one go all the same, or no answer would ever come.
+func TestGateSuccessGrantsNothingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		var in, order atomic.Int32
+		release, probeEnd := make(chan struct{}), make(chan struct{})
+		errs := make(chan error, 5)
+		for range 5 {
+			go func() {
+				errs <- l.Execute(context.Background(), func(context.Context) error {
+					in.Add(1)
+					if order.Add(1) == 1 {
+						// The probe: its answer says one is left; it ends
+						// once that one has gone.
+						l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+						<-probeEnd
+						return nil
+					}
+					<-release
+					return nil
+				})
+			}()
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		close(probeEnd)
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Errorf("%d attempts let through, want 2: the probe and the one its answer allowed", got)
+		}
+		close(release)
+		for range 5 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if got := in.Load(); got != 5 {
+			t.Errorf("%d attempts ran in all, want 5", got)
+		}
+	})
+}
+
+// The gate opens on what is left for newcomers, not on the count an answer
+// names: an answer saying 6 of 60 left (a tenth) while six more attempts
+// let through are out, not yet counted, leaves nothing, and a newcomer
+// still waits.
+func TestGateOpensOnWhatIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		answer := func(n string) {
+			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "5s"))
+		}
+		release := make(chan struct{})
+		in, errs := gateCalls(l, 7, func(i int) {
+			if i == 1 {
+				answer("6") // the probe's: six more may go
+			}
+		}, release)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := in.Load(); got != 7 {
+			t.Fatalf("%d attempts let through, want 7", got)
+		}
+		// One of the six's answer: 6 left, but the other five are out.
+		answer("6")
+		late := make(chan error, 1)
+		go func() { late <- l.Execute(context.Background(), ok) }()
+		synctest.Wait()
+		select {
+		case err := <-late:
+			t.Fatalf("a newcomer ran (%v) while the attempts out take what is left", err)
+		default:
+		}
+		close(release)
+		for range 7 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if err := <-late; err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -181,8 +181,11 @@ func (l *Limiter) Observe(resp *http.Response) {
 	}
 	// The gate stays while the quota is low (under a tenth of its limit,
 	// when the response names one) or attempts wait: each answer then lets
-	// through as many as it says are left.
-	if n > 0 && l.waiters == 0 && (limit == 0 || n >= limit/10) {
+	// through as many as it says are left. What is left is the budget, not
+	// n: the attempts the gate let through that the server has not counted
+	// yet will take the rest (opening on n let a burst go onto a bucket
+	// those were about to empty).
+	if l.budget > 0 && l.waiters == 0 && (limit == 0 || l.budget >= limit/10) {
 		l.openLocked(now)
 		return
 	}
@@ -458,12 +461,23 @@ func (l *Limiter) exit(token stage.Token, err error) error {
 		l.mu.Lock()
 		l.out--
 		if l.gate && l.budget == 0 {
-			if err == nil && !l.told {
+			switch {
+			case err == nil && !l.told:
+				// A success, and no answer has named a count: the
+				// dependency does not say (a Limiter without a Transport).
 				l.openLocked(time.Now())
-			} else {
+			case err != nil || l.out == 0:
+				// A failure may have had no answer (a connection error, a
+				// panic): the next attempt goes in its place. So does one
+				// when nothing let through is out, or no answer would ever
+				// come to let the waiters through.
 				l.budget = 1
 				l.broadcastLocked()
 			}
+			// A success once answers name counts: its own answer has
+			// already said how many more may go (granting one more here
+			// too let a burst of as many as had succeeded go at once onto
+			// a spent bucket).
 		}
 		l.mu.Unlock()
 	}
