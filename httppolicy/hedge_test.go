@@ -447,3 +447,46 @@ func TestHedgeStorm(t *testing.T) {
 		t.Fatal("a POST without a key was sent twice at once")
 	}
 }
+
+// signalsFunc is a Signals run by a function.
+type signalsFunc func(*http.Response)
+
+func (f signalsFunc) Observe(resp *http.Response) { f(resp) }
+
+// A Signals that panics in a hedge's attempt: the hedge carries the panic
+// to RoundTrip's caller after canceling the other attempt, every body is
+// closed and the slot is free.
+func TestHedgeSignalsPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			if n == 1 {
+				resp, b := fedResponse(req, 200, "", false, step{time.Hour, "never"})
+				select {
+				case <-time.After(time.Hour):
+				case <-req.Context().Done():
+					b.Close()
+					return nil, nil, req.Context().Err()
+				}
+				return resp, b, nil
+			}
+			resp, b := fedResponse(req, 200, "", false, step{0, "hedge"})
+			return resp, b, nil
+		}}
+		bh := newBulkhead(t, 1, 0)
+		tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{
+			Bulkhead: bh, Retry: newHedge(t, 10*time.Millisecond, 1, nil),
+		}), Signals: signalsFunc(func(*http.Response) { panic("signals") })}
+		func() {
+			defer func() {
+				if v := recover(); v != "signals" {
+					t.Errorf("recovered %v, want the Signals panic", v)
+				}
+			}()
+			get(t, tr, context.Background())
+		}()
+		synctest.Wait()
+		if base.count() != 2 || !base.allClosed() || bh.Active() != 0 {
+			t.Fatalf("%d requests, all closed %v, Active %d", base.count(), base.allClosed(), bh.Active())
+		}
+	})
+}
