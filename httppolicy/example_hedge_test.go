@@ -1,0 +1,51 @@
+package httppolicy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/retry"
+)
+
+// A hedged GET: when the first attempt has not answered after 20 ms, a
+// second starts beside it; the first response wins, and the slow request
+// is canceled. The pool has a connection for every attempt a call may run
+// (Limit × (1 + MaxHedges)), since a call holds one bulkhead slot for all
+// of them.
+func ExampleTransport_hedge() {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			<-r.Context().Done() // a slow replica: canceled once the hedge wins
+			return
+		}
+		io.WriteString(w, "from the hedge")
+	}))
+	defer srv.Close()
+
+	bh, _ := bulkhead.New(bulkhead.Config{Name: "search", Limit: 10})
+	defer bh.Close()
+	hedge, _ := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 20 * time.Millisecond, MaxHedges: 1})
+	pipeline, _ := compose.New("search", compose.Policies{Bulkhead: bh, Retry: hedge})
+
+	base := httppolicy.NewDependencyTransport(bh.Limit() * (1 + hedge.MaxHedges()))
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: &httppolicy.Transport{Base: base, Policy: pipeline}}
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, string(body), "after", hits.Load(), "requests")
+	// Output: 200 from the hedge after 2 requests
+}
