@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of every module in this repository: gofmt, go vet,
-# go test -short over every module (under -race for all but the LLM example,
-# see below), then every fuzz target for FUZZTIME each (default 2s here; see
-# fuzz.sh). Usage: ./test.sh  (from the repository root).
+# go test -short over every module (the library, grpcpolicy and redisstate
+# under -race; see below), then the library's fuzz targets for FUZZTIME each
+# (default 2s here; see fuzz.sh). Usage: ./test.sh  (from the repository root).
 #
 # Tests that need a real server start their own: redis-server (the redisstate
 # module) and prometheus (the telemetry example's dashboard check), both
@@ -14,11 +14,14 @@
 #   go test -run Soak -count=1 ./internal/reliability/   # the full soak: 1 000 000 calls
 #   FUZZTIME=60s ./fuzz.sh                               # long fuzzing
 #   go test -run TestModel -count=1 ./bulkhead/ ./breaker/ -rapid.checks=10000
-#   RACE_ALL=1 ./test.sh                                 # the LLM example under -race too (3 GB)
+#   RACE_ALL=1 ./test.sh                                 # bench and the examples under -race too (the LLM example's compile: 2.6 GB)
+#   FUZZTIME=2s ./fuzz.sh ./grpcpolicy ./redisstate      # the nested modules' fuzz targets
 set -euo pipefail
 cd "$(dirname "$0")"
-start=$SECONDS
-step() { printf '== [%4ds] %s\n' $((SECONDS - start)) "$*"; }
+# The time elapsed from the start, also in the background job below (a
+# subshell starts its own SECONDS).
+start=$(date +%s)
+step() { printf '== [%4ds] %s\n' $(($(date +%s) - start)) "$*"; }
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -29,7 +32,8 @@ if [ -n "$unformatted" ]; then
 fi
 
 # The simulations skip under -short and -race: they are bench/run.sh's.
-skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts): cd bench && go test -count=1 -run '^TestSim' -v .")
+skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts): cd bench && go test -count=1 -run '^TestSim' -v ."
+	"fuzzing the nested modules' targets (their seed corpora ran as tests): ./fuzz.sh ./grpcpolicy ./redisstate")
 failed=()
 if ! command -v redis-server >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_REDIS:-0}" = 1 ] && { echo "redis-server not found and WATERTIGHT_REQUIRE_REDIS=1" >&2; exit 1; }
@@ -41,30 +45,72 @@ if ! command -v prometheus >/dev/null 2>&1; then
 fi
 
 # Every module: the library at the root, and nested modules (examples, bench,
-# integrations).
-for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
-	dir=$(dirname "$mod")
-	race=-race
-	envs=()
-	if [ "$dir" = ./examples/llm ] && [ "${RACE_ALL:-0}" != 1 ]; then
-		# The LLM example compiles openai-go and anthropic-sdk-go: under
-		# -race one compile peaked at 2.6 GB, and the race detector in two
-		# large SDKs proves little about our code (the library and every
-		# other module run under -race). GOGC=25 trades compile time for a
-		# lower peak in the compiler itself.
-		race=
-		envs=(GOGC=25)
-		step "$dir: compiling the LLM SDKs takes a few minutes on a cold build cache"
-	fi
+# integrations). The library and its integrations (grpcpolicy, redisstate)
+# run under -race; bench and the examples do not: their own code is set-up
+# and load generation around the library, whose packages (the loginstorm
+# demo included, which lives in the root module) are race-tested in their
+# module, and the simulations skip under -race anyway. Compiling their
+# dependencies a second time with the race detector (failsafe-go and the
+# OpenTelemetry SDK for bench, the Prometheus exporter for the telemetry
+# example, two large SDKs for the LLM example: under -race one compile of
+# those peaked at 2.6 GB) cost minutes on a cold cache and proved nothing
+# about our code. RACE_ALL=1 runs every module under -race.
+#
+# The LLM example compiles openai-go and anthropic-sdk-go, minutes of one
+# compiler process on a cold cache: it runs in the background from the start
+# (GOGC=25 trades compile time for a lower peak in the compiler), while the
+# other modules run; its output is printed when it ends. TEST_JOBS=1 runs it
+# in turn instead, for a machine short of memory.
+run_module() {
+	local dir=$1 race=$2
+	shift 2
 	# A failing module does not stop the others: every failure is listed
 	# at the end.
 	step "$dir: go vet"
-	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go vet ./...) || failed+=("$dir: go vet")
+	(cd "$dir" && env "$@" go vet ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
 	step "$dir: go test ${race:-(no -race)} -short"
-	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go test $race -short -count=1 -timeout 10m ./...) || failed+=("$dir: go test")
+	(cd "$dir" && env "$@" go test $race -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }
+}
+failures=$(mktemp)
+llm_log=$(mktemp)
+trap 'rm -f "$failures" "$llm_log"' EXIT
+race_for() {
+	case "$1" in
+	. | ./grpcpolicy | ./redisstate) echo -race ;;
+	*) [ "${RACE_ALL:-0}" = 1 ] && echo -race || echo "" ;;
+	esac
+}
+llm_pid=
+if [ -f examples/llm/go.mod ] && [ "${TEST_JOBS:-2}" != 1 ]; then
+	step "./examples/llm: started in the background (compiling the LLM SDKs takes minutes on a cold build cache)"
+	run_module ./examples/llm "$(race_for ./examples/llm)" GOGC=25 >"$llm_log" 2>&1 &
+	llm_pid=$!
+fi
+for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
+	dir=$(dirname "$mod")
+	if [ "$dir" = ./examples/llm ]; then
+		[ -n "$llm_pid" ] && continue
+		run_module "$dir" "$(race_for "$dir")" GOGC=25
+		continue
+	fi
+	run_module "$dir" "$(race_for "$dir")"
 done
-step "fuzzing"
-FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh || failed+=("fuzz.sh")
+# Fuzzing builds every package a target needs, the standard library
+# included, with coverage instrumentation: the library's own targets (every
+# parser of what a server sends lives there) are fuzzed here; the nested
+# modules' targets (grpcpolicy, redisstate) run their seed corpora in go test
+# above, and ./fuzz.sh fuzzes them too (instrumenting grpc-go and go-redis
+# cost minutes on a cold cache).
+step "fuzzing the library's targets (./fuzz.sh fuzzes the nested modules' too)"
+FUZZ_MODULES=. FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh || echo "FAILED: fuzz.sh" >>"$failures"
+if [ -n "$llm_pid" ]; then
+	step "./examples/llm: waiting for the background run"
+	wait "$llm_pid" || true
+	cat "$llm_log"
+fi
+while read -r f; do
+	failed+=("${f#FAILED: }")
+done <"$failures"
 for s in "${skipped[@]}"; do
 	echo "SKIPPED: $s"
 done
