@@ -353,3 +353,42 @@ func TestGateOpensOnWhatIsLeft(t *testing.T) {
 		}
 	})
 }
+
+// An answer older than one already seen (its requests bucket full again
+// sooner: fewer requests counted) is observed late, as answers on separate
+// connections can be: its larger count lets no one more through.
+func TestGateIgnoresAnOlderAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		release := make(chan struct{})
+		in, errs := gateCalls(l, 6, func(i int) {
+			if i == 1 { // the probe's answer: 1 left, full in 5.9 s
+				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+			}
+		}, release)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Fatalf("%d attempts let through, want 2", got)
+		}
+		// Older: 5 left, full in 5.5 s (four fewer requests counted).
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "5.5s"))
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Errorf("%d attempts let through after an older answer, want still 2", got)
+		}
+		// Newer: full in 6 s, 2 left, one attempt out besides this one.
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "2", "x-ratelimit-reset-requests", "6s"))
+		synctest.Wait()
+		if got := in.Load(); got != 3 {
+			t.Errorf("%d attempts let through after a newer answer, want 3", got)
+		}
+		close(release)
+		for range 6 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}

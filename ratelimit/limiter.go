@@ -47,6 +47,7 @@ type Limiter struct {
 	out     int           // attempts the gate admitted that have not ended
 	waiters int           // attempts waiting for the gate
 	changed chan struct{} // closed (and replaced) when the gate changes
+	fullAt  int64         // the latest time, in ns since epoch, an answer said the requests bucket would be full
 
 	maxHold  time.Duration
 	maxWait  time.Duration
@@ -168,6 +169,20 @@ func (l *Limiter) Observe(resp *http.Response) {
 		l.budget = 0
 		l.openLocked(now)
 		return
+	}
+	// Answers come back out of order (each on its connection, each
+	// observed on its own goroutine), and an older one, counting fewer
+	// requests, would let through attempts that a newer one had already
+	// ruled out. The moment the requests bucket will be full again orders
+	// them: refilling leaves it where it is, and each request the server
+	// counts moves it on. An answer that puts it before one already seen is
+	// older: its count says nothing new.
+	if full, ok := requestsFullAt(resp.Header, now); ok {
+		at := int64(full.Sub(l.epoch))
+		if at < l.fullAt {
+			return
+		}
+		l.fullAt = at
 	}
 	// The count leaves out the attempts the gate let through that the
 	// server had not seen yet: this one's own is in it.

@@ -189,6 +189,24 @@ func remainingRequests(h http.Header) (n, limit int, ok bool) {
 	return 0, 0, false
 }
 
+// requestsFullAt returns when the requests bucket a response names
+// (OpenAI's, else Anthropic's) will be full again, received at now: now
+// plus its reset, if it names a valid one.
+func requestsFullAt(h http.Header, now time.Time) (time.Time, bool) {
+	if v := first(h, openAIBuckets[0].reset); v != "" {
+		if r, ok := parseReset(v, now); ok {
+			return now.Add(r), true
+		}
+		return time.Time{}, false
+	}
+	if v := first(h, anthropicBuckets[0].reset); v != "" {
+		if r, ok := parseResetTime(v, now); ok {
+			return now.Add(r), true
+		}
+	}
+	return time.Time{}, false
+}
+
 // first returns the first value of the canonical key in h, trimmed.
 func first(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
