@@ -450,21 +450,21 @@ func (l *Limiter) probeCheck() {
 		l.restartProbe(now)
 		return
 	}
-	if now-c.progressAt > c.stallLimit(l.awaiting()) {
+	if now-c.progressAt > c.stallLimit(l.slots.Active()) {
 		l.endProbe(now)
 	}
 }
 
 // stallLimit is how long the probe may go without progress, in ns, with
-// awaiting calls in flight that await their answer. Once noLoad is known it
-// is stallAge whatever is in flight: calls held longer than 20 x noLoad
-// (hung calls) are no no-load samples, and would otherwise keep the cap
-// of 3 for as long as they are held. Before the first measurement the
-// latency is unknown and may be long (an LLM's answer): calls awaiting
-// their answer are given max(stallAge, ProbeInterval) to report; answered
-// ones (streams) will give no sample, and are given nothing.
-func (c *controller) stallLimit(awaiting int) int64 {
-	if c.measured || awaiting == 0 {
+// active calls in flight. Once noLoad is known it is stallAge whatever is
+// in flight: calls held longer than 20 x noLoad (hung calls, long streams)
+// are no no-load samples, and would otherwise keep the cap of 3 for as
+// long as they are held. Before the first measurement the latency is
+// unknown and may be long (an LLM's answer): calls in flight are given
+// max(stallAge, ProbeInterval) to report, answered streams included,
+// whose samples come when their bodies end.
+func (c *controller) stallLimit(active int) int64 {
+	if c.measured || active == 0 {
 		return c.stallAge()
 	}
 	return max(c.stallAge(), c.probeInterval)
@@ -475,9 +475,11 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	if end.IsZero() {
 		end = time.Now()
 	}
-	// The calls awaiting their answer, this one's included unless its
-	// answer was marked (through httppolicy: it is a stream's headers).
-	awaiting := l.awaiting()
+	// The calls in flight, and those awaiting their answer, this one's
+	// included unless its answer was marked (through httppolicy: it is a
+	// stream's headers).
+	active := l.slots.Active()
+	awaiting := max(active-l.answers.Load(), 0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now, rebased := l.clock(end)
@@ -501,7 +503,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		l.restartProbe(now)
 		return
 	}
-	if now-c.progressAt > c.stallLimit(max(awaiting-1, 0)) {
+	if now-c.progressAt > c.stallLimit(active-1) {
 		l.endProbe(now) // abandoned: the dependency barely answers
 		return
 	}

@@ -198,12 +198,13 @@
 // saw, or the slowest answer of the window before it, so that after a
 // drift to a slow dependency the probe waits for its answers), is
 // abandoned: the limit is restored and the next probe comes after
-// ProbeInterval. Progress, not age, is what counts: a probe at low traffic
-// is slow but ends measured. Calls held in flight meanwhile (hung calls,
-// answered streams) do not keep a probe alive: they are no no-load
-// samples. Only the first probe, before any latency is known, gives calls
-// awaiting their answer up to max(that, ProbeInterval) to report, since
-// the dependency may be slow (an LLM's answer); while nothing could be
+// ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
+// or of streams (whose samples come as their bodies end), is slow but ends
+// measured. Calls held in flight meanwhile (hung calls, long streams) do
+// not keep a probe alive: they are no no-load samples. Only the first
+// probe, before any latency is known, gives calls in flight up to
+// max(that, ProbeInterval) to report, since the dependency may be slow
+// (an LLM's answer, a stream's body); while nothing could be
 // measured (calls that hang from the start, streams without a mark held
 // longer than a probe lasts), each abandoned probe doubles the wait for
 // the next, from ProbeInterval up to 8 x ProbeInterval, and the limit
@@ -243,7 +244,11 @@
 //     any other path (a gRPC stream, fn reading a body itself) is sampled,
 //     and awaits its answer, until the call ends. A stream's sample
 //     arrives when its body ends, so a probe of streams lasts about the
-//     time 10 bodies take to end at the limit's concurrency. Which samples
+//     time 10 bodies take to end at the limit's concurrency; once noLoad
+//     is known a probe waits at most 20 x noLoad (or the slowest answer
+//     of the last window) between samples, so with the limit full of
+//     streams whose bodies end less often than that, it is abandoned and
+//     noLoad stays as it was until a later one succeeds. Which samples
 //     a probe takes is judged from the attempt's end less its latency,
 //     taken for its start: for a stream that is the end of its headers
 //     plus its body, so a stream admitted before the probe, while more
