@@ -243,10 +243,11 @@ func newPipeline(t testing.TB, p compose.Policies) *compose.Pipeline {
 
 // waitFor polls cond until it holds (the tests' only wait for another
 // goroutine's progress; no timing is asserted). It fails the test after
-// 10 s.
+// 30 s: generous, as a loaded machine running -race can take seconds for
+// what takes milliseconds when idle.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
