@@ -341,3 +341,38 @@ func TestStormOfStreams(t *testing.T) {
 		t.Fatalf("no probe runs, admission %d; want the limit %d", l.Admission(), l.Limit())
 	}
 }
+
+// TestFirstProbeWaitsForStreams: before anything is measured, a probe
+// whose slots are all held by answered streams waits for their bodies to
+// end (their samples come then), as it waits for any call in flight, and
+// ends measured; it is not abandoned as stalled once nothing awaits its
+// answer. (With the patience counting only calls awaiting their answer it
+// was abandoned after 1 s, and the next probe came a minute later.)
+func TestFirstProbeWaitsForStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{InitialLimit: 5})
+		p := mustPipeline(t, compose.Policies{Bulkhead: l})
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 6 { // one more than the limit: it retries, and checks the probe
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if err := streamCall(ctx, p, 200*time.Millisecond, 5*time.Second); err != nil {
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+			})
+		}
+		time.Sleep(3 * time.Second)
+		if st := l.State(); !st.Probing || st.Probes != 1 || l.Answered() != 5 {
+			t.Errorf("3 s in, 5 streams answered: %+v, answered %d; want the first probe running", st, l.Answered())
+		}
+		time.Sleep(27 * time.Second)
+		stop()
+		wg.Wait()
+		if st := l.State(); !st.Measured || st.NoLoad != 200*time.Millisecond || st.Probes != 1 {
+			t.Errorf("after 30 s of streams: %+v; want the first probe measured, noLoad 200ms", st)
+		}
+		checkCounts(t, l, 0, 0)
+	})
+}
