@@ -50,15 +50,19 @@
 // One attempt goes first, and each answer lets through as many more as the
 // remaining request count it carries (x-ratelimit-remaining-requests,
 // anthropic-ratelimit-requests-remaining) says are left, less the attempts
-// already let through whose requests the server had not counted yet. Once
-// an answer says requests are left (at least a tenth of the limit it names)
-// and nobody waits (an attempt still asleep on the hold is waiting), the
-// gate opens. An attempt let through that ends
-// without an answer saying anything (a connection error, a panic) lets the
-// next one go; one that succeeds without one (a Limiter used without a
-// Transport) opens the gate. An answer without a remaining count opens it
-// too: that dependency does not say. Waiting behind the gate is bounded by
-// the attempt's deadline and MaxHold, not by MaxWait (which bounds a wait
+// already let through whose requests the server had not counted yet.
+// Answers on separate connections come back out of order, so one that
+// comes while other attempts let through are out can lower that number but
+// not raise it, and one older than an answer already seen (its requests
+// bucket full again sooner) is not read at all. Once what is left is at
+// least a tenth of the limit and nobody waits (an attempt still asleep on
+// the hold is waiting), the gate opens. An attempt let through that ends
+// without an answer saying anything (a connection error, a panic), or as
+// the last one out, lets the next one go; one that succeeds while no
+// answer has ever named a count (a Limiter used without a Transport)
+// opens the gate. An answer without a remaining count opens it too: that
+// dependency does not say. Waiting behind the gate is bounded by the
+// attempt's deadline and MaxHold, not by MaxWait (which bounds a wait
 // whose end the server named).
 //
 // # Client-side rate

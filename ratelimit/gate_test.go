@@ -34,32 +34,64 @@ func gateCalls(l *ratelimit.Limiter, n int, step func(i int), release <-chan str
 
 // After a hold, one attempt goes first; each answer lets through as many
 // more as it says the quota has left (less those already let through), so
-// the calls that waited do not all land on a quota that is still low.
+// the calls that waited do not all land on a quota that is still low. An
+// answer that comes while others let through are out may be older than
+// theirs: it lowers what goes, never raises it; the last one out's answer
+// says what the refill has added.
 func TestGateLetsThroughWhatTheAnswersAllow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
 		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"))
-		release := make(chan struct{})
-		in, errs := gateCalls(l, 4, func(i int) {
-			switch i {
-			case 1: // the probe: one left
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "1s"))
-			}
-		}, release)
+		answer := func(n string) {
+			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n))
+		}
+		const calls = 5
+		var in, order atomic.Int32
+		var releases [calls + 1]chan struct{}
+		for i := range releases {
+			releases[i] = make(chan struct{})
+		}
+		errs := make(chan error, calls)
+		for range calls {
+			go func() {
+				errs <- l.Execute(context.Background(), func(context.Context) error {
+					in.Add(1)
+					i := order.Add(1)
+					if i == 1 {
+						answer("1") // the probe's: one left
+					}
+					<-releases[i]
+					return nil
+				})
+			}()
+		}
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := in.Load(); got != 2 {
 			t.Fatalf("%d calls in fn after the hold, want 2 (the probe and the one its answer allowed)", got)
 		}
-		// An answer saying 3 left, with 2 let through and not yet seen by
-		// the server: 2 more.
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "1s"))
+		// Two out: an answer saying 3 left may be the older one.
+		answer("3")
 		synctest.Wait()
-		if got := in.Load(); got != 4 {
-			t.Errorf("%d calls in fn, want 4", got)
+		if got := in.Load(); got != 2 {
+			t.Errorf("%d calls in fn after an answer with two out, want still 2", got)
 		}
-		close(release)
-		for range 4 {
+		// The probe ends (its answer has spoken): nobody more.
+		close(releases[1])
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Errorf("%d calls in fn after the probe ended, want still 2", got)
+		}
+		// The last one out's answer: 3 left, all for the three waiting.
+		answer("3")
+		synctest.Wait()
+		if got := in.Load(); got != calls {
+			t.Errorf("%d calls in fn, want %d", got, calls)
+		}
+		for _, r := range releases[2:] {
+			close(r)
+		}
+		for range calls {
 			if err := <-errs; err != nil {
 				t.Error(err)
 			}
@@ -356,18 +388,35 @@ func TestGateOpensOnWhatIsLeft(t *testing.T) {
 
 // An answer older than one already seen (its requests bucket full again
 // sooner: fewer requests counted) is observed late, as answers on separate
-// connections can be: its larger count lets no one more through.
+// connections can be: its larger count lets no one more through, even
+// from the last attempt out (whose answer otherwise says what is left).
 func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
 		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
-		release := make(chan struct{})
-		in, errs := gateCalls(l, 6, func(i int) {
-			if i == 1 { // the probe's answer: 1 left, full in 5.9 s
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
-			}
-		}, release)
+		const calls = 6
+		var in, order atomic.Int32
+		var releases [calls + 1]chan struct{}
+		for i := range releases {
+			releases[i] = make(chan struct{})
+		}
+		errs := make(chan error, calls)
+		for range calls {
+			go func() {
+				errs <- l.Execute(context.Background(), func(context.Context) error {
+					in.Add(1)
+					i := order.Add(1)
+					if i == 1 { // the probe's answer: 1 left, full in 5.9 s
+						l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+					}
+					<-releases[i]
+					return nil
+				})
+			}()
+		}
 		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		close(releases[1]) // the probe ends: one out
 		synctest.Wait()
 		if got := in.Load(); got != 2 {
 			t.Fatalf("%d attempts let through, want 2", got)
@@ -378,14 +427,57 @@ func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 		if got := in.Load(); got != 2 {
 			t.Errorf("%d attempts let through after an older answer, want still 2", got)
 		}
-		// Newer: full in 6 s, 2 left, one attempt out besides this one.
+		// Newer, from the last one out: full in 6 s, 2 left.
 		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "2", "x-ratelimit-reset-requests", "6s"))
 		synctest.Wait()
-		if got := in.Load(); got != 3 {
-			t.Errorf("%d attempts let through after a newer answer, want 3", got)
+		if got := in.Load(); got != 4 {
+			t.Errorf("%d attempts let through after a newer answer, want 4", got)
+		}
+		for _, r := range releases[2:] {
+			close(r)
+		}
+		for range calls {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// Once answers have named counts, an attempt let through before a new hold
+// that succeeds after it does not open the gate (as an attempt of a
+// Limiter that hears no counts would): the attempts that waited out the
+// hold still go one probe first.
+func TestGateNotOpenedByAStraggler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		relA := make(chan struct{})
+		errA := make(chan error, 1)
+		go func() {
+			errA <- l.Execute(context.Background(), func(context.Context) error {
+				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+				<-relA
+				return nil
+			})
+		}()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		l.Observe(resp(429, "Retry-After", "1")) // a new hold, A still out
+		release := make(chan struct{})
+		in, errs := gateCalls(l, 5, func(int) {}, release)
+		time.Sleep(time.Second)
+		synctest.Wait() // the hold is over: one probe went
+		close(relA)     // A, let through before the hold, succeeds
+		if err := <-errA; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := in.Load(); got != 1 {
+			t.Errorf("%d attempts in fn after the straggler ended, want 1 (the probe)", got)
 		}
 		close(release)
-		for range 6 {
+		for range 5 {
 			if err := <-errs; err != nil {
 				t.Error(err)
 			}

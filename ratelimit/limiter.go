@@ -43,7 +43,7 @@ type Limiter struct {
 	end     int64         // the hold's end, in ns since epoch (0: none yet)
 	gate    bool          // after the hold: admit budget attempts, then wait
 	budget  int           // attempts the gate admits before the next signal
-	told    bool          // a response named a remaining count since the hold
+	told    bool          // a response has named a remaining count: the dependency says them
 	out     int           // attempts the gate admitted that have not ended
 	waiters int           // attempts waiting for the gate
 	changed chan struct{} // closed (and replaced) when the gate changes
@@ -186,7 +186,17 @@ func (l *Limiter) Observe(resp *http.Response) {
 	}
 	// The count leaves out the attempts the gate let through that the
 	// server had not seen yet: this one's own is in it.
-	l.budget, l.told = max(n-max(l.out-1, 0), 0), true
+	budget := max(n-max(l.out-1, 0), 0)
+	if l.told && l.out > 1 {
+		// With others out, this answer may be older than theirs (a reset
+		// in whole seconds does not order them), its count larger by the
+		// requests counted since, and those attempts may have ended,
+		// leaving out: it can lower what the gate lets through, not
+		// raise it. The answer of the last one out, or of the probe that
+		// goes once none is, says what the refill has added.
+		budget = min(budget, l.budget)
+	}
+	l.budget, l.told = budget, true
 	if l.budget == 0 && l.out == 0 {
 		// Nothing the gate let through is out, so no exit would ever give
 		// budget back: an answer to an attempt sent before the hold (or
@@ -235,7 +245,6 @@ func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
 	l.end = max(l.end, int64(now.Sub(l.epoch)+min(d, l.maxHold)))
 	l.gate = true
 	l.budget = 1
-	l.told = false
 	l.active.Store(max(l.end, 1))
 	l.broadcastLocked()
 }
