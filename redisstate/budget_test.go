@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestBudgetRejects(t *testing.T) {
 	s := startRedis(t)
 	var rejected []string
 	var mu sync.Mutex
-	cfg := redisstate.BudgetConfig{Name: "rej", Limit: 1, Redis: rd(newClient(t, s.Addr())),
+	cfg := redisstate.BudgetConfig{Name: "rej", Limit: 1, Redis: patientRedis(newClient(t, s.Addr())),
 		OnReject: func(_ context.Context, e *policy.RejectedError) {
 			mu.Lock()
 			rejected = append(rejected, e.Reason)
@@ -100,7 +101,7 @@ func TestBudgetRejects(t *testing.T) {
 	}
 
 	// A waiter is admitted once the lease is released.
-	cfg.MaxWait = 5 * time.Second
+	cfg.MaxWait = patience
 	cfg.Redis.Client = newClient(t, s.Addr())
 	w := newBudget(t, cfg)
 	ran := make(chan error, 1)
@@ -156,7 +157,7 @@ func TestBudgetLocalFirst(t *testing.T) {
 	}
 	defer local.Close()
 	c := newClient(t, s.Addr())
-	b := newBudget(t, redisstate.BudgetConfig{Name: "lf", Limit: 10, Local: local, Redis: rd(c)})
+	b := newBudget(t, redisstate.BudgetConfig{Name: "lf", Limit: 10, Local: local, Redis: patientRedis(c)})
 	var u upstream
 	var wg sync.WaitGroup
 	var localRej, budgetRej int64
@@ -190,17 +191,20 @@ func TestBudgetLocalFirst(t *testing.T) {
 	}
 }
 
-// storm runs calls from every budget until stop closes, each from several
-// goroutines, with random cancels and panics; it returns how many were
-// admitted and rejected.
-func storm(t testing.TB, budgets []*redisstate.Budget, perReplica int, u *upstream, stop <-chan struct{}) (admitted, rejected int64) {
+// storm runs calls from every budget, each from several goroutines, with
+// random cancels and panics, for at least minDur and until it has pressed
+// the limit (the upstream saw press calls at once and some call was
+// rejected), or for patience at most; it returns how many calls were
+// admitted and rejected. Its length is thus set by events, not by the
+// clock alone: on a loaded machine the goroutines may get little of
+// minDur.
+func storm(t testing.TB, budgets []*redisstate.Budget, perReplica int, u *upstream, minDur time.Duration, press int64) (admitted, rejected int64) {
 	var wg sync.WaitGroup
-	var mu sync.Mutex
+	var adm, rej atomic.Int64
+	stop := make(chan struct{})
 	for _, b := range budgets {
 		for range perReplica {
 			wg.Go(func() {
-				var a, r int64
-				defer func() { mu.Lock(); admitted += a; rejected += r; mu.Unlock() }()
 				for {
 					select {
 					case <-stop:
@@ -219,14 +223,14 @@ func storm(t testing.TB, budgets []*redisstate.Budget, perReplica int, u *upstre
 							}
 						}()
 						err := b.Execute(ctx, func(ctx context.Context) error {
-							a++
+							adm.Add(1)
 							if roll == 1 {
 								panic("storm panic")
 							}
 							return u.call(ctx, time.Duration(rand.IntN(2000))*time.Microsecond)
 						})
 						if errors.Is(err, policy.ErrRejected) {
-							r++
+							rej.Add(1)
 						}
 					}()
 					cancel()
@@ -234,8 +238,14 @@ func storm(t testing.TB, budgets []*redisstate.Budget, perReplica int, u *upstre
 			})
 		}
 	}
+	start := time.Now()
+	time.Sleep(minDur)
+	for (u.peak.Load() < press || rej.Load() == 0) && time.Since(start) < patience {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
 	wg.Wait()
-	return admitted, rejected
+	return adm.Load(), rej.Load()
 }
 
 // TestBudgetStorm: four replicas, each with its own client, storm one
@@ -248,32 +258,36 @@ func TestBudgetStorm(t *testing.T) {
 	for range 4 {
 		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{
 			Name: "storm", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed,
-			Redis: rd(newClient(t, s.Addr())),
+			// A lease that is not given back stays for the whole test (it
+			// cannot lapse before the check below gives up), and round
+			// trips have a deadline a loaded machine does not reach: a
+			// release that timed out would leave its lease to lapse, as
+			// designed, and fail the test for want of an answer.
+			LeaseTTL: 10 * time.Minute,
+			Redis:    patientRedis(newClient(t, s.Addr())),
 		}))
 	}
 	var u upstream
-	stop := make(chan struct{})
 	d := 2 * time.Second
 	if testing.Short() {
 		d = 500 * time.Millisecond
 	}
-	time.AfterFunc(d, func() { close(stop) })
-	admitted, rejected := storm(t, budgets, 8, &u, stop)
+	admitted, rejected := storm(t, budgets, 8, &u, d, limit/2)
 	t.Logf("admitted %d, rejected %d, peak %d at the upstream", admitted, rejected, u.peak.Load())
 	if p := u.peak.Load(); p > limit {
 		t.Fatalf("peak %d over the global limit %d", p, limit)
 	}
 	if u.peak.Load() < limit/2 || rejected == 0 {
-		t.Fatalf("the storm did not press the limit: peak %d, %d rejected", u.peak.Load(), rejected)
+		t.Fatalf("the storm did not press the limit in %v: peak %d, %d rejected", patience, u.peak.Load(), rejected)
 	}
-	// Given back, not lapsed (LeaseTTL is 15 s): an acquire that got no
-	// answer in time (1 s here) leaves a lease that the next release, or
-	// Close, removes.
+	// Given back, not lapsed (LeaseTTL is 10 minutes): an acquire that got
+	// no answer in time leaves a lease that the next release, or Close,
+	// removes.
 	c := newClient(t, s.Addr())
 	for _, b := range budgets {
 		b.Close()
 	}
-	eventually(t, 2*time.Second, "every lease given back", func() bool { return zcard(t, c, leasesKey("storm")) == 0 })
+	eventually(t, patience, "every lease given back", func() bool { return zcard(t, c, leasesKey("storm")) == 0 })
 	for _, b := range budgets {
 		if b.InFlight() != 0 {
 			t.Fatalf("replica %s: %d in flight after the storm", b.Replica(), b.InFlight())
@@ -283,14 +297,18 @@ func TestBudgetStorm(t *testing.T) {
 
 // TestBudgetRenewsLongCall: a call longer than LeaseTTL keeps its lease,
 // so another replica stays rejected throughout; once it ends, the lease is
-// free at once.
+// free at once. The renewals are seen in Redis (the lease's expiry moves
+// on), so the test waits for renewals, not for a time: LeaseTTL is long
+// enough (a renewal due every 667 ms, the lease lost if it comes 1.3 s
+// late) for a loaded machine to renew in time.
 func TestBudgetRenewsLongCall(t *testing.T) {
 	s := startRedis(t)
-	cfg := redisstate.BudgetConfig{Name: "long", Limit: 1, LeaseTTL: 60 * time.Millisecond,
-		Redis: rd(newClient(t, s.Addr()))}
+	cfg := redisstate.BudgetConfig{Name: "long", Limit: 1, LeaseTTL: 2 * time.Second,
+		Redis: patientRedis(newClient(t, s.Addr()))}
 	a := newBudget(t, cfg)
 	cfg.Redis.Client = newClient(t, s.Addr())
 	b := newBudget(t, cfg)
+	c := newClient(t, s.Addr())
 	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -298,12 +316,25 @@ func TestBudgetRenewsLongCall(t *testing.T) {
 		close(done)
 	}()
 	<-started
-	end := time.Now().Add(400 * time.Millisecond) // several LeaseTTLs
-	for time.Now().Before(end) {
-		if err := b.Execute(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrFull) {
-			t.Fatalf("a second call was admitted while a renewed lease was held: %v", err)
+	expiry := func() float64 {
+		z, err := c.ZRangeWithScores(context.Background(), leasesKey("long"), 0, -1).Result()
+		if err != nil || len(z) != 1 {
+			t.Fatalf("leases: %v, %v; want the one lease", z, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return z[0].Score
+	}
+	const renewals = 3 // the lease outlives LeaseTTL: more than LeaseTTL/(LeaseTTL/3)
+	last, seen := expiry(), 0
+	for start := time.Now(); seen < renewals; time.Sleep(10 * time.Millisecond) {
+		if err := b.Execute(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrFull) {
+			t.Fatalf("a second call was admitted while a renewed lease was held (%d renewals seen): %v", seen, err)
+		}
+		if e := expiry(); e > last {
+			last, seen = e, seen+1
+		}
+		if time.Since(start) > patience {
+			t.Fatalf("%d renewals of the lease in %v, want %d", seen, patience, renewals)
+		}
 	}
 	close(release)
 	<-done
@@ -383,7 +414,7 @@ func TestBudgetFallbackModes(t *testing.T) {
 
 	// Redis back: leases again, once the local breaker on Redis retries.
 	s.Restart()
-	eventually(t, 5*time.Second, "the budget takes leases again", func() bool {
+	eventually(t, patience, "the budget takes leases again", func() bool {
 		c := newClient(t, s.Addr())
 		held := make(chan int64, 1)
 		closed.Execute(context.Background(), func(context.Context) error {

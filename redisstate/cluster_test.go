@@ -27,16 +27,17 @@ func TestCluster(t *testing.T) {
 		return c
 	}
 
-	// The budget: never over the limit, every lease given back.
+	// The budget: never over the limit, every lease given back (as in
+	// TestBudgetStorm, no lease can lapse before the check gives up, and
+	// no round trip is lost to a deadline).
 	const limit = 4
 	var budgets []*redisstate.Budget
 	for range 3 {
-		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{Name: "cluster", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed, Redis: rd(client())}))
+		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{Name: "cluster", Limit: limit, MaxWait: 20 * time.Millisecond,
+			Fallback: redisstate.FailClosed, LeaseTTL: 10 * time.Minute, Redis: patientRedis(client())}))
 	}
 	var u upstream
-	stop := make(chan struct{})
-	time.AfterFunc(time.Second, func() { close(stop) })
-	admitted, rejected := storm(t, budgets, 6, &u, stop)
+	admitted, rejected := storm(t, budgets, 6, &u, time.Second, 2)
 	t.Logf("budget on the cluster: admitted %d, rejected %d, peak %d", admitted, rejected, u.peak.Load())
 	if p := u.peak.Load(); p > limit || p < 2 {
 		t.Fatalf("peak %d, limit %d", p, limit)
@@ -45,7 +46,7 @@ func TestCluster(t *testing.T) {
 	for _, b := range budgets {
 		b.Close()
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(patience)
 	for zcard(t, c, leasesKey("cluster")) != 0 {
 		if time.Now().After(deadline) {
 			left, _ := c.ZRangeWithScores(context.Background(), leasesKey("cluster"), 0, -1).Result()
@@ -64,13 +65,16 @@ func TestCluster(t *testing.T) {
 	for i := range rs {
 		rs[i] = newShared(t, redisstate.BreakerConfig{
 			Breaker:      breaker.Config{Name: "cluster", ConsecutiveFailures: 2, OpenTimeout: 300 * time.Millisecond},
-			Redis:        rd(client()),
+			Redis:        patientRedis(client()),
 			PollInterval: time.Hour,
 		})
 	}
-	time.Sleep(100 * time.Millisecond) // subscribed
+	// Polling is off: a replica not yet subscribed would miss the open.
+	eventually(t, patience, "every replica subscribed", func() bool {
+		return clusterNumsub(t, cl, "{watertight:breaker:cluster}:events") == 3
+	})
 	failN(rs[0], 2)
-	eventually(t, 5*time.Second, "open on the others by subscription", func() bool {
+	eventually(t, patience, "open on the others by subscription", func() bool {
 		return rs[1].State() == breaker.Open && rs[2].State() == breaker.Open
 	})
 	// With polling off, no replica takes the probe lease: the test's own
@@ -81,11 +85,11 @@ func TestCluster(t *testing.T) {
 	for i := range rs {
 		rs[i] = newShared(t, redisstate.BreakerConfig{
 			Breaker:      breaker.Config{Name: "cluster", ConsecutiveFailures: 2, OpenTimeout: 300 * time.Millisecond},
-			Redis:        rd(client()),
+			Redis:        patientRedis(client()),
 			PollInterval: 10 * time.Millisecond,
 		})
 	}
-	eventually(t, 5*time.Second, "closed everywhere after a good probe", func() bool {
+	eventually(t, patience, "closed everywhere after a good probe", func() bool {
 		all := true
 		for _, r := range rs {
 			r.Execute(context.Background(), func(context.Context) error { return nil })
@@ -93,4 +97,21 @@ func TestCluster(t *testing.T) {
 		}
 		return all
 	})
+}
+
+// clusterNumsub returns the number of subscribers of channel summed over
+// the nodes of cl (PUBSUB NUMSUB counts a node's own subscribers; a
+// cluster's PUBLISH reaches every node), or -1 if a node did not answer.
+func clusterNumsub(t testing.TB, cl *redistest.Cluster, channel string) int64 {
+	var n int64
+	for _, addr := range cl.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		m, err := c.PubSubNumSub(context.Background(), channel).Result()
+		c.Close()
+		if err != nil {
+			return -1
+		}
+		n += m[channel]
+	}
+	return n
 }

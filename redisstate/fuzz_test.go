@@ -45,7 +45,7 @@ func TestForgedMessages(t *testing.T) {
 		Breaker: breaker.Config{Name: "forged", ConsecutiveFailures: 1, OpenTimeout: time.Minute}, PollInterval: time.Hour})
 	pub := newClient(t, s.Addr())
 	// Polling is off: a replica not yet subscribed would miss the open.
-	eventually(t, 5*time.Second, "both replicas subscribed", func() bool {
+	eventually(t, patience, "both replicas subscribed", func() bool {
 		return numsub(t, pub, "{watertight:breaker:forged}:events") == 2
 	})
 	for _, m := range []string{"open", "open x 1", "open 1 99999999999999999", "closed -1", "\x00\xff", "open 0 100", "hello world"} {
@@ -60,5 +60,5 @@ func TestForgedMessages(t *testing.T) {
 		}
 	}
 	failN(rs[0], 1)
-	eventually(t, 5*time.Second, "a real open after the forged ones", func() bool { return rs[1].State() == breaker.Open })
+	eventually(t, patience, "a real open after the forged ones", func() bool { return rs[1].State() == breaker.Open })
 }

@@ -59,6 +59,11 @@ func (u *upstream) call(ctx context.Context, d time.Duration) error {
 // errBoom is a dependency's failure.
 var errBoom = errors.New("boom")
 
+// patience bounds the tests' waits for an event: generous, as a test
+// fails only if the event never comes, and a loaded machine running
+// -race can take seconds for what takes milliseconds when idle.
+const patience = 30 * time.Second
+
 // eventually polls cond every 5 ms until it holds or d has passed.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -86,4 +91,13 @@ func zcard(t testing.TB, c redis.UniversalClient, key string) int64 {
 // exceed the default 20 ms (and a test would then see the fallback).
 func rd(c redis.UniversalClient) redisstate.Redis {
 	return redisstate.Redis{Client: c, CallTimeout: time.Second}
+}
+
+// patientRedis returns the Redis settings of a test that counts on every
+// round trip being answered (a lease given back at once, say): a
+// CallTimeout of patience, which no round trip to a live loopback Redis
+// reaches even at a load average of 15 under -race, so the local breaker
+// on Redis never opens and no release is lost to a deadline.
+func patientRedis(c redis.UniversalClient) redisstate.Redis {
+	return redisstate.Redis{Client: c, CallTimeout: patience}
 }

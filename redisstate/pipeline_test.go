@@ -20,9 +20,9 @@ import (
 func TestPipelineUse(t *testing.T) {
 	s := startRedis(t)
 	mk := func() (*watertight.Pipeline, *redisstate.Budget) {
-		b := newBudget(t, redisstate.BudgetConfig{Name: "pipe", Limit: 1, Redis: rd(newClient(t, s.Addr()))})
+		b := newBudget(t, redisstate.BudgetConfig{Name: "pipe", Limit: 1, Redis: patientRedis(newClient(t, s.Addr()))})
 		br := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "pipe", ConsecutiveFailures: 2, OpenTimeout: time.Minute},
-			Redis: rd(newClient(t, s.Addr())), PollInterval: 20 * time.Millisecond})
+			Redis: patientRedis(newClient(t, s.Addr())), PollInterval: 20 * time.Millisecond})
 		p, err := watertight.New("pipe", watertight.Config{Use: compose.Policies{Bulkhead: b, Breaker: br}})
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestPipelineUse(t *testing.T) {
 	for range 2 {
 		a.Execute(ctx, func(context.Context) error { return errBoom })
 	}
-	eventually(t, 5*time.Second, "the other pipeline's breaker opens", func() bool {
+	eventually(t, patience, "the other pipeline's breaker opens", func() bool {
 		return errors.Is(b.Execute(ctx, func(context.Context) error { return nil }), breaker.ErrOpen)
 	})
 }

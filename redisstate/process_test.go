@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,11 +38,13 @@ func runChild(role string) int {
 	limit, _ := strconv.Atoi(os.Getenv("LIMIT"))
 	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second})
 	defer client.Close()
-	rd := redisstate.Redis{Client: client, CallTimeout: time.Second}
+	// Patient, as the parent's (patientRedis): a round trip timed out on a
+	// loaded machine would lose a renewal or admit nothing.
+	rd := redisstate.Redis{Client: client, CallTimeout: patience}
 	switch role {
 	case "budget-hold":
 		// Take every lease, say so, and hang until killed.
-		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, LeaseTTL: 300 * time.Millisecond, Redis: rd})
+		b, err := redisstate.NewBudget(redisstate.BudgetConfig{Name: name, Limit: limit, LeaseTTL: holdLeaseTTL, Redis: rd})
 		if err != nil {
 			fmt.Println("error", err)
 			return 1
@@ -65,10 +68,18 @@ func runChild(role string) int {
 		var mu sync.Mutex
 		var admitted, rejected, failed int
 		var wg sync.WaitGroup
-		end := time.Now().Add(d)
+		// At least d, and until this replica has been admitted once (a
+		// loaded machine may give it no turn in d), within patience.
+		start := time.Now()
+		more := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			el := time.Since(start)
+			return el < d || admitted == 0 && el < patience
+		}
 		for range 8 {
 			wg.Go(func() {
-				for time.Now().Before(end) {
+				for more() {
 					err := b.Execute(context.Background(), func(ctx context.Context) error {
 						req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 						resp, err := http.DefaultClient.Do(req)
@@ -102,9 +113,9 @@ func runChild(role string) int {
 			return 1
 		}
 		defer s.Close()
-		time.Sleep(100 * time.Millisecond) // subscribed
+		time.Sleep(100 * time.Millisecond) // subscribed, or it polls
 		fmt.Println("ready")
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		for end := time.Now().Add(patience); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			if s.State() == breaker.Open {
 				fmt.Println("open")
 				return 0
@@ -160,33 +171,74 @@ func (c *child) expect(t *testing.T, word string) string {
 			t.Fatalf("child said %q, want %q", l, word)
 		}
 		return l
-	case <-time.After(20 * time.Second):
+	case <-time.After(2 * patience): // a child's own waits are bounded by patience
 		t.Fatalf("child silent, want %q", word)
 	}
 	return ""
 }
 
+// holdLeaseTTL is the LeaseTTL of the child that holds every lease: a
+// renewal due every 333 ms, and the lease lost only if it comes 667 ms late.
+const holdLeaseTTL = time.Second
+
 // TestProcessLeasesLapse: a replica process holds every lease of a budget
 // (renewing them) until it is killed with SIGKILL; its leases then lapse
-// within LeaseTTL and another replica is admitted.
+// within LeaseTTL and another replica is admitted. The renewals are seen
+// in Redis (each lease's expiry moves on), so the test waits for them,
+// not for a time.
 func TestProcessLeasesLapse(t *testing.T) {
 	s := startRedis(t)
 	c := startChild(t, "budget-hold", "REDIS_ADDR="+s.Addr(), "POLICY_NAME=lapse", "LIMIT=3")
 	c.expect(t, "held")
-	b := newBudget(t, redisstate.BudgetConfig{Name: "lapse", Limit: 3, LeaseTTL: 300 * time.Millisecond, Redis: rd(newClient(t, s.Addr()))})
+	rc := newClient(t, s.Addr())
+	b := newBudget(t, redisstate.BudgetConfig{Name: "lapse", Limit: 3, LeaseTTL: 300 * time.Millisecond, Redis: patientRedis(rc)})
 	nop := func(context.Context) error { return nil }
-	// Renewed: still held after three LeaseTTLs.
-	for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	expiries := func() map[string]float64 {
+		z, err := rc.ZRangeWithScores(context.Background(), leasesKey("lapse"), 0, -1).Result()
+		if err != nil || len(z) != 3 {
+			t.Fatalf("leases: %v, %v; want the child's 3", z, err)
+		}
+		m := map[string]float64{}
+		for _, e := range z {
+			m[e.Member.(string)] = e.Score
+		}
+		return m
+	}
+	// Renewed: still held after each lease was renewed three times, more
+	// than a LeaseTTL.
+	first, renewed := expiries(), map[string]int{}
+	last := maps.Clone(first)
+	done := func() bool {
+		for id := range first {
+			if renewed[id] < 3 {
+				return false
+			}
+		}
+		return true
+	}
+	for start := time.Now(); !done(); time.Sleep(20 * time.Millisecond) {
 		if err := b.Execute(context.Background(), nop); !errors.Is(err, bulkhead.ErrFull) {
-			t.Fatalf("admitted while the child holds every lease: %v", err)
+			t.Fatalf("admitted while the child holds every lease (renewals seen %v): %v", renewed, err)
+		}
+		for id, e := range expiries() {
+			if _, ok := first[id]; !ok {
+				t.Fatalf("lease %s is not one of the child's %v", id, first)
+			}
+			if e > last[id] {
+				last[id] = e
+				renewed[id]++
+			}
+		}
+		if time.Since(start) > patience {
+			t.Fatalf("renewals seen in %v: %v, want 3 of each lease", patience, renewed)
 		}
 	}
 	killed := time.Now()
 	c.cmd.Process.Signal(syscall.SIGKILL)
-	eventually(t, 5*time.Second, "admitted after the holder was killed", func() bool {
+	eventually(t, patience, "admitted after the holder was killed", func() bool {
 		return b.Execute(context.Background(), nop) == nil
 	})
-	t.Logf("leases of the killed replica lapsed %v after the kill (LeaseTTL 300ms)", time.Since(killed))
+	t.Logf("leases of the killed replica lapsed %v after the kill (LeaseTTL %v)", time.Since(killed), holdLeaseTTL)
 }
 
 // TestProcessStorm: three replica processes and this one storm a budget of
@@ -207,7 +259,7 @@ func TestProcessStorm(t *testing.T) {
 	for range 3 {
 		kids = append(kids, startChild(t, "budget-storm", env...))
 	}
-	b := newBudget(t, redisstate.BudgetConfig{Name: "pstorm", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed, Redis: rd(newClient(t, s.Addr()))})
+	b := newBudget(t, redisstate.BudgetConfig{Name: "pstorm", Limit: limit, MaxWait: 20 * time.Millisecond, Fallback: redisstate.FailClosed, Redis: patientRedis(newClient(t, s.Addr()))})
 	stop := make(chan struct{})
 	time.AfterFunc(1500*time.Millisecond, func() { close(stop) })
 	var wg sync.WaitGroup
@@ -254,7 +306,7 @@ func TestProcessBreakerOpens(t *testing.T) {
 	a.expect(t, "ready")
 	b.expect(t, "ready")
 	r := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "pbreaker", ConsecutiveFailures: 2, OpenTimeout: 10 * time.Second},
-		Redis: rd(newClient(t, s.Addr()))})
+		Redis: patientRedis(newClient(t, s.Addr()))})
 	failN(r, 2)
 	a.expect(t, "open")
 	b.expect(t, "open")

@@ -28,7 +28,7 @@ func numsub(t testing.TB, c redis.UniversalClient, channel string) int64 {
 func warm(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ok := 0
-	eventually(t, 10*time.Second, "the client's connections are live", func() bool {
+	eventually(t, patience, "the client's connections are live", func() bool {
 		if c.Ping(context.Background()).Err() != nil {
 			ok = 0
 			return false
@@ -53,12 +53,12 @@ func TestSharedResubscribes(t *testing.T) {
 				Breaker:      breaker.Config{Name: "resub", ConsecutiveFailures: 3, OpenTimeout: 10 * time.Second},
 				PollInterval: time.Hour,
 			}
-			cfg.Redis = rd(ca)
+			cfg.Redis = patientRedis(ca)
 			a := newShared(t, cfg)
-			cfg.Redis = rd(cb)
+			cfg.Redis = patientRedis(cb)
 			b := newShared(t, cfg)
 			const channel = "{watertight:breaker:resub}:events"
-			eventually(t, 5*time.Second, "both replicas subscribed", func() bool { return numsub(t, admin, channel) == 2 })
+			eventually(t, patience, "both replicas subscribed", func() bool { return numsub(t, admin, channel) == 2 })
 
 			switch how {
 			case "client-kill":
@@ -79,7 +79,7 @@ func TestSharedResubscribes(t *testing.T) {
 			// The count reaches 2 again only when both have subscribed
 			// again: after the kill it drops (CLIENT KILL is synchronous;
 			// the restarted server starts with none).
-			eventually(t, 10*time.Second, "both replicas subscribed again", func() bool { return numsub(t, admin, channel) == 2 })
+			eventually(t, patience, "both replicas subscribed again", func() bool { return numsub(t, admin, channel) == 2 })
 			if st := b.State(); st != breaker.Closed {
 				t.Fatalf("b before the trip: %v", st)
 			}
@@ -87,7 +87,7 @@ func TestSharedResubscribes(t *testing.T) {
 			if st := a.State(); st != breaker.Open {
 				t.Fatalf("tripping replica: %v", st)
 			}
-			eventually(t, 5*time.Second, "the open state reaches b by message after resubscription", func() bool {
+			eventually(t, patience, "the open state reaches b by message after resubscription", func() bool {
 				return b.State() == breaker.Open
 			})
 		})

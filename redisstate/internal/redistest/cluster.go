@@ -39,7 +39,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		var err error
 		for range 20 {
 			s.port = clusterPort(t)
-			s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}
+			s.args = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "15000"}
 			if err = s.start(); err == nil {
 				break
 			}
@@ -55,7 +55,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ok := true
 		for _, s := range c.Servers {
@@ -69,7 +69,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			return c
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ok within 15s")
+			t.Fatalf("redistest: cluster not ok within 60s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -116,7 +116,8 @@ func (s *Server) start() error {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: a loaded machine can take seconds to start a process.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if ping(s.Addr()) == nil {
 			break
@@ -130,7 +131,7 @@ func (s *Server) start() error {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			<-done
-			return fmt.Errorf("redis-server on port %d did not answer PING within 5s", s.port)
+			return fmt.Errorf("redis-server on port %d did not answer PING within 30s", s.port)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -142,12 +143,12 @@ func (s *Server) start() error {
 
 // ping sends PING on a fresh connection and waits for +PONG.
 func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	c.SetDeadline(time.Now().Add(time.Second))
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
 		return err
 	}
