@@ -31,7 +31,7 @@ func TestHedgeRefused(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond): // long after the 1 ms hedge delay, even on a loaded machine
 		}
 		return in, nil
 	}}
