@@ -121,12 +121,20 @@
 // failure status ([DefaultServerIsFailure]: UNKNOWN, INTERNAL,
 // UNAVAILABLE, DATA_LOSS, DEADLINE_EXCEEDED) is a failure for the policy
 // (a breaker counts it); the handler never runs twice. A panic or
-// runtime.Goexit in the handler frees the policy's hold and goes on to
-// grpc-go as it came, a Goexit as a Goexit (grpc-go does not recover a
-// panic: install a recovery interceptor before this one if you want one).
-// A client's unary call does the same on the caller's goroutine; for a
-// client stream, see [Client.StreamInterceptor]. The telemetry is the policy's, as with httppolicy's Handler: a
-// rejection is counted by the bulkhead or breaker that refused.
+// runtime.Goexit in the handler is caught in the policy's attempt, which
+// returns a permanent failure (the policy frees its hold, a breaker
+// counts it), and is raised again on the interceptor's goroutine once
+// Execute has returned, toward grpc-go, a Goexit as a Goexit. This holds
+// with a hedging policy too, whose attempt runs the handler on a goroutine
+// of its own and may outlive Execute (the client canceled): the
+// interceptor waits for the handler, then raises its panic where a
+// recovery interceptor installed before this one recovers it (grpc-go
+// does not recover a panic: install one if you want one). An attempt a
+// hedge starts after the interceptor has returned runs no handler. A
+// client's unary call raises a panic on the caller's goroutine too; for a
+// client stream, see [Client.StreamInterceptor]. The telemetry is the
+// policy's, as with httppolicy's Handler: a rejection is counted by the
+// bulkhead or breaker that refused.
 //
 // The server's unary interceptor allocates once per call of its own (the
 // call's state, which is also the context Execute gets), where the

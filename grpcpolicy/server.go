@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +23,11 @@ import (
 // ServerConfig.Pushback is zero.
 const DefaultPushback = time.Second
 
-var errHandlerRan = errors.New("grpcpolicy: the handler has already run: a policy called fn twice")
+var (
+	errHandlerRan      = errors.New("grpcpolicy: the handler has already run: a policy called fn twice")
+	errHandlerPanicked = errors.New("grpcpolicy: the handler panicked")
+	errHandlerGoexit   = errors.New("grpcpolicy: the handler called runtime.Goexit")
+)
 
 // ServerConfig configures a [Server]. It is read once by [NewServer] and
 // may be reused. At least one of Policy and Methods must be set.
@@ -142,8 +146,13 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 //	the policy failed otherwise before it ran      UNAVAILABLE
 //
 // The handler runs at most once: its failures are marked with
-// retry.Permanent. A panic in the handler frees the policy's hold and
-// goes on to grpc-go.
+// retry.Permanent. A panic (or runtime.Goexit) in the handler is caught in
+// the policy's attempt, which returns a permanent failure, so the policy
+// frees its hold and a breaker counts it; the interceptor then raises the
+// panic (or Goexit) again on its own goroutine, toward grpc-go, even when
+// a hedging policy ran the handler on a goroutine of its own and Execute
+// has returned (the caller canceled): a recovery interceptor installed
+// before this one recovers it.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return s.unary
 }
@@ -155,15 +164,16 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	}
 	c := &unaryServerCall{Context: ctx, s: s, req: req, handler: handler}
 	err := p.Execute(c, runUnaryServerCall)
-	// A policy that runs attempts concurrently (a hedge) may return while
-	// the handler still runs (its second attempt was refused): wait for it,
-	// so that its result is read whole and nothing runs after the RPC.
-	c.running.Wait()
-	if c.state.CompareAndSwap(callFree, callClosed) {
+	if c.close() {
 		// The handler never ran, and now never will (a policy that
 		// returned nil without running fn gets UNAVAILABLE too).
 		return nil, s.notRun(ctx, err, func(md metadata.MD) { grpc.SetTrailer(ctx, md) })
 	}
+	// A policy that runs attempts concurrently (a hedge) may return while
+	// the handler still runs (the caller canceled): wait for it, so that
+	// its result is read whole and nothing runs after the RPC.
+	c.wait()
+	c.raise()
 	if err == nil {
 		return c.resp, c.err
 	}
@@ -184,22 +194,106 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 // policy derives; one allocation is the price of not relying on it.
 type unaryServerCall struct {
 	context.Context
+	handlerRun
 	s       *Server
 	req     any
 	handler grpc.UnaryHandler
-	state   atomic.Int32   // callFree, callRan or callClosed: the handler runs once, and never after the RPC
-	running sync.WaitGroup // the handler, while it runs
 	resp    any
 	err     error
 }
 
-// States of a server call: free until the handler is claimed (callRan) or
-// the interceptor has given up waiting for it (callClosed).
+// handlerRun is what a server call's interceptor and the attempts of its
+// policy share: who runs the handler (at most one attempt, and none once
+// the interceptor has returned), and how it ended. The attempt that
+// claims the run writes the call's results, then ends the run; the
+// interceptor reads them only once the run has ended (state runDone, or
+// wake closed), which orders the writes before the reads.
+type handlerRun struct {
+	state    atomic.Int32  // runFree, runRunning, runWaited, runDone or runClosed
+	wake     chan struct{} // made by the interceptor before it moves the state to runWaited; closed by the run's end
+	panicked bool          // the handler panicked, with pval
+	goexit   bool          // the handler called runtime.Goexit
+	pval     any
+}
+
+// States of a server call's handlerRun: free until an attempt claims the
+// handler (runRunning) or the interceptor closes the call (runClosed),
+// which it does as soon as Execute returns, so that a late attempt of a
+// hedge finds it closed and runs nothing. A handler that outlives Execute
+// is waited for: the interceptor moves runRunning to runWaited and
+// sleeps on wake; the handler's end moves runRunning to runDone, or
+// finding runWaited, closes wake.
 const (
-	callFree int32 = iota
-	callRan
-	callClosed
+	runFree int32 = iota
+	runRunning
+	runWaited
+	runDone
+	runClosed
 )
+
+// claim reports whether the calling attempt is the one to run the
+// handler.
+func (r *handlerRun) claim() bool { return r.state.CompareAndSwap(runFree, runRunning) }
+
+// close closes a call whose handler was never claimed, and reports
+// whether it did. Called once, by the interceptor, after Execute.
+func (r *handlerRun) close() bool { return r.state.CompareAndSwap(runFree, runClosed) }
+
+// caught records v, a value recover returned in the attempt, if it is a
+// panic's (nil is a Goexit's, or no panic).
+func (r *handlerRun) caught(v any) {
+	if v != nil {
+		r.panicked, r.pval = true, v
+	}
+}
+
+// end ends a claimed run: normal says whether the handler returned. It is
+// deferred by the claiming attempt, so it runs through a Goexit.
+func (r *handlerRun) end(normal bool) {
+	if !normal && !r.panicked {
+		r.goexit = true
+	}
+	if !r.state.CompareAndSwap(runRunning, runDone) {
+		close(r.wake) // runWaited: the interceptor sleeps on it
+	}
+}
+
+// failure is what the claiming attempt returns to the policy when the
+// handler did not return: a permanent failure (the handler never runs
+// twice), nil if it returned.
+func (r *handlerRun) failure() error {
+	switch {
+	case r.panicked:
+		return retry.Permanent(errHandlerPanicked)
+	case r.goexit:
+		return retry.Permanent(errHandlerGoexit)
+	}
+	return nil
+}
+
+// wait returns once the claimed run has ended. The channel is made only
+// when the handler outlives Execute, which only a policy that runs fn on
+// a goroutine of its own (a hedge) can cause.
+func (r *handlerRun) wait() {
+	if r.state.Load() == runDone {
+		return
+	}
+	r.wake = make(chan struct{})
+	if r.state.CompareAndSwap(runRunning, runWaited) {
+		<-r.wake
+	}
+}
+
+// raise raises again, on the interceptor's goroutine, the panic or Goexit
+// the handler ended by. Called after wait.
+func (r *handlerRun) raise() {
+	switch {
+	case r.panicked:
+		panic(r.pval)
+	case r.goexit:
+		runtime.Goexit()
+	}
+}
 
 // unaryCallKey is the context key under which a unaryServerCall finds
 // itself.
@@ -225,14 +319,28 @@ func runUnaryServerCall(ctx context.Context) error {
 	if c == nil {
 		return retry.Permanent(errNoCall)
 	}
-	// Counted before the claim, so that once a hedge's Execute returns
-	// (its other attempts refused) the Wait after it sees the handler.
-	c.running.Add(1)
-	defer c.running.Done()
-	if !c.state.CompareAndSwap(callFree, callRan) {
+	if !c.claim() {
 		return retry.Permanent(errHandlerRan)
 	}
-	c.resp, c.err = c.handler(ctx, c.req)
+	// Two defers, as retry.Hedge's attempts and singleflight have, to tell
+	// a panic from runtime.Goexit: the inner one recovers a panic, the
+	// outer one sees a Goexit (the handler neither returned nor panicked).
+	// The panic is the interceptor's to raise: on a hedge's goroutine,
+	// after Execute has returned, nothing could recover it.
+	normal := false
+	defer func() { c.end(normal) }()
+	func() {
+		defer func() {
+			if !normal {
+				c.caught(recover())
+			}
+		}()
+		c.resp, c.err = c.handler(ctx, c.req)
+		normal = true
+	}()
+	if err := c.failure(); err != nil {
+		return err
+	}
 	return c.s.outcome(ctx, c.err)
 }
 
@@ -300,35 +408,48 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	c := &streamServerCall{s: s, srv: srv, ss: ss, handler: handler}
 	ctx := ss.Context()
 	err := p.Execute(ctx, c.run)
-	c.running.Wait() // as in unary: the handler may outlive a hedge's Execute
-	if c.state.CompareAndSwap(callFree, callClosed) {
+	if c.close() {
 		return s.notRun(ctx, err, ss.SetTrailer) // as in unary
 	}
+	c.wait() // as in unary: the handler may outlive a hedge's Execute
+	c.raise()
 	if err == nil {
 		return c.err
 	}
 	return s.ranErr(err, c.err)
 }
 
+// streamServerCall is one stream through the policy; its run is the
+// policy.Func.
 type streamServerCall struct {
+	handlerRun
 	s       *Server
 	srv     any
 	ss      grpc.ServerStream
 	handler grpc.StreamHandler
-	state   atomic.Int32 // as unaryServerCall's
-	running sync.WaitGroup
 	err     error
 }
 
+// run is the policy.Func of a stream, as runUnaryServerCall is a unary
+// call's.
 func (c *streamServerCall) run(ctx context.Context) error {
-	// Counted before the claim, so that once a hedge's Execute returns
-	// (its other attempts refused) the Wait after it sees the handler.
-	c.running.Add(1)
-	defer c.running.Done()
-	if !c.state.CompareAndSwap(callFree, callRan) {
+	if !c.claim() {
 		return retry.Permanent(errHandlerRan)
 	}
-	c.err = c.handler(c.srv, &serverStream{ServerStream: c.ss, ctx: ctx})
+	normal := false // as in runUnaryServerCall
+	defer func() { c.end(normal) }()
+	func() {
+		defer func() {
+			if !normal {
+				c.caught(recover())
+			}
+		}()
+		c.err = c.handler(c.srv, &serverStream{ServerStream: c.ss, ctx: ctx})
+		normal = true
+	}()
+	if err := c.failure(); err != nil {
+		return err
+	}
 	return c.s.outcome(ctx, c.err)
 }
 
