@@ -3,6 +3,7 @@ package redisstate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -209,14 +210,16 @@ func (b *Budget) admit(ctx context.Context) (*lease, error) {
 	for {
 		ok, err := b.tryAcquire(ctx, id)
 		if err != nil {
-			if !errors.Is(err, breaker.ErrOpen) { // (the guard refused: nothing was sent)
+			// Nothing was sent if the guard refused, or the server is
+			// known to be too old.
+			if !errors.Is(err, breaker.ErrOpen) && !errors.Is(err, ErrRedisTooOld) {
 				// No answer: Redis may have run the script all the same.
 				b.addGhost(id)
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
-			return b.onUnavailable(ctx)
+			return b.onUnavailable(ctx, err)
 		}
 		if ok && ctx.Err() != nil {
 			// The caller gave up while the lease was being taken.
@@ -285,15 +288,24 @@ func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
 	return res[0] == 1, nil
 }
 
-// onUnavailable applies the fallback to a call Redis could not admit.
-func (b *Budget) onUnavailable(ctx context.Context) (*lease, error) {
+// onUnavailable applies the fallback to a call Redis could not admit
+// (cause is the round trip's error). A FailClosed rejection of a server
+// too old wraps cause, so that it matches ErrRedisTooOld and names the
+// version.
+func (b *Budget) onUnavailable(ctx context.Context, cause error) (*lease, error) {
 	b.fallback.record(ctx)
 	switch b.mode {
 	case FailOpen:
 		b.inflight.Add(1)
 		return &lease{b: b}, nil
 	case FailClosed:
-		return nil, b.reject(ctx, b.rejUnavailable)
+		err := b.reject(ctx, b.rejUnavailable)
+		if errors.Is(cause, ErrRedisTooOld) {
+			var old *versionError
+			errors.As(cause, &old)
+			err = fmt.Errorf("%w: %w", err, old)
+		}
+		return nil, err
 	}
 	share := int64(b.share)
 	if share == 0 {

@@ -43,19 +43,19 @@ func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 }
 
 // checkClient reports a client that would not honour the per-call
-// deadline, naming field, the Config field that holds it.
+// deadline, naming field, what holds it ("Config.Redis.Client").
 func checkClient(field string, c redis.UniversalClient) error {
 	if c == nil || nilcheck.Pointer(c) {
-		return errorf("Config.%s must be set", field)
+		return errorf("%s must be set", field)
 	}
 	switch x := c.(type) {
 	case *redis.Client:
 		if !x.Options().ContextTimeoutEnabled {
-			return errorf("Config.%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
+			return errorf("%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
 		}
 	case *redis.ClusterClient:
 		if !x.Options().ContextTimeoutEnabled {
-			return errorf("Config.%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
+			return errorf("%s: ContextTimeoutEnabled must be set, or a frozen Redis hangs calls past CallTimeout (build it with NewClient)", field)
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,14 +60,13 @@ type conn struct {
 	timeout time.Duration
 	guard   *breaker.Breaker
 
-	versionOK atomic.Bool                  // the server passed checkVersion, or cannot be told
-	tooOld    atomic.Pointer[versionError] // the server is older than MinRedisMajor
+	version versionCheck // what the server's version is known to be
 }
 
 // newConn validates r and returns its conn. The guard breaker is named
 // "redis:<kind>:<name>" in telemetry.
 func newConn(r Redis, kind, name string, mp metric.MeterProvider) (*conn, error) {
-	if err := checkClient("Redis.Client", r.Client); err != nil {
+	if err := checkClient("Config.Redis.Client", r.Client); err != nil {
 		return nil, err
 	}
 	if r.CallTimeout < 0 {
@@ -105,16 +103,21 @@ func newConn(r Redis, kind, name string, mp metric.MeterProvider) (*conn, error)
 }
 
 // do runs one round trip f under the call deadline and the guard, after
-// the server's version check if it has not passed yet. It returns nil,
-// redis.Nil, ctx's own error if ctx is done, or errUnavailable wrapping
-// the cause (ErrRedisTooOld for a server too old).
+// the server's version check if it has not passed yet (or a script error
+// of an older server has put it in doubt). It returns nil, redis.Nil,
+// ctx's own error if ctx is done, or errUnavailable wrapping the cause
+// (ErrRedisTooOld for a server too old).
 func (c *conn) do(ctx context.Context, f func(ctx context.Context) error) error {
-	if !c.versionOK.Load() {
+	if !c.version.ok.Load() {
 		if err := c.checkVersion(ctx); err != nil {
 			return err
 		}
 	}
-	return c.roundTrip(ctx, f)
+	err := c.roundTrip(ctx, f)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		c.versionDoubt(err)
+	}
+	return err
 }
 
 // roundTrip is do without the version check.

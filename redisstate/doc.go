@@ -42,10 +42,28 @@
 //
 // The scripts write after reading TIME, which Redis allows from 5.0 on.
 // Each policy asks the server's version (INFO server) before its first
-// round trip; a server older than 5.0 gets no script, ever: every round
-// trip fails at once with an error matching [ErrRedisTooOld] that names
-// the version (the policy runs on its fallback, as when Redis is down),
-// and otel.Handle is told once. [CheckVersion] runs the same check, to
-// fail at start-up. A server or proxy that refuses INFO, or reports no
-// redis_version, cannot be checked: it is let through.
+// round trip, concurrent callers sharing one INFO. What holds:
+//
+//   - A server older than 5.0 gets no script while it is known to be too
+//     old: every round trip fails at once with an error matching
+//     [ErrRedisTooOld] that names the version (the policy runs on its
+//     fallback, as when Redis is down; a [FailClosed] Budget's rejection
+//     wraps it), and otel.Handle is told once per version found. The
+//     answer is taken for 30 s, then INFO is asked again, so an upgrade
+//     is noticed within 30 s, without a restart.
+//   - A server that passed is not asked again while its scripts run. A
+//     failover to an older node shows as a script error of an old server
+//     ("Write commands not allowed after non deterministic commands", an
+//     unknown command): that round trip fails as any failed round trip
+//     does, and the next one asks the version again. So a downgrade costs
+//     one failed script per policy before the check holds again.
+//   - An error reply to INFO that refuses it for good (an unknown, renamed
+//     or unsupported command, an ACL's NOPERM) or an INFO without a
+//     parsable redis_version cannot be checked: the server is let
+//     through, and too old a Redis then shows as the policies' script
+//     errors (which ask again, as after a failover). Any other error reply
+//     (ERR max number of clients reached, LOADING...) is a failed round
+//     trip: the version is not known, and the next round trip asks.
+//
+// [CheckVersion] runs the same check, to fail at start-up.
 package redisstate

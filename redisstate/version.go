@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
@@ -18,9 +21,11 @@ import (
 // deterministic commands").
 const MinRedisMajor = 5
 
-// ErrRedisTooOld matches (with [errors.Is]) the error of [CheckVersion],
-// and of every round trip of a policy, when the Redis server is older than
-// [MinRedisMajor]. The error's message names the server's version.
+// ErrRedisTooOld matches (with [errors.Is]) the error of [CheckVersion]
+// when the Redis server is older than [MinRedisMajor], and that of every
+// round trip of a policy while the server is known to be so (see the
+// package documentation for how long); a [FailClosed] Budget's rejection
+// wraps it. The error's message names the server's version.
 var ErrRedisTooOld = errors.New("redisstate: Redis 5.0 or later is needed")
 
 // versionError is a server too old, with its version.
@@ -33,19 +38,39 @@ func (e *versionError) Error() string {
 
 func (e *versionError) Is(target error) bool { return target == ErrRedisTooOld }
 
+// versionRecheck is how long a policy takes a server's "too old" for
+// the answer before it asks again: an upgrade is noticed within that
+// time, without a restart.
+const versionRecheck = 30 * time.Second
+
+// versionClock, if set, is the version check's clock instead of
+// time.Now (the tests' fake clock).
+var versionClock atomic.Pointer[func() time.Time]
+
+// versionNow returns the version check's time.
+func versionNow() time.Time {
+	if f := versionClock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
 // CheckVersion asks the server behind client for its version (INFO
 // server) and returns an error matching [ErrRedisTooOld] and naming the
 // version if it is older than 5.0. It returns nil if the server is 5.0 or
 // later, and also where the version cannot be detected: a server or proxy
-// that refuses INFO (an error reply), or whose INFO has no parsable
-// redis_version; with such a server, too old a Redis shows as the
-// policies' script errors instead. Any other error is the round trip's.
-// With a Cluster or Ring client, INFO goes to one node, which stands for
-// all. The policies run the same check before their first round trip to
-// Redis (see [Budget] and [SharedBreaker]); call it at start-up to fail
-// fast. It is safe for concurrent use.
+// that refuses INFO for good (an unknown, renamed or unsupported command,
+// or an ACL's NOPERM), or whose INFO has no parsable redis_version; with
+// such a server, too old a Redis shows as the policies' script errors
+// instead. Any other error is the round trip's, an error reply included
+// (ERR max number of clients reached, LOADING, BUSY...): the version is
+// not known yet. With a Cluster or Ring client, INFO goes to one node,
+// which stands for all. The policies run the same check before their
+// first round trip to Redis, and again after a "too old" (see [Budget]
+// and [SharedBreaker]); call it at start-up to fail fast. It is safe for
+// concurrent use.
 func CheckVersion(ctx context.Context, client redis.UniversalClient) error {
-	if err := checkClient("client", client); err != nil {
+	if err := checkClient("CheckVersion's client", client); err != nil {
 		return err
 	}
 	v, err := serverVersion(ctx, client)
@@ -56,7 +81,7 @@ func CheckVersion(ctx context.Context, client redis.UniversalClient) error {
 }
 
 // serverVersion returns the server's redis_version, or "" if it cannot be
-// told: an error reply to INFO, or no redis_version in it.
+// told: INFO refused for good, or no redis_version in it.
 func serverVersion(ctx context.Context, client redis.UniversalClient) (string, error) {
 	info, err := client.Info(ctx, "server").Result()
 	if err != nil {
@@ -64,7 +89,7 @@ func serverVersion(ctx context.Context, client redis.UniversalClient) (string, e
 		if errors.As(err, &reply) && !errors.Is(err, redis.Nil) && refusal(reply.Error()) {
 			return "", nil // refused for good: undetectable
 		}
-		return "", err // no answer, or a passing state (LOADING, BUSY...)
+		return "", err // no answer, or a passing state (LOADING, BUSY, max clients...)
 	}
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
@@ -75,11 +100,35 @@ func serverVersion(ctx context.Context, client redis.UniversalClient) (string, e
 }
 
 // refusal reports whether msg, an error reply to INFO, refuses it for
-// good: an unknown or renamed command (a proxy), or an ACL that forbids
-// it. LOADING, BUSY, MASTERDOWN, NOAUTH and the like pass, or are the
-// setup's error, and are asked again.
+// good: an unknown or renamed command ("ERR unknown command 'INFO'", as a
+// rename-command or a proxy answers), an unsupported one (a proxy's
+// "unsupported command"), or an ACL that forbids it (NOPERM). Every other
+// error reply (ERR max number of clients reached, LOADING, BUSY,
+// MASTERDOWN, NOAUTH...) passes, or is the setup's error, and INFO is
+// asked again.
 func refusal(msg string) bool {
-	return strings.HasPrefix(msg, "ERR ") || strings.HasPrefix(msg, "NOPERM")
+	if strings.HasPrefix(msg, "NOPERM") {
+		return true
+	}
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "unknown command") || strings.Contains(m, "unsupported command") ||
+		strings.Contains(m, "unknown subcommand")
+}
+
+// oldServerReply reports whether err, a round trip's error, is a script
+// error that a server older than the one checked would give: a write after
+// TIME refused (Redis 4 and older), or a command the scripts need
+// unknown. A failover to an older node shows so; the version is asked
+// again.
+func oldServerReply(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) || errors.Is(err, redis.Nil) {
+		return false
+	}
+	m := reply.Error()
+	return strings.Contains(m, "Write commands not allowed after non deterministic commands") ||
+		strings.Contains(strings.ToLower(m), "unknown redis command called from") ||
+		strings.HasPrefix(m, "ERR unknown command")
 }
 
 // versionErr returns the error of a server of version v ("" if unknown):
@@ -93,31 +142,106 @@ func versionErr(v string) error {
 	return &versionError{version: v}
 }
 
-// checkVersion runs CheckVersion's check once for the conn, through the
-// guard, before its first round trip: nil once the server has passed (or
-// cannot be told), the round trip's error while it cannot be asked, and
-// for a server too old, that error for good, without a round trip (it is
-// reported once to otel.Handle).
+// versionCheck is a conn's knowledge of its server's version, and the one
+// INFO round trip in flight that updates it. The zero value knows
+// nothing: the next round trip asks.
+type versionCheck struct {
+	ok     atomic.Bool // the server passed (or cannot be told); cleared by a script error of an old server
+	mu     sync.Mutex
+	tooOld *versionError  // under mu: the last answer was too old...
+	until  time.Time      // ...and is taken for the answer until then
+	flight *versionFlight // under mu: the INFO round trip in flight
+}
+
+// versionFlight is one INFO round trip that every caller who needs the
+// version meanwhile waits for.
+type versionFlight struct {
+	done chan struct{}
+	err  error
+}
+
+// checkVersion runs CheckVersion's check for the conn, through the guard,
+// before its first round trip, and again once the answer is stale: nil
+// once the server has passed (or cannot be told), the round trip's error
+// while it cannot be asked, and for a server too old, that error (wrapped
+// in errUnavailable) without a round trip for versionRecheck, then one
+// INFO again. Concurrent callers share one INFO round trip. A server
+// newly found too old is reported to otel.Handle.
 func (c *conn) checkVersion(ctx context.Context) error {
-	if e := c.tooOld.Load(); e != nil {
-		return fmt.Errorf("%w: %w", errUnavailable, e)
-	}
-	var v string
-	if err := c.roundTrip(ctx, func(ctx context.Context) error {
-		var err error
-		v, err = serverVersion(ctx, c.client)
-		return err
-	}); err != nil {
-		return err
-	}
-	err := versionErr(v)
-	if err == nil {
-		c.versionOK.Store(true)
+	v := &c.version
+	v.mu.Lock()
+	if v.ok.Load() {
+		v.mu.Unlock()
 		return nil
 	}
-	e := err.(*versionError)
-	if c.tooOld.CompareAndSwap(nil, e) {
-		otel.Handle(err)
+	if v.tooOld != nil && versionNow().Before(v.until) {
+		e := v.tooOld
+		v.mu.Unlock()
+		return fmt.Errorf("%w: %w", errUnavailable, e)
 	}
-	return fmt.Errorf("%w: %w", errUnavailable, err)
+	if f := v.flight; f != nil {
+		v.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f := &versionFlight{done: make(chan struct{}), err: errUnavailable}
+	v.flight = f
+	v.mu.Unlock()
+	c.askVersion(ctx, f)
+	return f.err
+}
+
+// askVersion runs the INFO round trip of flight f, records its answer,
+// and ends f (also if something in it panics: f's error is then
+// errUnavailable's).
+func (c *conn) askVersion(ctx context.Context, f *versionFlight) {
+	v := &c.version
+	var report error
+	defer func() {
+		v.mu.Lock()
+		v.flight = nil
+		v.mu.Unlock()
+		close(f.done)
+		if report != nil {
+			otel.Handle(report)
+		}
+	}()
+	var version string
+	err := c.roundTrip(ctx, func(ctx context.Context) error {
+		var err error
+		version, err = serverVersion(ctx, c.client)
+		return err
+	})
+	if err != nil {
+		f.err = err // not known: the next round trip asks again
+		return
+	}
+	err = versionErr(version)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err == nil {
+		v.tooOld = nil
+		v.ok.Store(true)
+		f.err = nil
+		return
+	}
+	e := err.(*versionError)
+	if v.tooOld == nil || v.tooOld.version != e.version {
+		report = err // newly too old: told once, not every versionRecheck
+	}
+	v.tooOld, v.until = e, versionNow().Add(versionRecheck)
+	f.err = fmt.Errorf("%w: %w", errUnavailable, err)
+}
+
+// versionDoubt is called with a round trip's error: a script error of an
+// older server than the one checked (a failover to an older node) makes
+// the next round trip ask the version again.
+func (c *conn) versionDoubt(err error) {
+	if oldServerReply(err) {
+		c.version.ok.Store(false)
+	}
 }
