@@ -21,7 +21,8 @@ import (
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	client := func() redis.UniversalClient {
-		c := redisstate.NewClient(&redis.UniversalOptions{Addrs: cl.Addrs(), PoolSize: 64})
+		c := redisstate.NewClient(&redis.UniversalOptions{Addrs: cl.Addrs(), PoolSize: 64, // socket timeouts as newClient's
+			DialTimeout: time.Second, ReadTimeout: patience, WriteTimeout: patience})
 		if _, ok := c.(*redis.ClusterClient); !ok {
 			t.Fatalf("NewClient with 3 addresses gave a %T", c)
 		}

@@ -14,10 +14,15 @@ import (
 )
 
 // newClient returns a client of addr built by NewClient, closed when the
-// test ends.
+// test ends. Its socket timeouts are patience, not NewClient's 100 ms:
+// with ContextTimeoutEnabled a round trip ends at the earlier of the two,
+// so the policy's CallTimeout bounds it, as each test sets it (100 ms
+// would cut short a patient round trip on a loaded machine, and the
+// policy would fall back where the test counts on an answer).
 func newClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second})
+	c := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second,
+		ReadTimeout: patience, WriteTimeout: patience})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -36,7 +36,8 @@ const childEnv = "REDISSTATE_TEST_CHILD"
 func runChild(role string) int {
 	addr, name := os.Getenv("REDIS_ADDR"), os.Getenv("POLICY_NAME")
 	limit, _ := strconv.Atoi(os.Getenv("LIMIT"))
-	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second})
+	client := redisstate.NewClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 64, DialTimeout: time.Second,
+		ReadTimeout: patience, WriteTimeout: patience}) // as newClient's
 	defer client.Close()
 	// Patient, as the parent's (patientRedis): a round trip timed out on a
 	// loaded machine would lose a renewal or admit nothing.
