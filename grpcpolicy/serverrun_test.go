@@ -380,3 +380,54 @@ func TestServerHedgeStorm(t *testing.T) {
 	wg.Wait()
 	waitFor(t, "every slot freed", func() bool { return bh.Active() == 0 })
 }
+
+// afterReturn is a policy that starts fn on a goroutine of its own, which
+// calls it only once the test closes release: after the interceptor has
+// returned, for certain (hedge_test.go's lateStart calls it as soon as
+// its goroutine runs, which may be before the interceptor has closed the
+// call: that attempt then runs the handler, and the interceptor waits for
+// it, so that test fails in about 1 run of 100 under -race).
+type afterReturn struct {
+	release chan struct{}
+	done    chan error
+}
+
+func (a afterReturn) Execute(ctx context.Context, fn policy.Func) error {
+	go func() {
+		<-a.release
+		a.done <- fn(context.WithoutCancel(ctx))
+	}()
+	return context.Canceled
+}
+
+// An attempt that calls fn once the interceptor has returned runs no
+// handler and gets an error, unary and stream.
+func TestServerAttemptAfterReturnRunsNoHandler(t *testing.T) {
+	var ran atomic.Bool
+	newPolicy := func() afterReturn { return afterReturn{release: make(chan struct{}), done: make(chan error, 1)} }
+
+	a := newPolicy()
+	s := newServer(t, grpcpolicy.ServerConfig{Policy: a})
+	handler := func(context.Context, any) (any, error) { ran.Store(true); return "late", nil }
+	if _, err := s.UnaryInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: mCall}, handler); err == nil {
+		t.Error("unary: no error")
+	}
+	close(a.release)
+	if err := <-a.done; err == nil {
+		t.Error("unary: the late attempt succeeded")
+	}
+
+	a = newPolicy()
+	s = newServer(t, grpcpolicy.ServerConfig{Policy: a})
+	sh := func(any, grpc.ServerStream) error { ran.Store(true); return nil }
+	if err := s.StreamInterceptor()(nil, &fakeServerStream{ctx: t.Context()}, &grpc.StreamServerInfo{FullMethod: mWatch}, sh); err == nil {
+		t.Error("stream: no error")
+	}
+	close(a.release)
+	if err := <-a.done; err == nil {
+		t.Error("stream: the late attempt succeeded")
+	}
+	if ran.Load() {
+		t.Error("a handler ran after its interceptor returned")
+	}
+}
