@@ -17,7 +17,10 @@ const DefaultCallTimeout = 20 * time.Millisecond
 // package: ContextTimeoutEnabled, so that a call's deadline bounds its
 // socket reads and writes; MaxRetries off, so that a failed call is not
 // tried again; and dial, read and write timeouts of 100 ms unless opts
-// sets them. opts is copied, not modified. It panics if opts is nil.
+// sets them. Each round trip ends at the earlier of its CallTimeout and
+// these timeouts, so a CallTimeout above 100 ms needs opts to set
+// ReadTimeout and WriteTimeout at least as long. opts is copied, not
+// modified. It panics if opts is nil.
 func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 	if opts == nil {
 		panic("redisstate: nil UniversalOptions")

@@ -34,7 +34,9 @@ type Redis struct {
 	Client redis.UniversalClient
 
 	// CallTimeout is the deadline of every round trip to Redis. 0 means
-	// [DefaultCallTimeout] (20 ms); negative is invalid.
+	// [DefaultCallTimeout] (20 ms); negative is invalid. The client's own
+	// read and write timeouts still apply: one from [NewClient] ends a
+	// round trip after 100 ms unless built with longer ones.
 	CallTimeout time.Duration
 
 	// TripAfter is the number of failed round trips in a row (errors or

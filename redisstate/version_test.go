@@ -260,7 +260,9 @@ func TestRedisVersionUndetectable(t *testing.T) {
 // A passing error reply (LOADING: Redis loading its dataset after a
 // restart) is no verdict: CheckVersion returns it, and a policy asks
 // again at its next round trip, instead of letting the server through
-// unchecked for good.
+// unchecked for good. Real Redis serves INFO while loading; LOADING here
+// stands for an error reply a proxy may relay from a loading node
+// (TestVersionErrorReplies covers the other transient replies).
 func TestRedisVersionLoading(t *testing.T) {
 	f := startFakeRedis(t, "-LOADING Redis is loading the dataset in memory")
 	c := newClient(t, f.ln.Addr().String())
