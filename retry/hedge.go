@@ -241,9 +241,13 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 		stopped   bool // no more hedges: refused or rejected
 	)
 	// next starts the next hedge if MaxHedges, the budget and the rules
-	// allow, and reports whether it did.
+	// allow, and reports whether it did. None starts once an attempt holds
+	// the claim (its success is being delivered: a stream read by the
+	// caller, say, or an attempt that claimed early to say it must run
+	// alone) or once the caller's context has ended (the attempt would only
+	// find the call over).
 	next := func(afterFailure bool) bool {
-		if stopped || started >= maxAttempts {
+		if stopped || started >= maxAttempts || c.winner.Load() != 0 || ctx.Err() != nil {
 			return false
 		}
 		if h.s.budget != nil && !h.s.budget.TryWithdraw() {
@@ -270,6 +274,11 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 			case r.err == nil:
 				// A success that found the claim held by another attempt,
 				// which has not answered yet: nothing to publish.
+			case c.winner.Load() != 0:
+				// An attempt that ended while another holds the claim: it
+				// lost (its work was canceled, or it failed beside a
+				// winner), and the call's outcome is the winner's. No
+				// attempt starts in its place: wait for the winner.
 			case errors.Is(r.err, policy.ErrRejected):
 				// A refusal (an open breaker) is never hedged around.
 				rejection, stopped = r.err, true
@@ -413,7 +422,8 @@ func (h *Hedge) finish(ctx context.Context, c *hedgeCall, claim *hedgeClaim, r *
 		switch {
 		case r.claimed:
 			h.rec.outcome(ctx, HedgeWon)
-		case r.err == nil && !r.panicked && !r.goexit, ended && c.winner.Load() != 0:
+		case r.err == nil && !r.panicked && !r.goexit, c.winner.Load() != 0:
+			// Another attempt holds the claim (or a success came second).
 			h.rec.outcome(ctx, HedgeLost)
 		case ended, ctx.Err() != nil:
 			// The call ended without a winner, or the caller's context
