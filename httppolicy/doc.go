@@ -183,23 +183,41 @@
 // server sees them canceled), and the body of a response that arrives
 // after the winner's is closed at once.
 //
-// A losing attempt waits, without sending anything more, until the winner
-// has returned (the caller has read or closed the body) or the hedge has
-// ended, and then returns an error that matches context.Canceled: a
-// breaker below the hedge excludes it, counting it neither as a success
-// nor as a failure, and the hedge does not take it for a failure and start
-// another attempt while the winner streams. An attempt that completed with
-// a failure (a 5xx, a broken connection) while another had won returns
-// that failure, without a retry.Permanent marker, so that a breaker counts
-// it but the call stays the winner's. A losing attempt whose own Attempt
-// timeout ends while it waits is that timeout; leave the Attempt slot
-// unset with hedged streams, or set it for the longest stream you accept.
+// A losing attempt returns at once an error that matches
+// context.Canceled: a breaker below the hedge excludes it, counting it
+// neither as a success nor as a failure (an Attempt timeout of its own has
+// no time to fire), and a retry.Hedge, whose claim the winner holds,
+// starts no attempt in its place and none on its delay while the winner
+// streams. An attempt that completed with a failure (a 5xx, a broken
+// connection) while another had won returns that failure, without a
+// retry.Permanent marker, so that a breaker counts it but the call stays
+// the winner's. An attempt the hedge starts as the call ends (the caller
+// canceling as its delay fires) returns its context's error. A panic of
+// Transport.Signals on a response that lost is reported to otel.Handle,
+// not carried into the call, whose winner's stream goes on.
 //
-// Any other request is never sent twice at once: an attempt the policy
-// starts while another runs waits for that one to end, and then, if no
-// response was accepted and the call goes on, runs as a retry would (after
-// a failure the request may be retried after, such as a 503). Under a
-// hedge, such a request is in effect sent by one attempt at a time.
+// The winner's response is the caller's as soon as it is accepted, and
+// its body's Close returns as soon as the policy's Execute has: a losing
+// attempt whose base transport ignores its context does not hold them up.
+// What such an attempt holds (its response's body, the request body if no
+// attempt sent it) is freed when it returns. If every attempt fails, the
+// caller gets the failure response the policy's error names
+// ([StatusError]), whatever order the responses came in.
+//
+// Any other request is never sent twice at once: its attempt takes the
+// hedge's claim as it enters, so that the hedge starts no attempt beside
+// it on its delay (none calls OnHedge or takes from the budget). An
+// attempt the policy starts while another runs all the same waits for that
+// one to end, and then, if no response was accepted and the call goes on,
+// runs as a retry would (after a failure the request may be retried after,
+// such as a 503). A hedged request whose GetBody fails is treated alike:
+// that attempt waits for the running one instead of failing the call, and
+// the request is sent by one attempt at a time from then on; if no attempt
+// is left to send it, the call ends with GetBody's error.
+//
+// A Transport called from inside an attempt of a hedge further out (an
+// HTTP call in a pipeline's Execute) does not take that hedge's claim: the
+// claim is the outer attempt's (see policy.WithoutClaimer).
 //
 // An adaptive limit in the pipeline learns from each attempt's time to its
 // response headers through an answer clock that the exchange shares with

@@ -88,7 +88,11 @@ func TestHedgeFastHedgeWins(t *testing.T) {
 			Bulkhead: bh, Retry: newHedge(t, 5*time.Millisecond, 1, nil), Breaker: seen, Attempt: br,
 		}),
 	}
-	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	// A generous timeout: a hang fails the test fast.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +134,11 @@ func TestHedgeFastHedgeWins(t *testing.T) {
 	}
 }
 
-// A request the Transport may not retry is never sent twice at once: the
-// hedge's attempt waits for the running one and, since that one's response
-// is accepted, sends nothing. Without an idempotency key (a POST), or with
-// one but a body that cannot be replayed (no GetBody).
+// A request the Transport may not retry is never sent twice at once: its
+// attempt takes the hedge's claim as it enters, so that the hedge starts
+// no attempt beside it (OnHedge is never called, nothing is taken from a
+// budget). Without an idempotency key (a POST), or with one but a body
+// that cannot be replayed (no GetBody).
 func TestHedgeNotForUnsafeRequests(t *testing.T) {
 	tests := []struct {
 		name string
@@ -152,9 +157,7 @@ func TestHedgeNotForUnsafeRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hedged := make(chan struct{})
-			var once sync.Once
-			var n, running, maxRunning atomic.Int32
+			var hedges, n, running, maxRunning atomic.Int32
 			srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 				n.Add(1)
 				if r := running.Add(1); r > maxRunning.Load() {
@@ -162,9 +165,9 @@ func TestHedgeNotForUnsafeRequests(t *testing.T) {
 				}
 				defer running.Add(-1)
 				io.Copy(io.Discard, r.Body)
-				// Answer only once the hedge has started its attempt.
+				// Answer after many hedge delays.
 				select {
-				case <-hedged:
+				case <-time.After(20 * time.Millisecond):
 				case <-r.Context().Done():
 					return
 				}
@@ -175,10 +178,12 @@ func TestHedgeNotForUnsafeRequests(t *testing.T) {
 			tr := &httppolicy.Transport{
 				Base: newBase(t, 2),
 				Policy: newPipeline(t, compose.Policies{
-					Bulkhead: bh, Retry: newHedge(t, time.Millisecond, 1, func() { once.Do(func() { close(hedged) }) }), Breaker: seen,
+					Bulkhead: bh, Retry: newHedge(t, time.Millisecond, 1, func() { hedges.Add(1) }), Breaker: seen,
 				}),
 			}
-			resp, err := tr.RoundTrip(tt.req(srv.URL))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := tr.RoundTrip(tt.req(srv.URL).WithContext(ctx))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,9 +191,10 @@ func TestHedgeNotForUnsafeRequests(t *testing.T) {
 				t.Fatalf("body %q", got)
 			}
 			resp.Body.Close()
-			waitFor(t, "both outcomes", func() bool { return len(seen.get()) == 2 })
-			if n.Load() != 1 || maxRunning.Load() != 1 || bh.Active() != 0 {
-				t.Fatalf("%d requests, at most %d at once, Active %d: want the request sent once", n.Load(), maxRunning.Load(), bh.Active())
+			waitFor(t, "the outcome", func() bool { return len(seen.get()) == 1 })
+			if n.Load() != 1 || maxRunning.Load() != 1 || bh.Active() != 0 || hedges.Load() != 0 {
+				t.Fatalf("%d requests, at most %d at once, Active %d, %d hedges: want the request sent once, no hedge",
+					n.Load(), maxRunning.Load(), bh.Active(), hedges.Load())
 			}
 			for _, err := range seen.get() {
 				if err != nil && !errors.Is(err, context.Canceled) {
@@ -224,7 +230,9 @@ func TestHedgeReplaysBody(t *testing.T) {
 		Base:   newBase(t, 4),
 		Policy: newPipeline(t, compose.Policies{Retry: newHedge(t, 5*time.Millisecond, 1, nil)}),
 	}
-	req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(payload))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, bytes.NewReader(payload))
 	req.Header.Set("Idempotency-Key", "k1")
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
@@ -244,7 +252,8 @@ func TestHedgeReplaysBody(t *testing.T) {
 
 // A loser whose response arrives after the winner's (its base ignores the
 // cancellation) has its body closed, and the caller gets exactly the
-// winner's response; the whole exchange, loser included, ends.
+// winner's response, without waiting for the loser; the whole exchange,
+// loser included, ends.
 func TestHedgeLateLoserClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
@@ -269,6 +278,11 @@ func TestHedgeLateLoserClosed(t *testing.T) {
 			t.Fatalf("body %q", got)
 		}
 		resp.Body.Close()
+		if bh.Active() != 0 {
+			t.Fatalf("Active %d once the winner's body is closed: the call waited for the deaf loser", bh.Active())
+		}
+		// The deaf loser ends on its own time, after the call.
+		time.Sleep(time.Second)
 		synctest.Wait()
 		if base.count() != 2 || !base.allClosed() || bh.Active() != 0 || len(seen.get()) != 2 {
 			t.Fatalf("%d requests, all closed %v, Active %d, outcomes %v", base.count(), base.allClosed(), bh.Active(), seen.get())
@@ -406,7 +420,7 @@ func TestHedgeStorm(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 11))
 			for i := range perWorker {
-				ctx, cancel := context.WithCancel(context.Background())
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				if rng.IntN(3) == 0 {
 					// Canceled at a random moment: queued, sending, or
 					// reading the body.

@@ -86,7 +86,11 @@ func TestStress(t *testing.T) {
 				// that frees its slot.
 				switch rng.IntN(3) {
 				case 0: // to EOF: the last Read frees the slot
-					io.ReadFull(resp.Body, make([]byte, 20*64))
+					// All but the last byte: a Read that fills the whole
+					// body may see its end and free the slot before the
+					// count drops, and the next call's body would be
+					// counted beside this one.
+					io.ReadFull(resp.Body, make([]byte, 20*64-1))
 					open.Add(-1)
 					io.Copy(io.Discard, resp.Body)
 				case 1: // closed early

@@ -136,7 +136,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := newExchange(t, req)
 	x.timeouts = st
-	ctx := req.Context()
+	// A claim in the request's context is an outer call's (RoundTrip runs
+	// inside an attempt of a hedge further out): its attempt claims it
+	// once its own work has succeeded, and an attempt of this exchange
+	// must not take it when its response is accepted (see win), as
+	// policy.Do hides it from its fn. The Policy's own hedge, if any, puts
+	// its claim in each attempt's context.
+	ctx := policy.WithoutClaimer(req.Context())
 	if x.clocked {
 		ctx = stage.WithAnswerClock(ctx, &x.clock)
 	}
@@ -195,21 +201,32 @@ type exchange struct {
 	// for each attempt before fn runs, so concurrent attempts would share
 	// it even when this exchange makes the later ones wait.
 	clocked bool
+	// concurrent: the policy may run attempts concurrently (mayHedge).
+	concurrent bool
 
 	out chan result // 1-buffered: exactly one send per exchange
 
-	mu       sync.Mutex
-	running  int                       // attempts inside fn
-	idle     chan struct{}             // made by a waiter, closed when running drops to 0
-	bodySent bool                      // req.Body was given to the base transport
+	mu      sync.Mutex
+	running int           // attempts inside fn
+	wake    chan struct{} // made by a waiter, closed when running drops to 0, won or over is set, or ended
+	// bodySent: req.Body was given to the base transport.
+	bodySent bool
+	// noReplay: GetBody failed while another attempt was sending: no
+	// more attempts send beside a running one, as if the body could not be
+	// replayed (see enter).
+	noReplay bool
 	won      bool                      // an attempt's response was accepted: the winner's
 	over     bool                      // the winning attempt has returned
-	overCh   chan struct{}             // made by a losing attempt, closed when over is set
-	ended    bool                      // Execute has returned and no attempt runs
+	ended    bool                      // Execute has returned: no attempt enters or wins any more
 	cancels  []context.CancelCauseFunc // of a hedgeable exchange's attempts, by number - 1
-	pending  *http.Response            // last failure response, body in memory
+	// pending holds the failure responses (bodies in memory) of the
+	// attempts since the last one that ran alone: the call's error names
+	// one of them (StatusError.Response), which the caller gets (see
+	// finish). Concurrent attempts may fail in any order, and the policy's
+	// order of their results is not the order they got their responses.
+	pending []*http.Response
 	// Written by the winning attempt before it returns, read by run once
-	// no attempt runs (mu orders them).
+	// it has (mu orders them).
 	accepted *http.Response // a success without a body, returned at the end
 	stream   *streamBody    // the body of the response handed over, if any
 	finished chan struct{}  // made with the stream; closed once Execute has returned
@@ -241,9 +258,9 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 		x.isFailure = DefaultIsFailure
 	}
 	x.replayable = !x.hasBody || req.GetBody != nil
-	concurrent := mayHedge(t.Policy)
-	x.hedgeable = concurrent && x.mayRetry(false)
-	x.clocked = !concurrent
+	x.concurrent = mayHedge(t.Policy)
+	x.hedgeable = x.concurrent && x.mayRetry(false)
+	x.clocked = !x.concurrent
 	return x
 }
 
@@ -251,13 +268,23 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 // delivered a response already. It runs on its own goroutine so that the
 // policy's Execute (and with it the bulkhead slot and the deadline's
 // context) can outlive RoundTrip while the caller reads the body.
+//
+// The outcome is delivered as soon as Execute has returned and the winning
+// attempt, if any, with it: a policy that runs attempts concurrently (a
+// hedge) returns without waiting for the attempts it canceled, and one
+// whose base transport ignores its context must not hold up the winner's
+// caller. What such attempts hold (a failure response, the unsent request
+// body) is freed once the last of them returns.
 func (x *exchange) run(ctx context.Context) {
 	growStack(0)
-	defer func() {
-		if x.finished != nil {
+	finishedClosed := false
+	closeFinished := func() {
+		if x.finished != nil && !finishedClosed {
+			finishedClosed = true
 			close(x.finished)
 		}
-	}()
+	}
+	defer closeFinished()
 	finished := false
 	defer func() {
 		if finished {
@@ -272,8 +299,8 @@ func (x *exchange) run(ctx context.Context) {
 		// reported to otel.Handle instead.
 		v := recover()
 		x.waitIdle()
-		x.discardPending()
-		x.closeUnsentBody()
+		x.cleanUp()
+		closeFinished()
 		if !x.handed {
 			x.handed = true
 			x.out <- result{panicked: true, panicVal: v}
@@ -284,13 +311,16 @@ func (x *exchange) run(ctx context.Context) {
 		}
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)
-	x.waitIdle()
+	x.endCall()
 	finished = true
 	if x.stream != nil {
 		// Before finished is closed: the body's final Read reads it then.
 		x.stream.setCallErr(err)
 	}
+	closeFinished()
 	x.finish(ctx, err)
+	x.waitIdle()
+	x.cleanUp()
 }
 
 // finish delivers Execute's outcome err.
@@ -308,20 +338,41 @@ func (x *exchange) finish(ctx context.Context, err error) {
 	x.closeAccepted()
 	// Retries ended on a failure status: the caller gets the response
 	// itself, unless it gave up on the call.
-	if se, ok := errors.AsType[*StatusError](err); ok && x.pending != nil && se.Response == x.pending && ctx.Err() == nil {
-		resp := x.pending
-		x.pending = nil
-		x.out <- result{resp: resp}
+	if se, ok := errors.AsType[*StatusError](err); ok && ctx.Err() == nil && x.takePending(se.Response) {
+		x.out <- result{resp: se.Response}
 		return
 	}
-	x.discardPending()
-	x.closeUnsentBody()
 	if err == nil {
 		err = errNoRun
 	}
 	// Without a retry policy to take it off, the Permanent marker of an
 	// attempt is still on the error: the caller should not see it.
 	x.out <- result{err: retry.Unmark(err)}
+}
+
+// takePending reports whether resp is the failure response of one of the
+// exchange's attempts, and if so takes it out of pending: it is the
+// caller's.
+func (x *exchange) takePending(resp *http.Response) bool {
+	if resp == nil {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, p := range x.pending {
+		if p == resp {
+			x.pending = append(x.pending[:i], x.pending[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// cleanUp frees what the attempts left once none runs: the failure
+// responses not handed over, and the request body if no attempt sent it.
+func (x *exchange) cleanUp() {
+	x.discardPending()
+	x.closeUnsentBody()
 }
 
 // attempt is the policy.Func: one attempt of the exchange.
@@ -340,8 +391,10 @@ func (x *exchange) attempt(ctx context.Context) error {
 			// Another attempt's response was accepted.
 			if a.ctx != nil && context.Cause(a.ctx) == errLost {
 				// Canceled by the winner: an outcome that says nothing
-				// about the dependency.
-				return x.lose(ctx)
+				// about the dependency. It returns at once (a timeout of
+				// its own must not fire while it waits): the hedge, whose
+				// claim the winner holds, starts no attempt in its place.
+				return lostError{}
 			}
 			// A failure that completed all the same, which a breaker
 			// counts; it must not end the call, which is the winner's: no
@@ -358,6 +411,7 @@ type try struct {
 	n      int             // 1-based, in the order attempts entered
 	won    bool            // its response was accepted
 	bodyOK bool            // it sends req.Body itself (the first to send)
+	body   io.ReadCloser   // the copy of the body it sends (GetBody's), if not req.Body
 }
 
 // errLost is the cause with which the winning attempt cancels the others'
@@ -374,43 +428,92 @@ func (lostError) Is(target error) bool { return target == context.Canceled || ta
 
 // enter admits an attempt and sets its state a, or returns the error the
 // attempt returns without sending anything.
+//
+// An attempt started while another runs goes on beside it only if the
+// exchange is hedgeable and it has a copy of the body to send (GetBody);
+// otherwise it waits for the running one to end, and goes on only if the
+// call has not ended and no response was accepted meanwhile. If GetBody
+// fails while another attempt sends, the body is taken for one that cannot
+// be replayed: this attempt (and any later one) waits, and its failure
+// says nothing about the dependency; it ends the call only if no other
+// attempt is left to send.
+//
+// An attempt that may run only alone (the request is not hedgeable, or its
+// body could not be copied) under a policy that may run attempts
+// concurrently takes the policy's claim (policy.Claim) as it enters: a
+// retry.Hedge starts no attempt beside one that holds its claim. The claim
+// goes back to the hedge if the attempt fails.
 func (x *exchange) enter(ctx context.Context, a *try) error {
+	var body io.ReadCloser // a copy of req.Body for this attempt
 	x.mu.Lock()
 	for {
+		var err error
 		switch {
 		case x.ended:
-			// A policy called fn after its Execute returned.
-			x.mu.Unlock()
-			return retry.Permanent(errDone)
+			// Execute has returned. A hedge's attempt started as its call
+			// ended finds its context done: an outcome that says nothing
+			// about the dependency. Otherwise a policy called fn after its
+			// Execute returned.
+			if err = ctx.Err(); err == nil {
+				err = retry.Permanent(errDone)
+			}
 		case x.won && x.over && policy.Claim(ctx):
 			// Attempts one after another (no other attempt holds the
 			// claim): the policy called fn again after the response was
 			// accepted.
-			x.mu.Unlock()
-			return retry.Permanent(errDone)
+			err = retry.Permanent(errDone)
 		case x.won:
 			// A hedge started beside the winner, or after it but before
 			// the policy learned of it: nothing to send.
-			x.running++
+			err = lostError{}
+		}
+		if err != nil {
 			x.mu.Unlock()
-			err := x.lose(ctx)
-			x.leave(a)
+			if body != nil {
+				body.Close()
+			}
 			return err
 		}
-		if x.running == 0 || x.hedgeable {
-			break
+		if x.running == 0 || (x.hedgeable && !x.noReplay) {
+			if !x.hasBody || !x.bodySent || body != nil {
+				break
+			}
+			// req.Body is another attempt's (the base transport closes
+			// it): this one sends a copy. The state may change while
+			// GetBody runs: look again once it has returned.
+			x.mu.Unlock()
+			b, gerr := x.getBody()
+			x.mu.Lock()
+			if gerr == nil {
+				body = b
+				continue
+			}
+			if x.running == 0 {
+				// No other attempt sends: the call cannot go on.
+				x.mu.Unlock()
+				return retry.Permanent(gerr)
+			}
+			x.noReplay = true
 		}
-		// A request that may not be sent twice at once: this attempt
-		// waits for the running one to end, and goes on only if the call
-		// has not ended meanwhile.
-		ch := x.idleChan()
+		// Wait for the running attempt to end, or for a response to be
+		// accepted, or for the call to end.
+		ch := x.wakeChan()
 		x.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			if body != nil {
+				body.Close()
+			}
 			return ctx.Err()
 		}
 		x.mu.Lock()
+	}
+	alone := x.running == 0
+	if alone && !x.hedgeable {
+		// Attempts one after another: an earlier one's failure response
+		// is no longer the call's.
+		x.discardPendingLocked()
 	}
 	x.running++
 	a.n = len(x.cancels) + 1
@@ -418,58 +521,103 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 		x.bodySent = true
 		a.bodyOK = true
 	}
+	a.body = body
 	if x.hedgeable {
 		var cancel context.CancelCauseFunc
 		a.ctx, cancel = context.WithCancelCause(ctx)
 		x.cancels = append(x.cancels, cancel)
 	}
+	if x.concurrent && (!x.hedgeable || x.noReplay) {
+		// It must run alone: keep a hedge from starting attempts beside
+		// it (each would call OnHedge, take from the budget and wait).
+		// If another attempt still holds the claim (it has left but its
+		// failure has not reached the hedge yet), this one claims when
+		// its response is accepted, as any attempt does (see win).
+		policy.Claim(ctx)
+	}
 	x.mu.Unlock()
 	return nil
 }
 
-// waitIdle returns once no attempt runs, and makes any attempt started
-// later return at once. It is called once Execute has returned: a policy
-// that ran attempts concurrently (a hedge) may return before an attempt it
-// canceled has, and the exchange's outcome is read only once every attempt
-// has returned.
-func (x *exchange) waitIdle() {
+// getBody returns a copy of the request's body to send, from GetBody.
+func (x *exchange) getBody() (io.ReadCloser, error) {
+	if x.req.GetBody == nil {
+		return nil, errors.New("httppolicy: request body already sent and GetBody is nil")
+	}
+	body, err := x.req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("httppolicy: GetBody: %w", err)
+	}
+	return body, nil
+}
+
+// endCall is called once Execute has returned: it waits for the winning
+// attempt, if any, to return (a policy returns after its attempt has; this
+// covers one that does not), and makes any attempt that enters or gets its
+// response later return at once.
+func (x *exchange) endCall() {
 	x.mu.Lock()
-	for x.running > 0 {
-		ch := x.idleChan()
+	for x.won && !x.over {
+		ch := x.wakeChan()
 		x.mu.Unlock()
 		<-ch
 		x.mu.Lock()
 	}
 	x.ended = true
+	x.wakeAll()
 	x.mu.Unlock()
 }
 
-// idleChan returns the channel closed when no attempt runs. mu is held.
-func (x *exchange) idleChan() chan struct{} {
-	if x.idle == nil {
-		x.idle = make(chan struct{})
+// waitIdle returns once no attempt runs, and makes any attempt started
+// later return at once. A policy that ran attempts concurrently (a hedge)
+// may return before an attempt it canceled has: what the exchange's
+// attempts hold is freed only once every attempt has returned.
+func (x *exchange) waitIdle() {
+	x.mu.Lock()
+	x.ended = true
+	for x.running > 0 {
+		ch := x.wakeChan()
+		x.mu.Unlock()
+		<-ch
+		x.mu.Lock()
 	}
-	return x.idle
+	x.wakeAll()
+	x.mu.Unlock()
 }
 
-// leave marks attempt a as over: it wakes an attempt or waitIdle waiting
-// for the running ones, and the losers waiting for the winner.
+// wakeChan returns the channel closed at the next change that a waiter
+// looks for (see wakeAll). mu is held.
+func (x *exchange) wakeChan() chan struct{} {
+	if x.wake == nil {
+		x.wake = make(chan struct{})
+	}
+	return x.wake
+}
+
+// wakeAll wakes every waiter: an attempt waiting for the running one
+// (enter), endCall waiting for the winner, waitIdle for the last attempt.
+// mu is held.
+func (x *exchange) wakeAll() {
+	if x.wake != nil {
+		close(x.wake)
+		x.wake = nil
+	}
+}
+
+// leave marks attempt a as over: it wakes an attempt, endCall or waitIdle
+// waiting for it.
 func (x *exchange) leave(a *try) {
 	x.mu.Lock()
 	x.running--
-	if x.running == 0 && x.idle != nil {
-		close(x.idle)
-		x.idle = nil
+	if a.won {
+		x.over = true
+	}
+	if x.running == 0 || a.won {
+		x.wakeAll()
 	}
 	var cancel context.CancelCauseFunc
 	if a.ctx != nil {
 		cancel = x.cancels[a.n-1]
-	}
-	if a.won {
-		x.over = true
-		if x.overCh != nil {
-			close(x.overCh)
-		}
 	}
 	x.mu.Unlock()
 	if cancel != nil {
@@ -477,16 +625,18 @@ func (x *exchange) leave(a *try) {
 	}
 }
 
-// win makes a's response the exchange's, if no other attempt's is and the
-// policy grants a the claim (policy.Claim: a hedge's winner), and cancels
-// the other attempts' requests. It reports whether a won.
+// win makes a's response the exchange's, if no other attempt's is, the
+// call has not ended, and the policy grants a the claim (policy.Claim: a
+// hedge's winner), and cancels the other attempts' requests. It reports
+// whether a won. Attempts waiting to enter return at once.
 func (x *exchange) win(ctx context.Context, a *try) bool {
 	x.mu.Lock()
-	if x.won || !policy.Claim(ctx) {
+	if x.won || x.ended || !policy.Claim(ctx) {
 		x.mu.Unlock()
 		return false
 	}
 	x.won, a.won = true, true
+	x.wakeAll()
 	// No attempt registers once won is set: the slice is read unlocked.
 	cancels := x.cancels
 	x.mu.Unlock()
@@ -496,32 +646,6 @@ func (x *exchange) win(ctx context.Context, a *try) bool {
 		}
 	}
 	return true
-}
-
-// lose waits until the winning attempt has returned or ctx ends, and
-// returns a losing attempt's outcome. Waiting keeps a hedge from taking the
-// loser for a failure and starting another attempt in its place while the
-// winner's stream runs.
-func (x *exchange) lose(ctx context.Context) error {
-	x.mu.Lock()
-	if x.over {
-		x.mu.Unlock()
-		return lostError{}
-	}
-	if x.overCh == nil {
-		x.overCh = make(chan struct{})
-	}
-	ch := x.overCh
-	x.mu.Unlock()
-	select {
-	case <-ch:
-		return lostError{}
-	case <-ctx.Done():
-		if context.Cause(ctx) == retry.ErrHedgeLost {
-			return lostError{}
-		}
-		return ctx.Err()
-	}
 }
 
 // send sends the request once, as attempt a, and waits, if its response is
@@ -545,15 +669,8 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	r := x.req.WithContext(rctx)
 	if x.hasBody && !a.bodyOK {
 		// req.Body is another attempt's (the base transport closes it):
-		// this one sends a copy.
-		if x.req.GetBody == nil {
-			return retry.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
-		}
-		body, err := x.req.GetBody()
-		if err != nil {
-			return retry.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
-		}
-		r.Body = body
+		// this one sends the copy enter got.
+		r.Body = a.body
 	}
 
 	resp, err := x.base.RoundTrip(r)
@@ -588,8 +705,9 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		}
 		return err
 	}
-	if x.t.Signals != nil {
-		x.observe(resp)
+	if x.t.Signals != nil && x.observe(resp) {
+		// Signals panicked on a response that had lost already.
+		return lostError{}
 	}
 
 	if x.isFailure(resp) {
@@ -607,8 +725,8 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			return x.failed(w.cause())
 		}
 		x.mu.Lock()
-		if !x.won {
-			x.pending = resp
+		if !x.won && !x.ended {
+			x.pending = append(x.pending, resp)
 		}
 		x.mu.Unlock()
 		se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
@@ -640,7 +758,9 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			}
 			return nil
 		}
+		x.mu.Lock()
 		x.accepted = resp
+		x.mu.Unlock()
 		return nil
 	}
 
@@ -664,7 +784,9 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 				}
 				w.whole.b = p
 				resp.Body = &w.whole
+				x.mu.Lock()
 				x.accepted = resp
+				x.mu.Unlock()
 				return nil
 			}
 			prefix = p
@@ -741,23 +863,52 @@ func (x *exchange) mayRetry(unprocessed bool) bool {
 // observe tells Transport.Signals of resp. If Signals panics or calls
 // runtime.Goexit, resp's body is closed on the way out, so that its
 // connection is not left open (no one else holds the response yet); the
-// panic goes on.
-func (x *exchange) observe(resp *http.Response) {
+// panic goes on, unless another attempt's response was accepted already
+// or the call has ended: this attempt has lost, and carrying its panic
+// through the policy (a hedge carries it to the caller, canceling the
+// winner) would abort the winner's stream. Such a panic is reported to
+// otel.Handle instead, and observe reports true: the attempt returns as a
+// loser.
+func (x *exchange) observe(resp *http.Response) (lost bool) {
 	told := false
 	defer func() {
-		if !told && resp.Body != nil {
+		if told {
+			return
+		}
+		if resp.Body != nil {
 			resp.Body.Close()
+		}
+		x.mu.Lock()
+		over := x.won || x.ended
+		x.mu.Unlock()
+		if !over {
+			return
+		}
+		if v := recover(); v != nil {
+			otel.Handle(fmt.Errorf("httppolicy: panic in Transport.Signals on a response that lost to another attempt's: %v", v))
+			lost = true
 		}
 	}()
 	x.t.Signals.Observe(resp)
 	told = true
+	return false
 }
 
+// discardPending closes the failure responses not handed over.
 func (x *exchange) discardPending() {
-	if x.pending != nil {
-		x.pending.Body.Close()
-		x.pending = nil
+	x.mu.Lock()
+	x.discardPendingLocked()
+	x.mu.Unlock()
+}
+
+// discardPendingLocked is discardPending with mu held (closing a body in
+// memory does not block).
+func (x *exchange) discardPendingLocked() {
+	for _, p := range x.pending {
+		p.Body.Close()
 	}
+	clear(x.pending)
+	x.pending = x.pending[:0]
 }
 
 func (x *exchange) closeAccepted() {
