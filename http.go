@@ -57,13 +57,20 @@ type Client struct {
 // bulkhead's Limit (to an adaptive limiter's MaxLimit; without either, a
 // clone of http.DefaultTransport's settings), so an admitted call never
 // waits unseen for a connection and no other dependency shares its pool.
-// With a hedge in Use.Retry (a *retry.Hedge), whose call holds one slot for
-// all its concurrent attempts, the pool is sized for the hedges: Limit ×
-// (1 + MaxHedges) connections, so that a hedge never queues behind the
-// slow attempts it is meant to overtake. A request the Transport may
-// retry is then hedged (see httppolicy's documentation), and, since
-// attempts run concurrently, an adaptive limit samples each up to its end,
-// not to its headers. The client has
+// With a hedge in a slot of Use (a *retry.Hedge, usually in Use.Retry),
+// whose call holds one slot for all its concurrent attempts, the pool is
+// sized for the hedges: Limit × (1 + MaxHedges) connections (the factors
+// of hedges in several slots multiplied), so that a hedge never queues
+// behind the slow attempts it is meant to overtake. A request the
+// Transport may retry is then hedged (see httppolicy's documentation),
+// and, since attempts may run concurrently, an adaptive limit samples each
+// attempt up to its end (the whole stream), not to its response headers.
+// The same holds with a policy of your own in a slot of Use that does not
+// say, through policy.Concurrent, that it runs attempts one at a time:
+// the Transport cannot tell that it never hedges, and its requests lose
+// the time-to-headers sample too (a stream answered in 10 ms and read for
+// 500 ms is sampled as 500 ms). Implement ConcurrentAttempts returning
+// false on such a policy to keep it. The client has
 // no Timeout of its own: the pipeline's deadlines bound each request, its
 // body included. The pipeline's RateLimit policy, if it is a
 // *ratelimit.Limiter, is the Transport's Signals: every response's
@@ -83,10 +90,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	}
 	// A hedged call holds one slot for all its attempts: the pool has a
 	// connection for each attempt the admitted calls may run at once.
-	perCall := 1
-	if h, ok := cfg.Use.Retry.(interface{ MaxHedges() int }); ok {
-		perCall += h.MaxHedges()
-	}
+	perCall := attemptsPerCall(cfg.Use)
 	var base *http.Transport
 	if bh := p.Bulkhead(); bh != nil {
 		base = httppolicy.NewDependencyTransport(bh.Limit() * perCall)
@@ -122,6 +126,21 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		Pipeline: p,
 		base:     base,
 	}, nil
+}
+
+// attemptsPerCall returns how many attempts of one call may run at once
+// under the policies of u: 1 + MaxHedges for each hedge (a policy with a
+// MaxHedges method, such as a *retry.Hedge) in any slot, multiplied, since
+// each attempt of an outer hedge runs the slots below it, an inner hedge
+// included.
+func attemptsPerCall(u compose.Policies) int {
+	n := 1
+	for _, p := range []any{u.Bulkhead, u.Deadline, u.Retry, u.RateLimit, u.Breaker, u.Attempt} {
+		if h, ok := p.(interface{ MaxHedges() int }); ok {
+			n *= 1 + h.MaxHedges()
+		}
+	}
+	return n
 }
 
 // Close closes the client's idle connections and its Pipeline. It is safe

@@ -405,3 +405,40 @@ func TestHTTPClientHedgeWithObserver(t *testing.T) {
 		t.Fatalf("%d samples for 80 calls", len(obs.seen))
 	}
 }
+
+// NewHTTPClient sizes the pool for a hedge in any slot of Use, not only in
+// Use.Retry, and multiplies the factors of hedges in several slots (each
+// attempt of the outer one runs the inner one).
+func TestHTTPClientPoolSizedForHedgesInAnySlot(t *testing.T) {
+	hedge := func(maxHedges int) *retry.Hedge {
+		h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond, MaxHedges: maxHedges})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  watertight.Config
+		want int
+	}{
+		{"Retry", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Retry: hedge(1)}}, 6},
+		{"Attempt", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Attempt: hedge(2)}}, 9},
+		{"Breaker", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Breaker: hedge(2)}}, 9},
+		{"Retry and Attempt", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 2}, Use: compose.Policies{Retry: hedge(1), Attempt: hedge(2)}}, 12},
+		{"adaptive, Attempt", watertight.Config{Adaptive: &adaptive.Config{MinLimit: 1, MaxLimit: 10}, Use: compose.Policies{Attempt: hedge(2)}}, 30},
+		{"no hedge", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := watertight.NewHTTPClient("api", tc.cfg, watertight.HTTPOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
+			if base.MaxConnsPerHost != tc.want {
+				t.Errorf("MaxConnsPerHost = %d, want %d", base.MaxConnsPerHost, tc.want)
+			}
+		})
+	}
+}

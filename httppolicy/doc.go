@@ -229,7 +229,15 @@
 // *retry.Hedge, a policy whose ConcurrentAttempts method (see
 // policy.Concurrent) says so, such as a *compose.Pipeline with a hedge in
 // a slot, or a policy with no such method. For those the limit samples
-// each attempt up to its end, stream included.
+// each attempt up to its end, stream included: a stream answered in 10 ms
+// and read for 500 ms is a 500 ms sample, and an adaptive limit then takes
+// long streams for congestion. This holds even when no attempt is ever
+// run beside another, as with a pipeline that has no hedge but holds a
+// policy of your own that does not say it runs attempts one at a time:
+// give such a policy a ConcurrentAttempts method that returns false to
+// keep the time-to-headers samples. (One clock per attempt, which package
+// compose would have to give each attempt's context, would lift this for
+// hedges too; it is not done.)
 //
 // # Connections and HTTP/2
 //
