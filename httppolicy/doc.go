@@ -192,9 +192,10 @@
 // connection) while another had won returns that failure, without a
 // retry.Permanent marker, so that a breaker counts it but the call stays
 // the winner's. An attempt the hedge starts as the call ends (the caller
-// canceling as its delay fires) returns its context's error. A panic of
-// Transport.Signals on a response that lost is reported to otel.Handle,
-// not carried into the call, whose winner's stream goes on.
+// canceling as its delay fires) returns its context's error. A panic in
+// an attempt that has lost (Transport.Signals on a late response, a base
+// transport) is reported to otel.Handle, not carried into the call, whose
+// winner's stream goes on.
 //
 // The winner's response is the caller's as soon as it is accepted, and
 // its body's Close returns as soon as the policy's Execute has: a losing

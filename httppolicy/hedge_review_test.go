@@ -463,7 +463,47 @@ func TestHedgeSignalsPanicInLoser(t *testing.T) {
 			t.Errorf("Active %d, all closed %v", bh.Active(), base.allClosed())
 		}
 	})
-	if errs := rec.get(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "signals on the loser") {
+	if errs := rec.get(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "httppolicy: panic in an attempt that lost to another's: signals on the loser") {
+		t.Errorf("otel.Handle got %v, want the loser's panic", errs)
+	}
+}
+
+// A base transport that panics in a losing attempt, after the winner's
+// response was accepted: the winner's stream goes on, and the panic is
+// reported to otel.Handle.
+func TestHedgeBasePanicInLoser(t *testing.T) {
+	rec := &handled{}
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(rec)
+	defer otel.SetErrorHandler(prev)
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			if n == 1 {
+				time.Sleep(20 * time.Millisecond) // deaf to its context
+				panic("base on the loser")
+			}
+			resp, b := fedResponse(req, 200, "", false, step{0, "a"}, step{50 * time.Millisecond, "b"})
+			return resp, b, nil
+		}}
+		bh := newBulkhead(t, 1, 0)
+		tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{
+			Bulkhead: bh, Retry: newHedge(t, 10*time.Millisecond, 1, nil),
+		})}
+		resp, err := get(t, tr, context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		synctest.Wait()
+		if err != nil || string(b) != "ab" {
+			t.Errorf("the winner's body %q, err %v: want ab, nil", b, err)
+		}
+		if bh.Active() != 0 || !base.allClosed() {
+			t.Errorf("Active %d, all closed %v", bh.Active(), base.allClosed())
+		}
+	})
+	if errs := rec.get(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "base on the loser") {
 		t.Errorf("otel.Handle got %v, want the loser's panic", errs)
 	}
 }

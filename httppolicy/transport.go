@@ -376,13 +376,38 @@ func (x *exchange) cleanUp() {
 }
 
 // attempt is the policy.Func: one attempt of the exchange.
-func (x *exchange) attempt(ctx context.Context) error {
+//
+// A panic (or runtime.Goexit) in an attempt that has lost (another
+// attempt's response was accepted, or the call has ended: a Signals that
+// panics on a late response, a base transport that panics as it returns)
+// is reported to otel.Handle, and the attempt returns as a loser: carried
+// through the policy, a hedge would take it to the caller and cancel the
+// winner's stream, or, after the call, crash the process from the hedge's
+// goroutine. A panic in any other attempt goes on.
+func (x *exchange) attempt(ctx context.Context) (err error) {
 	var a try
 	if err := x.enter(ctx, &a); err != nil {
 		return err
 	}
 	defer x.leave(&a)
-	err := x.send(ctx, &a)
+	normal := false
+	defer func() {
+		if normal || a.won {
+			return
+		}
+		x.mu.Lock()
+		lost := x.won || x.ended
+		x.mu.Unlock()
+		if !lost {
+			return
+		}
+		if v := recover(); v != nil {
+			otel.Handle(fmt.Errorf("httppolicy: panic in an attempt that lost to another's: %v", v))
+			err = lostError{}
+		}
+	}()
+	err = x.send(ctx, &a)
+	normal = true
 	if err != nil && !a.won {
 		x.mu.Lock()
 		lost := x.won
@@ -705,9 +730,8 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		}
 		return err
 	}
-	if x.t.Signals != nil && x.observe(resp) {
-		// Signals panicked on a response that had lost already.
-		return lostError{}
+	if x.t.Signals != nil {
+		x.observe(resp)
 	}
 
 	if x.isFailure(resp) {
@@ -863,35 +887,16 @@ func (x *exchange) mayRetry(unprocessed bool) bool {
 // observe tells Transport.Signals of resp. If Signals panics or calls
 // runtime.Goexit, resp's body is closed on the way out, so that its
 // connection is not left open (no one else holds the response yet); the
-// panic goes on, unless another attempt's response was accepted already
-// or the call has ended: this attempt has lost, and carrying its panic
-// through the policy (a hedge carries it to the caller, canceling the
-// winner) would abort the winner's stream. Such a panic is reported to
-// otel.Handle instead, and observe reports true: the attempt returns as a
-// loser.
-func (x *exchange) observe(resp *http.Response) (lost bool) {
+// panic goes on (see attempt for a panic in an attempt that lost).
+func (x *exchange) observe(resp *http.Response) {
 	told := false
 	defer func() {
-		if told {
-			return
-		}
-		if resp.Body != nil {
+		if !told && resp.Body != nil {
 			resp.Body.Close()
-		}
-		x.mu.Lock()
-		over := x.won || x.ended
-		x.mu.Unlock()
-		if !over {
-			return
-		}
-		if v := recover(); v != nil {
-			otel.Handle(fmt.Errorf("httppolicy: panic in Transport.Signals on a response that lost to another attempt's: %v", v))
-			lost = true
 		}
 	}()
 	x.t.Signals.Observe(resp)
 	told = true
-	return false
 }
 
 // discardPending closes the failure responses not handed over.
