@@ -15,7 +15,8 @@
 // x-ratelimit-remaining-requests: 0 arrives on a 200. See [Hold] for the
 // headers read: Retry-After and Retry-After-Ms on a 429 or 503, OpenAI's
 // x-ratelimit-limit-*, -remaining-* and -reset-*, Anthropic's
-// anthropic-ratelimit-*-limit, -remaining and -reset. When a bucket is
+// anthropic-ratelimit-*-limit, -remaining and -reset (a time on the
+// server's clock, read against the response's Date header). When a bucket is
 // short (a remaining count of 0, or, for tokens, below the cost the call
 // declared with [WithCost]) or a 429 came, every attempt of every call
 // through the Limiter is held, capped at [Config.MaxHold]. Malformed and
@@ -54,16 +55,32 @@
 // Answers on separate connections come back out of order, so one that
 // comes while other attempts let through are out can lower that number but
 // not raise it, and one older than an answer already seen (its requests
-// bucket full again sooner) is not read at all. Once what is left is at
-// least a tenth of the limit and nobody waits (an attempt still asleep on
-// the hold is waiting), the gate opens. An attempt let through that ends
-// without an answer saying anything (a connection error, a panic), or as
-// the last one out, lets the next one go; one that succeeds while no
-// answer has ever named a count (a Limiter used without a Transport)
-// opens the gate. An answer without a remaining count opens it too: that
-// dependency does not say. Waiting behind the gate is bounded by the
-// attempt's deadline and MaxHold, not by MaxWait (which bounds a wait
-// whose end the server named).
+// bucket full again sooner) is not read at all; the 429 or spent count
+// that set the hold counts as seen, less a second (resets in whole seconds
+// order nothing closer), and a reset further than MaxHold away (a daily
+// bucket's) orders nothing.
+//
+// The quota refills while the attempts let through are out (streams stay
+// out long after their answer; one may hang): the gate also lets one more
+// through every refill interval of one request, r/(L-n) from the last
+// answer with a count (its reset r, limit L, n left; its reset, without a
+// usable limit; at most MaxHold), or, until an answer names a count, every
+// hold's length from the hold's end. Released attempts add up while nobody
+// comes, to at most the limit; the next answer with a count lowers them as
+// above. Once what is left is at least a tenth of the limit and nobody
+// waits (an attempt still asleep on the hold is waiting), the gate opens.
+// An attempt let through that ends without an answer saying anything (a
+// connection error, a panic), or as the last one out, lets the next one
+// go; one that succeeds while no answer has ever named a count (a Limiter
+// used without a Transport) opens the gate. An answer without a remaining
+// count opens it too: that dependency does not say. Waiting behind the
+// gate is bounded by the attempt's deadline and MaxHold, not by MaxWait
+// (which bounds a wait whose end the server named), and an attempt whose
+// bound comes before the next timed release is rejected at once, as one
+// whose hold outlasts it is: it keeps the rest of its deadline for a
+// fallback. The timed release needs no timer of its own: it is counted
+// when an attempt or an answer comes, and a waiter sleeps until the next
+// one (its timer stopped when it stops waiting).
 //
 // # Client-side rate
 //
@@ -80,13 +97,14 @@
 //	hold or rate wait that ends before the          waits, then runs
 //	  attempt's deadline and within MaxWait
 //	after a hold, behind the gate                   waits for the answers of the attempts let
-//	                                                through (see above)
+//	                                                through or the timed release (see above)
 //	a longer wait                                   rejected at once: *policy.RejectedError,
 //	                                                Kind "ratelimit", Reason "throttled" (the
 //	                                                hold) or "rate" (the client-side rate),
 //	                                                matching ErrLimited and policy.ErrRejected
 //	the hold grows during the wait past that bound  rejected, as above
-//	behind the gate past the deadline or MaxHold    rejected, as above
+//	behind the gate, the next timed release past    rejected at once, as above
+//	  the deadline or MaxHold
 //	ctx is done during the wait                     ctx.Err(); fn does not run
 //
 // A rejection is counted in watertight.rejections (watertight.policy.kind

@@ -42,8 +42,10 @@ func TestGateLetsThroughWhatTheAnswersAllow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
 		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"))
+		// Refills of about a second: the timed release lets no one through
+		// while the test runs.
 		answer := func(n string) {
-			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n))
+			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "59s"))
 		}
 		const calls = 5
 		var in, order atomic.Int32
@@ -65,7 +67,7 @@ func TestGateLetsThroughWhatTheAnswersAllow(t *testing.T) {
 				})
 			}()
 		}
-		time.Sleep(time.Second)
+		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		if got := in.Load(); got != 2 {
 			t.Fatalf("%d calls in fn after the hold, want 2 (the probe and the one its answer allowed)", got)
@@ -145,31 +147,34 @@ func TestGateAfterAnAttemptWithoutAnswer(t *testing.T) {
 	})
 }
 
-// Behind the gate an attempt waits for answers until its deadline (not
-// MaxWait, which bounds a hold), then is rejected; a caller that gives up
-// leaves no waiter behind.
+// Behind the gate an attempt waits for answers or the next timed release
+// (one hold's length after the hold, while no answer has named a count),
+// up to its deadline (not MaxWait, which bounds a hold): one whose
+// deadline comes before the release is rejected at once; a caller that
+// gives up leaves no waiter behind.
 func TestGateWaitBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, ratelimit.Config{MaxWait: time.Second})
-		l.HoldFor(500 * time.Millisecond)
+		l := newLimiter(t, ratelimit.Config{MaxWait: 5 * time.Second})
+		start := time.Now()
+		l.HoldFor(3 * time.Second)
 		release := make(chan struct{})
 		defer close(release)
 		probe := make(chan error, 1)
 		go func() {
 			probe <- l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
 		}()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		start := time.Now()
+		at := time.Now()
 		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
 		var re *policy.RejectedError
 		if !errors.As(err, &re) || re.Reason != ratelimit.ReasonThrottled {
 			t.Errorf("err = %v, want a throttled rejection", err)
 		}
-		if d := time.Since(start); d != 3*time.Second-time.Nanosecond {
-			t.Errorf("rejected after %v, want just before the 3 s deadline", d)
+		if d := time.Since(at); d != 0 {
+			t.Errorf("rejected after %v, want at once (the release is 3 s away, the deadline 2 s)", d)
 		}
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -178,6 +183,14 @@ func TestGateWaitBounds(t *testing.T) {
 		cancel2()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("canceled waiter: %v", err)
+		}
+		ctx3, cancel3 := context.WithTimeout(context.Background(), 4*time.Second)
+		defer cancel3()
+		if err := l.Execute(ctx3, ok); err != nil {
+			t.Errorf("err = %v, want the attempt let through by the timed release", err)
+		}
+		if d := time.Since(start); d != 6*time.Second {
+			t.Errorf("let through at %v, want 6 s (a hold's length after it)", d)
 		}
 	})
 }
@@ -228,7 +241,7 @@ func TestMaxWaitCountsPerHold(t *testing.T) {
 				})
 			}()
 		}
-		time.Sleep(2 * time.Second) // the first is out: the other waits behind the gate
+		time.Sleep(1200 * time.Millisecond) // the first is out: the other waits behind the gate (until 1.6 s)
 		l.Observe(resp(429, "Retry-After-Ms", "900"))
 		close(release)
 		for range 2 {
@@ -236,8 +249,8 @@ func TestMaxWaitCountsPerHold(t *testing.T) {
 				t.Errorf("err = %v: each hold was within MaxWait", err)
 			}
 		}
-		if len(admitted) != 2 || admitted[0] != 800*time.Millisecond || admitted[1] != 2900*time.Millisecond {
-			t.Errorf("admitted at %v, want [800ms 2.9s]", admitted)
+		if len(admitted) != 2 || admitted[0] != 800*time.Millisecond || admitted[1] != 2100*time.Millisecond {
+			t.Errorf("admitted at %v, want [800ms 2.1s]", admitted)
 		}
 	})
 }

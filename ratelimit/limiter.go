@@ -48,6 +48,9 @@ type Limiter struct {
 	waiters int           // attempts waiting for the gate
 	changed chan struct{} // closed (and replaced) when the gate changes
 	fullAt  int64         // the latest time, in ns since epoch, an answer said the requests bucket would be full
+	limit   int           // the requests limit the last answer with a count named (0: none)
+	every   int64         // the gate's timed release: one more attempt every that many ns (the refill of one request)
+	next    int64         // the next timed release, in ns since epoch (0: none)
 
 	maxHold  time.Duration
 	maxWait  time.Duration
@@ -151,6 +154,16 @@ func (l *Limiter) Observe(resp *http.Response) {
 	defer l.mu.Unlock()
 	if d > 0 {
 		l.holdLocked(now, d)
+		// The answer that set the hold orders the answers after it too: a
+		// slow one to an attempt sent before it, with a larger count,
+		// must not let a burst through once the hold ends. Less a second,
+		// as resets in whole seconds cannot order answers closer than
+		// that.
+		if full, ok := requestsFullAt(resp.Header, now); ok {
+			if at := int64(full.Sub(l.epoch) - time.Second); at <= int64(now.Sub(l.epoch)+l.maxHold) {
+				l.fullAt = max(l.fullAt, at)
+			}
+		}
 		return
 	}
 	if !l.gate {
@@ -177,13 +190,30 @@ func (l *Limiter) Observe(resp *http.Response) {
 	// them: refilling leaves it where it is, and each request the server
 	// counts moves it on. An answer that puts it before one already seen is
 	// older: its count says nothing new.
-	if full, ok := requestsFullAt(resp.Header, now); ok {
-		at := int64(full.Sub(l.epoch))
-		if at < l.fullAt {
-			return
+	// A reset further than MaxHold away (a daily bucket's, say) orders
+	// nothing: taken as the mark, it would rule out every answer after it
+	// for that long.
+	full, hasReset := requestsFullAt(resp.Header, now)
+	if hasReset {
+		if at := int64(full.Sub(l.epoch)); full.Sub(now) <= l.maxHold {
+			if at < l.fullAt {
+				return
+			}
+			l.fullAt = at
 		}
-		l.fullAt = at
 	}
+	// The refill of one request sets the pace of the timed release: from
+	// now, one more attempt goes every r/(L-n) (see [Hold]), or every
+	// reset without a usable limit, at most MaxHold; without a reset, at
+	// the pace it had (the hold's, to begin with).
+	if hasReset {
+		l.every = int64(max(min(refill(int64(n), int64(n)+1, int64(limit), full.Sub(now)), l.maxHold), 1))
+	}
+	l.limit = limit
+	l.next = int64(now.Sub(l.epoch)) + l.every
+	// What the timed release has granted so far is what this answer
+	// lowers, if it is not the last one out's.
+	l.releaseLocked(now)
 	// The count leaves out the attempts the gate let through that the
 	// server had not seen yet: this one's own is in it.
 	budget := max(n-max(l.out-1, 0), 0)
@@ -197,6 +227,14 @@ func (l *Limiter) Observe(resp *http.Response) {
 		budget = min(budget, l.budget)
 	}
 	l.budget, l.told = budget, true
+	l.openIfLeftLocked(now)
+}
+
+// openIfLeftLocked ends a step of the gate (an answer or a timed release
+// changed the budget): it lets one attempt go if nothing the gate let
+// through is out, opens the gate if enough is left and nobody waits, and
+// wakes the waiters otherwise.
+func (l *Limiter) openIfLeftLocked(now time.Time) {
 	if l.budget == 0 && l.out == 0 {
 		// Nothing the gate let through is out, so no exit would ever give
 		// budget back: an answer to an attempt sent before the hold (or
@@ -210,11 +248,31 @@ func (l *Limiter) Observe(resp *http.Response) {
 	// n: the attempts the gate let through that the server has not counted
 	// yet will take the rest (opening on n let a burst go onto a bucket
 	// those were about to empty).
-	if l.budget > 0 && l.waiters == 0 && (limit == 0 || l.budget >= limit/10) {
+	if l.budget > 0 && l.waiters == 0 && (l.limit == 0 || l.budget >= l.limit/10) {
 		l.openLocked(now)
 		return
 	}
 	l.broadcastLocked()
+}
+
+// releaseLocked applies the gate's timed release at now: one more attempt
+// for each refill interval passed since the last answer with a count (or
+// since the hold ended), however long the attempts let through take to
+// answer (streams, a hung probe). Up to the limit the last answer named,
+// or one without a limit. It reports whether the budget grew.
+func (l *Limiter) releaseLocked(now time.Time) bool {
+	t := int64(now.Sub(l.epoch))
+	if !l.gate || l.next == 0 || t < l.next || t < l.end {
+		return false
+	}
+	k := (t-l.next)/l.every + 1
+	l.next += k * l.every
+	top := max(l.limit, 1)
+	if l.budget >= top {
+		return false
+	}
+	l.budget = int(min(int64(l.budget)+k, int64(top)))
+	return true
 }
 
 // requestCost returns the cost declared (see [WithCost]) by the call that
@@ -242,9 +300,15 @@ func (l *Limiter) HoldFor(d time.Duration) {
 // it, and closes the gate behind it: once the hold ends, one attempt goes
 // (a probe) and the others wait for what its answer says.
 func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
-	l.end = max(l.end, int64(now.Sub(l.epoch)+min(d, l.maxHold)))
+	d = max(min(d, l.maxHold), 1)
+	l.end = max(l.end, int64(now.Sub(l.epoch)+d))
 	l.gate = true
 	l.budget = 1
+	// Until an answer names a count, the timed release lets one more go
+	// every hold's length after the hold: the wait the server asked for
+	// one request to be possible.
+	l.every = int64(d)
+	l.next = l.end + l.every
 	l.active.Store(max(l.end, 1))
 	l.broadcastLocked()
 }
@@ -419,6 +483,12 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 				return nil, err
 			}
 			continue
+		case l.releaseLocked(now) && l.limit > 0 && l.budget >= l.limit/10 && l.waiters == 0:
+			// The timed release has given back a tenth of the limit, and
+			// nobody waits: the gate opens, as on an answer saying so.
+			l.openLocked(now)
+			l.mu.Unlock()
+			return nil, nil
 		case !l.gate:
 			if l.active.Load() != 0 {
 				l.active.Store(0)
@@ -431,28 +501,27 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			l.mu.Unlock()
 			return gated, nil
 		}
-		// The quota is spent and the attempts out will say when it is
-		// not: wait for their answers, as long as the bounds allow.
+		// The quota is spent: wait for the answers of the attempts out,
+		// or the next timed release, as long as the bounds allow. One
+		// that comes too late for them is known now: reject at once, as
+		// for a hold that outlasts them.
+		release := l.epoch.Add(time.Duration(l.next))
+		if release.After(queueLimit) {
+			l.mu.Unlock()
+			return nil, l.reject(ctx, l.throttled)
+		}
 		if l.changed == nil {
 			l.changed = make(chan struct{})
 		}
 		wake := l.changed
 		l.waiters++
 		l.mu.Unlock()
-		left := queueLimit.Sub(now)
-		woken := false
-		var err error
-		if left > 0 {
-			woken, err = sleep(left, wake)
-		}
+		_, err := sleep(max(release.Sub(now), 0), wake)
 		l.mu.Lock()
 		l.waiters--
 		l.mu.Unlock()
 		if err != nil {
 			return nil, err
-		}
-		if !woken {
-			return nil, l.reject(ctx, l.throttled)
 		}
 		now = time.Now()
 		limit = bound(l.maxWait)

@@ -49,7 +49,9 @@ var (
 //     "1m30.5s";
 //   - Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
 //     output-tokens}-limit, -remaining and -reset, the reset an RFC 3339
-//     time.
+//     time on the server's clock: read against the response's Date header
+//     when it has a valid one (reset - Date, Date being in whole seconds),
+//     else against now.
 //
 // Both providers refill each bucket continuously, and both name as its
 // reset the moment it will be full again, not the moment the next request
@@ -118,8 +120,12 @@ func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
 	for _, b := range openAIBuckets {
 		note(b, parseReset)
 	}
-	for _, b := range anthropicBuckets {
-		note(b, parseResetTime)
+	if h[anthropicBuckets[0].reset] != nil || h[anthropicBuckets[1].reset] != nil ||
+		h[anthropicBuckets[2].reset] != nil || h[anthropicBuckets[3].reset] != nil {
+		clock := serverClock(h, now)
+		for _, b := range anthropicBuckets {
+			note(b, func(v string, _ time.Time) (time.Duration, bool) { return parseResetTime(v, clock) })
+		}
 	}
 	return hold
 }
@@ -200,11 +206,25 @@ func requestsFullAt(h http.Header, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if v := first(h, anthropicBuckets[0].reset); v != "" {
-		if r, ok := parseResetTime(v, now); ok {
+		if r, ok := parseResetTime(v, serverClock(h, now)); ok {
 			return now.Add(r), true
 		}
 	}
 	return time.Time{}, false
+}
+
+// serverClock returns the server's time when it sent a response received
+// at now: its Date header, if it has a valid one, else now. An Anthropic
+// reset is a time on the server's clock: read against ours, a server 30 s
+// ahead would hold 30 s too long. Date is in whole seconds, so a reset
+// read against it may be up to a second long.
+func serverClock(h http.Header, now time.Time) time.Time {
+	if v := first(h, "Date"); v != "" {
+		if t, err := http.ParseTime(v); err == nil {
+			return t
+		}
+	}
+	return now
 }
 
 // first returns the first value of the canonical key in h, trimmed.
