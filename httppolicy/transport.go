@@ -218,6 +218,7 @@ type exchange struct {
 	won      bool                      // an attempt's response was accepted: the winner's
 	over     bool                      // the winning attempt has returned
 	ended    bool                      // Execute has returned: no attempt enters or wins any more
+	stopped  bool                      // an attempt failed in a way that may not be retried: no attempt enters any more
 	cancels  []context.CancelCauseFunc // of a hedgeable exchange's attempts, by number - 1
 	// pending holds the failure responses (bodies in memory) of the
 	// attempts since the last one that ran alone: the call's error names
@@ -437,6 +438,17 @@ type try struct {
 	won    bool            // its response was accepted
 	bodyOK bool            // it sends req.Body itself (the first to send)
 	body   io.ReadCloser   // the copy of the body it sends (GetBody's), if not req.Body
+	// stops: it failed in a way that may not be retried (its error is
+	// marked with retry.Permanent): no attempt of the exchange sends after
+	// it (see leave and enter).
+	stops bool
+}
+
+// final returns err marked with retry.Permanent, as the failure of a that
+// may not be retried, and notes that no attempt may send after a.
+func (a *try) final(err error) error {
+	a.stops = true
+	return retry.Permanent(err)
 }
 
 // errLost is the cause with which the winning attempt cancels the others'
@@ -490,6 +502,15 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 		case x.won:
 			// A hedge started beside the winner, or after it but before
 			// the policy learned of it: nothing to send.
+			err = lostError{}
+		case x.stopped:
+			// An attempt failed in a way that may not be retried (a POST
+			// answered 500, say): the call ends with its failure, and no
+			// attempt sends after it, not even one that was waiting for
+			// it to end as a hedge started it (whose policy has not
+			// learned of the failure yet). This one says nothing about
+			// the dependency: a breaker excludes it, and a hedge ignores
+			// it while the failed attempt holds its claim.
 			err = lostError{}
 		}
 		if err != nil {
@@ -637,6 +658,9 @@ func (x *exchange) leave(a *try) {
 	if a.won {
 		x.over = true
 	}
+	if a.stops && !a.won {
+		x.stopped = true
+	}
 	if x.running == 0 || a.won {
 		x.wakeAll()
 	}
@@ -709,7 +733,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		if r.Body != nil {
 			r.Body.Close()
 		}
-		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
+		return a.final(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
 	if x.clocked {
 		x.clock.Answered()
@@ -726,7 +750,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			}
 		}
 		if !x.mayRetry(unprocessedError(err)) {
-			return retry.Permanent(err)
+			return a.final(err)
 		}
 		return err
 	}
@@ -746,7 +770,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			// Its first byte came too late: the timeout, not the status,
 			// is the attempt's failure.
 			resp.Body.Close()
-			return x.failed(w.cause())
+			return x.failed(a, w.cause())
 		}
 		x.mu.Lock()
 		if !x.won && !x.ended {
@@ -758,7 +782,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			se.RetryAfterDelay = d
 		}
 		if !x.mayRetry(unprocessedStatus(resp.StatusCode)) {
-			return retry.Permanent(se)
+			return a.final(se)
 		}
 		return se
 	}
@@ -770,7 +794,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			if resp.Body != nil {
 				resp.Body.Close()
 			}
-			return x.failed(w.cause())
+			return x.failed(a, w.cause())
 		}
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
@@ -798,7 +822,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			p, eof, err := w.readFirst(resp.Body, resp.ContentLength)
 			if err != nil {
 				resp.Body.Close()
-				return x.failed(err)
+				return x.failed(a, err)
 			}
 			if eof {
 				// The whole body is in: the call ends now.
@@ -869,11 +893,11 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	}
 }
 
-// failed returns err, the failure of an attempt that may have reached the
+// failed returns err, the failure of attempt a, which may have reached the
 // server, marked with retry.Permanent if it may not be retried.
-func (x *exchange) failed(err error) error {
+func (x *exchange) failed(a *try, err error) error {
 	if !x.mayRetry(false) {
-		return retry.Permanent(err)
+		return a.final(err)
 	}
 	return err
 }
