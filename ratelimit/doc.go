@@ -75,10 +75,11 @@
 // used without a Transport) opens the gate. An answer without a remaining
 // count opens it too: that dependency does not say. Waiting behind the
 // gate is bounded by the attempt's deadline and MaxHold, not by MaxWait
-// (which bounds a wait whose end the server named), and an attempt whose
-// bound comes before the next timed release is rejected at once, as one
-// whose hold outlasts it is: it keeps the rest of its deadline for a
-// fallback. The timed release needs no timer of its own: it is counted
+// (which bounds a wait whose end the server named). Once answers name
+// counts, an attempt whose bound comes before the next timed release is
+// rejected at once, as one whose hold outlasts it is: it keeps the rest
+// of its deadline for a fallback. Until then the probe's success may open
+// the gate sooner, so it waits up to its bound. The timed release needs no timer of its own: it is counted
 // when an attempt or an answer comes, and a waiter sleeps until the next
 // one (its timer stopped when it stops waiting).
 //
@@ -103,8 +104,10 @@
 //	                                                hold) or "rate" (the client-side rate),
 //	                                                matching ErrLimited and policy.ErrRejected
 //	the hold grows during the wait past that bound  rejected, as above
-//	behind the gate, the next timed release past    rejected at once, as above
-//	  the deadline or MaxHold
+//	behind the gate, answers naming counts, the     rejected at once, as above
+//	  next timed release past the deadline or
+//	  MaxHold
+//	behind the gate past the deadline or MaxHold    rejected, as above
 //	ctx is done during the wait                     ctx.Err(); fn does not run
 //
 // A rejection is counted in watertight.rejections (watertight.policy.kind

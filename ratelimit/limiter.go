@@ -502,13 +502,19 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			return gated, nil
 		}
 		// The quota is spent: wait for the answers of the attempts out,
-		// or the next timed release, as long as the bounds allow. One
-		// that comes too late for them is known now: reject at once, as
-		// for a hold that outlasts them.
+		// or the next timed release, as long as the bounds allow. Once
+		// answers name counts, the release paces the refill, and one that
+		// comes too late for the bounds is known now: reject at once, as
+		// for a hold that outlasts them. Until then (the release is a
+		// hold's length away), the probe's success may open the gate
+		// sooner: wait for it up to the bounds.
 		release := l.epoch.Add(time.Duration(l.next))
 		if release.After(queueLimit) {
-			l.mu.Unlock()
-			return nil, l.reject(ctx, l.throttled)
+			if l.told || !now.Before(queueLimit) {
+				l.mu.Unlock()
+				return nil, l.reject(ctx, l.throttled)
+			}
+			release = queueLimit
 		}
 		if l.changed == nil {
 			l.changed = make(chan struct{})

@@ -252,3 +252,50 @@ func TestGateHungProbeUnderARetry(t *testing.T) {
 		}
 	})
 }
+
+// Once answers name counts, the timed release paces the refill: a waiter
+// whose deadline comes before the next release is rejected at once, with
+// the rest of its deadline for a fallback, as one whose hold outlasts it
+// is; one whose deadline allows goes at the release.
+func TestGateRejectsAtOnceWhenTheReleaseIsTooLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		start := time.Now()
+		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		release := make(chan struct{})
+		// The probe, at 100 ms: 1 left, full in 59 s (a request a second):
+		// one more goes; both hang.
+		in, errs := gateCalls(l, 2, func(i int) {
+			if i == 1 {
+				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "59s"))
+			}
+		}, release)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := in.Load(); got != 2 {
+			t.Fatalf("%d attempts in fn, want 2", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		at := time.Now()
+		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
+		checkRejection(t, err, ratelimit.ReasonThrottled)
+		if d := time.Since(at); d != 0 {
+			t.Errorf("rejected after %v, want at once (the release is 1 s away, the deadline 500 ms)", d)
+		}
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel2()
+		if err := l.Execute(ctx2, ok); err != nil {
+			t.Errorf("err = %v, want the attempt let through by the timed release", err)
+		}
+		if d := time.Since(start); d != 1100*time.Millisecond {
+			t.Errorf("let through at %v, want 1.1 s (the probe's answer, then a refill interval)", d)
+		}
+		close(release)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
