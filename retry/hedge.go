@@ -38,6 +38,17 @@ var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another at
 // the attempts it canceled: one that ignores its context keeps running
 // until fn returns, and frees what it holds then.
 //
+// The claim: an attempt that holds it (policy.Do claims as fn succeeds; an
+// attempt that must run alone claims as it starts) is the call's winner
+// unless it fails after all (a policy below turns its success into a
+// failure): while it holds the claim, no hedge starts, and the other
+// attempts' failures do not end the call. They are kept: a refusal
+// (policy.ErrRejected) stops the hedges, the first failure that would end
+// the call (marked with [Permanent], or refused by ShouldRetry) ends it,
+// unmarked, once the claim holder fails, before anything else starts, and
+// any other failure counts in [ExhaustedError.Attempts]. A failure that
+// matches context.Canceled or [ErrHedgeLost] (a loser's) counts as none.
+//
 // Panics: a panic (or runtime.Goexit) in an attempt that ends before the
 // call has its outcome is carried to the caller's goroutine, after the
 // other attempts are canceled: the call panics, though another attempt
@@ -239,6 +250,11 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 		rejection error
 		refused   bool // the budget refused a hedge
 		stopped   bool // no more hedges: refused or rejected
+		// terminal: the first failure that ends the call (Permanent, or
+		// one ShouldRetry refuses) of an attempt that ended while another
+		// held the claim, unmarked: the call ends with it if the claim
+		// holder fails in its turn.
+		terminal error
 	)
 	// next starts the next hedge if MaxHedges, the budget and the rules
 	// allow, and reports whether it did. None starts once an attempt holds
@@ -247,7 +263,7 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 	// alone) or once the caller's context has ended (the attempt would only
 	// find the call over).
 	next := func(afterFailure bool) bool {
-		if stopped || started >= maxAttempts || c.winner.Load() != 0 || ctx.Err() != nil {
+		if stopped || terminal != nil || started >= maxAttempts || c.winner.Load() != 0 || ctx.Err() != nil {
 			return false
 		}
 		if h.s.budget != nil && !h.s.budget.TryWithdraw() {
@@ -274,11 +290,34 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 			case r.err == nil:
 				// A success that found the claim held by another attempt,
 				// which has not answered yet: nothing to publish.
+			case terminal != nil && c.winner.Load() == 0:
+				// The claim holder failed after an attempt that failed for
+				// good while it held the claim: the call ends with that
+				// failure, the first.
+				end()
+				return terminal
 			case c.winner.Load() != 0:
-				// An attempt that ended while another holds the claim: it
-				// lost (its work was canceled, or it failed beside a
-				// winner), and the call's outcome is the winner's. No
-				// attempt starts in its place: wait for the winner.
+				// An attempt that ended while another holds the claim: the
+				// call's outcome is the winner's, and no attempt starts in
+				// its place. Its failure is kept all the same, in case the
+				// winner fails in its turn (a policy below turns its
+				// success into a failure): a refusal or a failure that
+				// ends the call, the first of them, decides then; another
+				// counts as the latest failure. One canceled (a loser, as
+				// the winner's Transport cancels them) is no failure.
+				switch {
+				case errors.Is(r.err, policy.ErrRejected):
+					rejection, stopped = r.err, true
+				case ctx.Err() != nil, errors.Is(r.err, context.Canceled), errors.Is(r.err, ErrHedgeLost):
+					// Canceled, or the caller's context ended: says nothing.
+				case terminal == nil && isPermanent(r.err):
+					terminal = Unmark(r.err)
+				case terminal == nil && h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
+					terminal = r.err
+				default:
+					last, lastN = r.err, r.n
+					failures++
+				}
 			case errors.Is(r.err, policy.ErrRejected):
 				// A refusal (an open breaker) is never hedged around.
 				rejection, stopped = r.err, true
