@@ -54,7 +54,8 @@ func TestHedgePermanentWhileClaimedThroughPipeline(t *testing.T) {
 				time.Sleep(15 * time.Millisecond)
 				return "", retry.Permanent(errClaimedFatal)
 			case 2:
-				time.Sleep(5 * time.Millisecond)
+				// Claims at 7 ms, before the next hedge's delay is up.
+				time.Sleep(2 * time.Millisecond)
 				return "two", nil
 			}
 			return "three", nil
