@@ -194,8 +194,14 @@
 // the winner's. An attempt the hedge starts as the call ends (the caller
 // canceling as its delay fires) returns its context's error. A panic in
 // an attempt that has lost (Transport.Signals on a late response, a base
-// transport) is reported to otel.Handle, not carried into the call, whose
-// winner's stream goes on.
+// transport) is reported to otel.Handle, with the value and the stack of
+// the goroutine that panicked, not carried into the call, whose winner's
+// stream goes on, and the program goes on too. This differs from a
+// retry.Hedge on its own, where a losing attempt's panic after the call
+// has returned goes on up the attempt's goroutine and crashes the program
+// (see retry.Hedge): through the Transport, the only sign of it is the
+// otel error handler's (by default, a line on stderr), so set one that
+// your alerts see.
 //
 // The winner's response is the caller's as soon as it is accepted, and
 // its body's Close returns as soon as the policy's Execute has: a losing
@@ -211,7 +217,10 @@
 // attempt the policy starts while another runs all the same waits for that
 // one to end, and then, if no response was accepted and the call goes on,
 // runs as a retry would (after a failure the request may be retried after,
-// such as a 503). A hedged request whose GetBody fails is treated alike:
+// such as a 503). After a failure that may not be retried (a POST without
+// an idempotency key answered 500), no attempt sends the request again: an
+// attempt that was waiting returns as a loser (context.Canceled), and the
+// call ends with that failure. A hedged request whose GetBody fails is treated alike:
 // that attempt waits for the running one instead of failing the call, and
 // the request is sent by one attempt at a time from then on; if no attempt
 // is left to send it, the call ends with GetBody's error.
@@ -248,7 +257,14 @@
 // calls, not attempts, and a hedged call holds one slot for all its
 // attempts: size the base for the hedges, limit × (1 + MaxHedges)
 // connections, so that a hedge never queues unseen behind the slow
-// attempts it is meant to overtake. Over HTTP/2 many
+// attempts it is meant to overtake. The slot is the call's, not its
+// attempts': it is freed when the hedge's Execute returns, which it does
+// as soon as the call has its outcome, without waiting for the losers it
+// canceled. A loser whose base transport honours its context returns at
+// once; one that ignores it keeps its request, and its connection, until
+// the base returns, so more requests than the bulkhead's Limit can then be
+// in the base at once, and the pool sizing of limit × (1 + MaxHedges)
+// covers only losers that honour cancellation. Over HTTP/2 many
 // streams share one connection, so MaxConnsPerHost bounds little there: the
 // bulkhead is the bound.
 //

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
@@ -84,5 +86,49 @@ func TestHedgePostNotResentAfterPermanentFailure(t *testing.T) {
 				t.Errorf("after=%v: a breaker counted %d failures (%v), want 1", after, counted, seen.get())
 			}
 		})
+	}
+}
+
+// loserBug stands for a bug in a base transport on its cancel path.
+func loserBug() {
+	var m map[string]int
+	m["bug"]++
+}
+
+// A panic in a losing attempt is reported to otel.Handle with the stack of
+// the goroutine that panicked, which names the function that did: the
+// panic is not re-raised, so nothing else shows where it came from.
+func TestHedgeLoserPanicReportedWithStack(t *testing.T) {
+	rec := &handled{}
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(rec)
+	defer otel.SetErrorHandler(prev)
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			if n == 1 {
+				<-req.Context().Done()
+				loserBug()
+			}
+			resp, b := fedResponse(req, 204, "", false)
+			b.Close()
+			resp.Body = http.NoBody
+			return resp, nil, nil
+		}}
+		tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{Retry: newHedge(t, 10*time.Millisecond, 1, nil)})}
+		resp, err := get(t, tr, context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		synctest.Wait()
+	})
+	errs := rec.get()
+	if len(errs) != 1 {
+		t.Fatalf("otel.Handle got %v, want the loser's panic", errs)
+	}
+	msg := errs[0].Error()
+	if !strings.Contains(msg, "httppolicy: panic in an attempt that lost to another's: assignment to entry in nil map") ||
+		!strings.Contains(msg, "httppolicy_test.loserBug") || !strings.Contains(msg, "goroutine ") {
+		t.Errorf("otel.Handle got %q, want the panic with its stack", msg)
 	}
 }

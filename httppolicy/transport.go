@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -301,15 +302,18 @@ func (x *exchange) run(ctx context.Context) {
 		v := recover()
 		x.waitIdle()
 		x.cleanUp()
-		closeFinished()
 		if !x.handed {
+			closeFinished()
 			x.handed = true
 			x.out <- result{panicked: true, panicVal: v}
 			return
 		}
 		if v != nil {
-			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v", v))
+			// Before the body's Close returns (finished): the caller
+			// that closed it finds the panic reported.
+			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v\n\n%s", v, debug.Stack()))
 		}
+		closeFinished()
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)
 	x.endCall()
@@ -403,7 +407,9 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 			return
 		}
 		if v := recover(); v != nil {
-			otel.Handle(fmt.Errorf("httppolicy: panic in an attempt that lost to another's: %v", v))
+			// With the stack: the panic is not re-raised, and nothing
+			// else shows where it came from.
+			otel.Handle(fmt.Errorf("httppolicy: panic in an attempt that lost to another's: %v\n\n%s", v, debug.Stack()))
 			err = lostError{}
 		}
 	}()
