@@ -48,6 +48,20 @@ var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another at
 // unmarked, once the claim holder fails, before anything else starts, and
 // any other failure counts in [ExhaustedError.Attempts]. A failure that
 // matches context.Canceled or [ErrHedgeLost] (a loser's) counts as none.
+// A success that arrives while another attempt holds the claim is not
+// kept: its value was not published (policy.Do publishes only the claim
+// holder's), so if the claim holder then fails, the call goes on as after
+// that failure (the next hedge, if any may start), and may fail although
+// an attempt succeeded.
+//
+// A Bulkhead (or any policy that holds a slot per call) around the Hedge
+// counts calls, not attempts: it frees the call's slot when Execute
+// returns, which it does without waiting for the losers. A loser whose fn
+// honours its canceled context ends at once; one that ignores it goes on
+// holding what it holds (a connection, a request in flight) after the
+// slot is free, so more than Limit attempts can then be running against
+// the dependency. A pool sized for Limit × (1 + MaxHedges) connections
+// covers only losers that honour cancellation.
 //
 // Panics: a panic (or runtime.Goexit) in an attempt that ends before the
 // call has its outcome is carried to the caller's goroutine, after the
