@@ -123,7 +123,12 @@
 //	                                                                                      or "budget", Kind "hedge"
 //
 // and the caller's context ending stops the call at once, with an error
-// matching ctx.Err() (and the latest failure, if any). Each attempt runs in
+// matching ctx.Err() (and the latest failure, if any). While another
+// attempt holds the claim (policy.Claim: its result is being published),
+// no hedge starts and a failure decides nothing yet: a refusal stops
+// further hedges, and the first failure marked Permanent or refused by
+// ShouldRetry ends the call if the holder then fails; other failures count
+// among the attempts. Each attempt runs in
 // a goroutine of its own, with a context for which [Attempt] returns its
 // number; fn therefore runs concurrently with itself, and policy.Do
 // publishes only the winner's value (see package policy). Execute returns
