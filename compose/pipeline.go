@@ -47,6 +47,8 @@ type Pipeline struct {
 	// concurrent: fn may run concurrently with itself (see
 	// ConcurrentAttempts).
 	concurrent bool
+	// suspends: a call can be suspended (see suspend.go).
+	suspends bool
 }
 
 // slot is one filled slot of the pipeline, with the fastest way to run it
@@ -100,6 +102,7 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		}
 		pl.concurrent = pl.concurrent || concurrent(st)
 	}
+	pl.suspends = canSuspend(pl.stages, pl.concurrent)
 	// Only the outermost slot's policy is told the latencies (it is the
 	// Bulkhead slot's, since p.Bulkhead comes first). It runs in two phases
 	// even when it is the only slot, where the innermost policy would
@@ -379,8 +382,13 @@ func observe(o stage.Observer, d time.Duration, err error) {
 // loop drives a Repeater as stage.Repeat does, and wraps each attempt in a
 // child span if tr is not nil (the call's span is recording).
 func (p *Pipeline) loop(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer) error {
-	var state stage.Token
-	for n := 1; ; n++ {
+	return p.loopFrom(ctx, i, r, fn, tr, 1, nil)
+}
+
+// loopFrom is loop from attempt n0, with state the Repeater's state after
+// attempt n0-1 (nil if n0 is 1).
+func (p *Pipeline) loopFrom(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer, n0 int, state stage.Token) error {
+	for n := n0; ; n++ {
 		actx := r.AttemptContext(ctx, n)
 		var err error
 		switch {

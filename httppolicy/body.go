@@ -11,7 +11,8 @@ import (
 )
 
 // streamBody is the body of an accepted response. It tells the attempt
-// waiting in the policy's Execute when the stream has ended, and makes the
+// waiting in the policy's Execute when the stream has ended (or, for a
+// suspended call, resumes it: see exchange.resume), and makes the
 // caller's final Read or Close wait until Execute has returned, so that
 // when they return the bulkhead slot is free and the breaker has counted
 // the outcome.
@@ -30,10 +31,14 @@ type streamBody struct {
 	w        *streamWatch // the idle timer, if any
 	ended    atomic.Bool
 	closed   atomic.Bool // Close was called
-	done     chan error  // 1-buffered: the stream's outcome, sent once
+	done     chan error  // 1-buffered: the stream's outcome, sent once; nil with x
 	finished <-chan struct{}
+	// x, if not nil, is the exchange whose call the response's handing
+	// over suspended: the body's end resumes it, on the goroutine that
+	// ends the body, instead of telling the attempt waiting in send.
+	x *exchange
 
-	// Written on the exchange's goroutine before finished is closed, and
+	// Written by run or resume before finished is closed, and
 	// read only after it is (the close orders them): marked is what the
 	// attempt returned when the context ended the stream (nil if it did
 	// not), ctxErr the context's error it marked, and callErr the error
@@ -115,7 +120,11 @@ func (b *streamBody) Close() error {
 
 func (b *streamBody) end(err error) {
 	if b.ended.CompareAndSwap(false, true) {
-		b.done <- err
+		if b.x != nil {
+			b.x.resume(err, false)
+		} else {
+			b.done <- err
+		}
 	}
 	<-b.finished
 }

@@ -13,18 +13,31 @@
 // half-way is exactly the failure a breaker must see.
 //
 // Execute wraps the call, and the response must reach the caller before the
-// call ends (as soon as the headers are in), so RoundTrip runs Execute on a
-// goroutine of its own. The attempt's fn sends the request with the context
-// Execute gave it; on an accepted response it wraps the body and hands the
-// response to RoundTrip through a one-slot channel, then waits, inside the
-// attempt, until the body reaches EOF (a success), is closed early (a
-// success: the caller chose to stop), fails to read (that error: a failure),
-// or the context ends (its error). Keeping the attempt open is what keeps
-// the request's context, and every policy above it, alive while the caller
-// reads. A policy's Execute must not return before fn has, so the exchange
-// needs a goroutine of its own for the call to outlive RoundTrip. The
-// final Read (EOF or error) and Close return only once Execute has returned,
-// so when they return the slot is free and the breaker has counted.
+// call ends (as soon as the headers are in). When Policy is a
+// *compose.Pipeline (or a watertight.Pipeline) of this module's policies
+// that never runs attempts concurrently (no hedge, no policy of another
+// package in a slot), RoundTrip runs Execute on the caller's goroutine and the
+// pipeline suspends the call: the attempt's fn sends the request with the
+// context Execute gave it and, on an accepted response, wraps the body and
+// returns at once, leaving every policy above it entered (the bulkhead
+// slot taken, the deadline's context live), and RoundTrip returns the
+// response. The body's end resumes the call on the goroutine that ends it:
+// EOF (a success), an early Close (a success: the caller chose to stop), a
+// failed Read (that error: a failure); and so does the end of the
+// attempt's context (its error), read or not, on a goroutine of the
+// context package's. The retry then judges the outcome, the policies exit
+// and the pipeline records its telemetry, as if the attempt had waited for
+// the body inside Execute. No goroutine is started per request.
+//
+// Any other policy is run on a goroutine of its own: its Execute must not
+// return before fn has, so the attempt's fn hands the response to
+// RoundTrip through a one-slot channel, then waits, inside the attempt,
+// for the same ends of the body or of its context. Either way the final
+// Read (EOF or error) and Close return only once Execute's work is done,
+// so when they return the slot is free and the breaker has counted. A
+// panic in a policy's work after the hand-over (a user hook) is reported
+// to otel.Handle; a panic before it, in fn, Signals or IsFailure, goes on
+// up RoundTrip's caller once every policy has freed what it held.
 //
 // Once the response has been handed over, nothing is retried: the stream's
 // outcome is marked with retry.Permanent. A 101 Switching Protocols
@@ -109,9 +122,10 @@
 // reports it, which a breaker counts and no retry repeats.
 //
 // A caller that never closes the body, and never reads it to the end, holds
-// the bulkhead slot and a goroutine until the request's context (or the
-// Deadline) is done, just as net/http keeps the connection: always close
-// the body.
+// the bulkhead slot (and, for a policy that is not a suspending pipeline,
+// a goroutine) until the request's context (or the Deadline) is done, just
+// as net/http keeps the connection; without a Deadline and a context that
+// ends, forever: always close the body.
 //
 // # Client side: outcomes
 //

@@ -147,6 +147,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if x.clocked {
 		ctx = stage.WithAnswerClock(ctx, &x.clock)
 	}
+	if x.sus != nil {
+		return x.runSync(ctx)
+	}
+	x.out = make(chan result, 1)
 	go x.run(ctx)
 	r := <-x.out
 	if r.panicked {
@@ -204,8 +208,13 @@ type exchange struct {
 	clocked bool
 	// concurrent: the policy may run attempts concurrently (mayHedge).
 	concurrent bool
+	// sus, if not nil, is the policy's Suspender face: Execute runs on
+	// RoundTrip's goroutine, and the attempt whose response is handed
+	// over suspends the call instead of waiting for the body to end (see
+	// runSync). Otherwise Execute runs on a goroutine of its own (run).
+	sus stage.Suspender
 
-	out chan result // 1-buffered: exactly one send per exchange
+	out chan result // 1-buffered: exactly one send per exchange; nil with sus
 
 	mu      sync.Mutex
 	running int           // attempts inside fn
@@ -232,7 +241,16 @@ type exchange struct {
 	accepted *http.Response // a success without a body, returned at the end
 	stream   *streamBody    // the body of the response handed over, if any
 	finished chan struct{}  // made with the stream; closed once Execute has returned
-	handed   bool           // a response has been sent on out
+	handed   bool           // a response has been sent on out (or, with sus, handed over)
+
+	// With sus, once the call is suspended: the call, and what the
+	// winning attempt does when it ends (see resume).
+	suspended  stage.Suspended
+	actx       context.Context // the winning attempt's context
+	watch      *streamWatch    // the winning attempt's watch, if any
+	winner     try
+	handedResp *http.Response
+	stopAfter  func() bool // stops the resume by the end of actx
 
 	// clock marks when the attempt got its response headers, so that an
 	// adaptive limit in the pipeline samples the time to the answer, not
@@ -251,7 +269,6 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 		isFailure:  t.IsFailure,
 		hasBody:    req.Body != nil && req.Body != http.NoBody,
 		idempotent: idempotent(req),
-		out:        make(chan result, 1),
 	}
 	if x.base == nil {
 		x.base = http.DefaultTransport
@@ -263,7 +280,107 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 	x.concurrent = mayHedge(t.Policy)
 	x.hedgeable = x.concurrent && x.mayRetry(false)
 	x.clocked = !x.concurrent
+	if !x.concurrent {
+		x.sus = stage.SuspenderOf(t.Policy)
+	}
 	return x
+}
+
+// runSync executes the policy on RoundTrip's goroutine and returns the
+// outcome. The attempt whose response is handed over with its body still
+// streaming suspends the call: runSync returns the response at once, and
+// the body's end (EOF, a read error, Close) or the end of the attempt's
+// context, whichever comes first, resumes it (see resume). A panic or
+// runtime.Goexit below goes on up RoundTrip's caller once the policies
+// have freed what they held.
+func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
+	finished := false
+	defer func() {
+		if !finished {
+			x.waitIdle()
+			x.cleanUp()
+		}
+	}()
+	s, err := x.sus.ExecuteSuspendable(ctx, x.attempt)
+	finished = true
+	if s != nil {
+		x.suspended = s
+		sb := x.stream
+		x.stopAfter = context.AfterFunc(x.actx, func() {
+			// The deadline or the caller's cancellation ends the stream,
+			// read or not: the call ends now, as it would have had the
+			// attempt been waiting for the body.
+			if sb.ended.CompareAndSwap(false, true) {
+				x.resume(nil, true)
+			}
+		})
+		return x.handedResp, nil
+	}
+	x.endCall()
+	r := x.outcome(ctx, err)
+	x.waitIdle()
+	x.cleanUp()
+	return r.resp, r.err
+}
+
+// resume ends the suspended call: the winning attempt ends with the
+// stream's outcome, streamErr (nil: EOF or Close), or, if byCtx, the end
+// of its context, as the attempt waiting in send would have; then the
+// policies decide and exit. It is called once, by the first of the body's
+// end and the end of the attempt's context, and closes finished when it
+// returns. A panic in a policy's work after fn (a user hook) is reported
+// to otel.Handle, as run reports it: the caller has the response. What
+// follows mirrors run from Execute's return.
+func (x *exchange) resume(streamErr error, byCtx bool) {
+	finishedClosed := false
+	closeFinished := func() {
+		if !finishedClosed {
+			finishedClosed = true
+			close(x.finished)
+		}
+	}
+	defer closeFinished()
+	if !byCtx {
+		x.stopAfter()
+	}
+	sb, ctx := x.stream, x.actx
+	var err error
+	switch {
+	case byCtx:
+		err = sb.endedByContext(ctx)
+	case streamErr == nil:
+	case ctx.Err() != nil:
+		err = sb.endedByContext(ctx)
+	default:
+		err = retry.Permanent(streamErr)
+	}
+	if x.watch != nil {
+		x.watch.end()
+	}
+	a := x.winner
+	a.suspended = false
+	x.leave(&a)
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		v := recover()
+		x.waitIdle()
+		x.cleanUp()
+		closeFinished()
+		if v != nil {
+			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v", v))
+		}
+	}()
+	err = x.suspended.Resume(err)
+	x.endCall()
+	finished = true
+	// Before finished is closed: the body's final Read reads it then.
+	sb.setCallErr(err)
+	closeFinished()
+	x.waitIdle()
+	x.cleanUp()
 }
 
 // run executes the policy and delivers the outcome, if no attempt has
@@ -336,23 +453,27 @@ func (x *exchange) finish(ctx context.Context, err error) {
 		return
 	}
 	x.handed = true
+	x.out <- x.outcome(ctx, err)
+}
+
+// outcome returns what RoundTrip returns when Execute returned err without
+// a response handed over.
+func (x *exchange) outcome(ctx context.Context, err error) result {
 	if err == nil && x.accepted != nil {
-		x.out <- result{resp: x.accepted}
-		return
+		return result{resp: x.accepted}
 	}
 	x.closeAccepted()
 	// Retries ended on a failure status: the caller gets the response
 	// itself, unless it gave up on the call.
 	if se, ok := errors.AsType[*StatusError](err); ok && ctx.Err() == nil && x.takePending(se.Response) {
-		x.out <- result{resp: se.Response}
-		return
+		return result{resp: se.Response}
 	}
 	if err == nil {
 		err = errNoRun
 	}
 	// Without a retry policy to take it off, the Permanent marker of an
 	// attempt is still on the error: the caller should not see it.
-	x.out <- result{err: retry.Unmark(err)}
+	return result{err: retry.Unmark(err)}
 }
 
 // takePending reports whether resp is the failure response of one of the
@@ -448,6 +569,9 @@ type try struct {
 	// marked with retry.Permanent): no attempt of the exchange sends after
 	// it (see leave and enter).
 	stops bool
+	// suspended: it handed its response over and suspended the call;
+	// resume ends it.
+	suspended bool
 }
 
 // final returns err marked with retry.Permanent, as the failure of a that
@@ -656,9 +780,12 @@ func (x *exchange) wakeAll() {
 	}
 }
 
-// leave marks attempt a as over: it wakes an attempt, endCall or waitIdle
-// waiting for it.
+// leave marks attempt a as over, unless it suspended the call: it wakes
+// an attempt, endCall or waitIdle waiting for it.
 func (x *exchange) leave(a *try) {
+	if a.suspended {
+		return
+	}
 	x.mu.Lock()
 	x.running--
 	if a.won {
@@ -708,14 +835,15 @@ func (x *exchange) win(ctx context.Context, a *try) bool {
 func (x *exchange) send(ctx context.Context, a *try) error {
 	// With a stream timeout, the request carries a child of ctx that the
 	// timers cancel (see streamWatch).
-	var w *streamWatch
+	var w, watch *streamWatch // watch: w, which w may stop naming
 	rctx := ctx
 	if a.ctx != nil {
 		rctx = a.ctx
 	}
 	if x.timeouts.firstByte > 0 || x.timeouts.idle > 0 {
 		w = newStreamWatch(x.t, rctx, x.timeouts)
-		defer w.end()
+		defer x.endWatch(w, a)
+		watch = w
 		rctx = w.ctx
 	}
 	// A shallow copy, as http.Client sends: a RoundTripper must not modify
@@ -869,7 +997,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		return nil
 	}
 	x.finished = make(chan struct{})
-	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, done: make(chan error, 1), finished: x.finished}
+	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, finished: x.finished}
 	if w, ok := resp.Body.(io.Writer); ok {
 		// 101 Switching Protocols: net/http's body is an
 		// io.ReadWriteCloser, and the call lasts as long as the
@@ -880,6 +1008,16 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	}
 	x.stream = sb
 	x.handed = true
+	if x.sus != nil {
+		// Suspend the call: RoundTrip returns the response, and the
+		// body's end resumes the call (see runSync).
+		sb.x = x
+		x.handedResp, x.actx, x.watch = resp, ctx, watch
+		a.suspended = true
+		x.winner = *a
+		return stage.ErrSuspend
+	}
+	sb.done = make(chan error, 1)
 	x.out <- result{resp: resp}
 	select {
 	case err := <-sb.done:
@@ -896,6 +1034,14 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		// The deadline or the caller's cancellation ends the stream: the
 		// base transport aborts the body, whose reads now fail.
 		return sb.endedByContext(ctx)
+	}
+}
+
+// endWatch ends attempt a's watch w, unless a suspended the call: resume
+// ends it then.
+func (x *exchange) endWatch(w *streamWatch, a *try) {
+	if !a.suspended {
+		w.end()
 	}
 }
 
