@@ -63,7 +63,7 @@ func canSuspend(st []slot, concurrent bool) bool {
 type suspendFace Pipeline
 
 // ExecuteSuspendable implements stage.Suspender.
-func (f *suspendFace) ExecuteSuspendable(ctx context.Context, fn policy.Func) (stage.Suspended, error) {
+func (f *suspendFace) ExecuteSuspendable(ctx context.Context, fn stage.Attempter) (stage.Suspended, error) {
 	p := (*Pipeline)(f)
 	if ctx == nil {
 		panic("compose: nil Context")
@@ -109,7 +109,7 @@ type frame struct {
 	s     stage.Stage        // frameStage
 	r     stage.Repeater     // frameLoop
 	token stage.Token        // the Stage's token, or the Repeater's state
-	fn    policy.Func        // frameLoop: for attempts run at Resume
+	fn    stage.Attempter    // frameLoop: for attempts run at Resume
 	tr    trace.Tracer       // frameLoop: the attempt tracer
 	span  trace.Span         // frameTraced, frameObserved
 	start time.Time          // frameTimed, frameObserved
@@ -197,7 +197,7 @@ func (s *suspension) exit(f *frame, err error) error {
 		if !again {
 			return final
 		}
-		return p.loopFrom(f.ctx, f.i, f.r, f.fn, f.tr, f.n+1, next)
+		return p.loopFrom(f.ctx, f.i, f.r, f.fn.Attempt, f.tr, f.n+1, next)
 	case frameTraced:
 		endAttemptSpan(f.span, err)
 		return err
@@ -215,7 +215,7 @@ func endAttemptSpan(span trace.Span, err error) {
 	span.End()
 }
 
-func (p *Pipeline) sexecuteObserved(ctx context.Context, fn policy.Func, tr trace.Tracer, timed bool) (err error, sp *suspension) {
+func (p *Pipeline) sexecuteObserved(ctx context.Context, fn stage.Attempter, tr trace.Tracer, timed bool) (err error, sp *suspension) {
 	var start time.Time
 	if timed {
 		start = time.Now()
@@ -246,9 +246,9 @@ func (p *Pipeline) sexecuteObserved(ctx context.Context, fn policy.Func, tr trac
 
 // srun is run for a pipeline that can suspend: every slot is a Stage or a
 // Repeater.
-func (p *Pipeline) srun(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) (error, *suspension) {
+func (p *Pipeline) srun(ctx context.Context, i int, fn stage.Attempter, attempts trace.Tracer) (error, *suspension) {
 	if i == len(p.stages) {
-		err := fn(ctx)
+		err := fn.Attempt(ctx)
 		if err == stage.ErrSuspend {
 			return nil, &suspension{p: p}
 		}
@@ -261,7 +261,7 @@ func (p *Pipeline) srun(ctx context.Context, i int, fn policy.Func, attempts tra
 	return p.srunStage(ctx, i, st.twoPhase, fn, attempts)
 }
 
-func (p *Pipeline) srunStage(ctx context.Context, i int, s stage.Stage, fn policy.Func, attempts trace.Tracer) (error, *suspension) {
+func (p *Pipeline) srunStage(ctx context.Context, i int, s stage.Stage, fn stage.Attempter, attempts trace.Tracer) (error, *suspension) {
 	inner, token, err := s.Enter(ctx)
 	if err != nil {
 		return err, nil
@@ -286,7 +286,7 @@ func (p *Pipeline) srunStage(ctx context.Context, i int, s stage.Stage, fn polic
 	return s.Exit(inner, token, err), nil
 }
 
-func (p *Pipeline) srunTimed(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) (error, *suspension) {
+func (p *Pipeline) srunTimed(ctx context.Context, i int, fn stage.Attempter, attempts trace.Tracer) (error, *suspension) {
 	clock := stage.AnswerClockFrom(ctx)
 	start := time.Now()
 	if clock != nil {
@@ -306,7 +306,7 @@ func (p *Pipeline) srunTimed(ctx context.Context, i int, fn policy.Func, attempt
 	return err, nil
 }
 
-func (p *Pipeline) sloop(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer) (error, *suspension) {
+func (p *Pipeline) sloop(ctx context.Context, i int, r stage.Repeater, fn stage.Attempter, tr trace.Tracer) (error, *suspension) {
 	var state stage.Token
 	for n := 1; ; n++ {
 		actx := r.AttemptContext(ctx, n)
@@ -335,7 +335,7 @@ func (p *Pipeline) sloop(ctx context.Context, i int, r stage.Repeater, fn policy
 	}
 }
 
-func (p *Pipeline) stracedAttempt(ctx context.Context, tr trace.Tracer, n, i int, fn policy.Func) (err error, sp *suspension) {
+func (p *Pipeline) stracedAttempt(ctx context.Context, tr trace.Tracer, n, i int, fn stage.Attempter) (err error, sp *suspension) {
 	var opts []trace.SpanStartOption
 	if n <= len(p.attemptOpts) {
 		opts = p.attemptOpts[n-1]

@@ -21,6 +21,7 @@ const maxPrefix = 1 << 20
 const (
 	prefixChunk    = 512
 	maxExactPrefix = 64 << 10
+	smallPrefix    = 64
 )
 
 var errTooManyKeepalives = errors.New("httppolicy: more than 1 MiB of keepalives before the first event")
@@ -60,21 +61,23 @@ type streamWatch struct {
 	idleTimer       *time.Timer // nil until the response is handed over with an idle timeout
 
 	whole prefixBody // the body, if read whole while waiting for its first byte
+	// small holds the bytes read ahead of a small body of known length,
+	// sparing an allocation.
+	small [smallPrefix]byte
 
 	// sse is set for a text/event-stream response: only its events count.
 	sse      *sseScanner
 	idleLeft time.Duration // of the idle timeout, while only keepalives come
 }
 
-// newStreamWatch starts the watch of an attempt with context parent and
-// arms the first byte timer.
-func newStreamWatch(t *Transport, parent context.Context, st streamTimeouts) *streamWatch {
-	w := &streamWatch{t: t, parent: parent, firstByte: st.firstByte, idle: st.idle}
+// init starts w, a zero streamWatch, as the watch of an attempt with
+// context parent, and arms the first byte timer.
+func (w *streamWatch) init(t *Transport, parent context.Context, st streamTimeouts) {
+	w.t, w.parent, w.firstByte, w.idle = t, parent, st.firstByte, st.idle
 	w.ctx, w.cancel = context.WithCancelCause(parent)
 	if w.firstByte > 0 {
 		w.fbTimer = time.AfterFunc(w.firstByte, w.fireFirstByte)
 	}
-	return w
 }
 
 func (w *streamWatch) fireFirstByte() { w.fire(watchFirstByte, ErrFirstByteTimeout, w.firstByte) }
@@ -177,6 +180,8 @@ func (w *streamWatch) counts(p []byte) bool {
 // reports that it read the whole body. On error the caller closes body.
 func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eof bool, err error) {
 	switch {
+	case length > 0 && length <= smallPrefix:
+		prefix = w.small[:0:length]
 	case length > 0 && length <= maxExactPrefix:
 		// net/http gives the end of a body of known length with its last
 		// bytes, so a buffer of its size is read once.

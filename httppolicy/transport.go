@@ -145,7 +145,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// its claim in each attempt's context.
 	ctx := policy.WithoutClaimer(req.Context())
 	if x.clocked {
-		ctx = stage.WithAnswerClock(ctx, &x.clock)
+		ctx = x.clock.Init(ctx)
 	}
 	if x.sus != nil {
 		return x.runSync(ctx)
@@ -257,8 +257,15 @@ type exchange struct {
 	// the time until the caller has read a stream (see internal/stage).
 	// It is one per exchange and package compose starts it for each
 	// attempt, so it is used only when attempts cannot run concurrently
-	// (see clocked).
-	clock stage.AnswerClock
+	// (see clocked). It is the context that carries the clock too, held
+	// here to spare an allocation.
+	clock stage.ClockContext
+
+	// watch1 is the stream watch of the first attempt that needs one,
+	// held here to spare an allocation (see send); later attempts
+	// allocate theirs.
+	watch1     streamWatch
+	watch1Used bool // under mu
 }
 
 func newExchange(t *Transport, req *http.Request) *exchange {
@@ -301,7 +308,7 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 			x.cleanUp()
 		}
 	}()
-	s, err := x.sus.ExecuteSuspendable(ctx, x.attempt)
+	s, err := x.sus.ExecuteSuspendable(ctx, x)
 	finished = true
 	if s != nil {
 		x.suspended = s
@@ -501,6 +508,9 @@ func (x *exchange) cleanUp() {
 	x.closeUnsentBody()
 }
 
+// Attempt is attempt, as a stage.Attempter.
+func (x *exchange) Attempt(ctx context.Context) error { return x.attempt(ctx) }
+
 // attempt is the policy.Func: one attempt of the exchange.
 //
 // A panic (or runtime.Goexit) in an attempt that has lost (another
@@ -565,6 +575,7 @@ type try struct {
 	won    bool            // its response was accepted
 	bodyOK bool            // it sends req.Body itself (the first to send)
 	body   io.ReadCloser   // the copy of the body it sends (GetBody's), if not req.Body
+	watch1 bool            //  it may use the exchange's watch1
 	// stops: it failed in a way that may not be retried (its error is
 	// marked with retry.Permanent): no attempt of the exchange sends after
 	// it (see leave and enter).
@@ -698,6 +709,10 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 		a.bodyOK = true
 	}
 	a.body = body
+	if !x.watch1Used {
+		x.watch1Used = true
+		a.watch1 = true
+	}
 	if x.hedgeable {
 		var cancel context.CancelCauseFunc
 		a.ctx, cancel = context.WithCancelCause(ctx)
@@ -841,7 +856,12 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		rctx = a.ctx
 	}
 	if x.timeouts.firstByte > 0 || x.timeouts.idle > 0 {
-		w = newStreamWatch(x.t, rctx, x.timeouts)
+		if a.watch1 {
+			w = &x.watch1
+		} else {
+			w = new(streamWatch)
+		}
+		w.init(x.t, rctx, x.timeouts)
 		defer x.endWatch(w, a)
 		watch = w
 		rctx = w.ctx
@@ -870,7 +890,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		return a.final(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
 	if x.clocked {
-		x.clock.Answered()
+		x.clock.Clock.Answered()
 	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {

@@ -20,8 +20,8 @@ var ErrSuspend = errors.New("stage: call suspended")
 // over while the call goes on (httppolicy's Transport, while a response
 // body streams) needs no goroutine to hold the call open.
 //
-// ExecuteSuspendable runs fn as Execute does, on the caller's goroutine. If
-// fn returns [ErrSuspend], no policy's exit runs: ExecuteSuspendable
+// ExecuteSuspendable runs fn.Attempt as Execute runs its fn, on the
+// caller's goroutine. If fn returns [ErrSuspend], no policy's exit runs: ExecuteSuspendable
 // returns at once, with a nil error and a non-nil [Suspended], and the
 // call's outcome is decided by [Suspended.Resume]. Otherwise it returns a
 // nil Suspended and the call's error, as Execute would. fn may suspend the
@@ -31,7 +31,15 @@ var ErrSuspend = errors.New("stage: call suspended")
 //
 // Only this module's types implement it: see [SuspenderOf].
 type Suspender interface {
-	ExecuteSuspendable(ctx context.Context, fn policy.Func) (Suspended, error)
+	ExecuteSuspendable(ctx context.Context, fn Attempter) (Suspended, error)
+}
+
+// Attempter is the fn a [Suspender] runs: an interface rather than a
+// policy.Func, so that a caller whose fn is a method of a value it has
+// anyway (httppolicy's exchange) passes that value without allocating a
+// method value.
+type Attempter interface {
+	Attempt(ctx context.Context) error
 }
 
 // Suspended is a call suspended by [Suspender.ExecuteSuspendable]. Resume
