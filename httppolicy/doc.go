@@ -36,8 +36,10 @@
 // Read (EOF or error) and Close return only once Execute's work is done,
 // so when they return the slot is free and the breaker has counted. A
 // panic in a policy's work after the hand-over (a user hook) is reported
-// to otel.Handle; a panic before it, in fn, Signals or IsFailure, goes on
-// up RoundTrip's caller once every policy has freed what it held.
+// to otel.Handle; a panic before it, in a policy, Signals or IsFailure,
+// goes on up RoundTrip's caller once every policy has freed what it held
+// (and the response's body is closed), and runtime.Goexit there ends the
+// caller's goroutine.
 //
 // Once the response has been handed over, nothing is retried: the stream's
 // outcome is marked with retry.Permanent. A 101 Switching Protocols

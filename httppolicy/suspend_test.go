@@ -409,3 +409,66 @@ func roundTripRecover(tr *httppolicy.Transport, req *http.Request) (resp *http.R
 	}
 	return resp, false
 }
+
+// A panic in Signals or IsFailure reaches RoundTrip's caller with its
+// value once every policy has freed what it holds and the response's body
+// is closed; runtime.Goexit there (a test's t.FailNow) ends the caller's
+// goroutine the same way. Both under a suspending pipeline and under a
+// policy run on the Transport's goroutine.
+func TestPanicAndGoexitReachCaller(t *testing.T) {
+	for _, mode := range []string{"pipeline", "bulkhead"} {
+		t.Run(mode, func(t *testing.T) { testPanicAndGoexit(t, mode == "pipeline") })
+	}
+}
+
+func testPanicAndGoexit(t *testing.T, pipeline bool) {
+	for _, tt := range []struct {
+		name      string
+		signals   httppolicy.Signals
+		isFailure func(*http.Response) bool
+		goexit    bool
+	}{
+		{name: "Signals panics", signals: panicSignals{}},
+		{name: "IsFailure panics", isFailure: func(*http.Response) bool { panic("signals exploded") }},
+		{name: "IsFailure calls Goexit", isFailure: func(*http.Response) bool { runtime.Goexit(); return false }, goexit: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				bh := newBulkhead(t, 1, 0)
+				base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+					resp, b := fedResponse(req, 200, "", false, step{0, "a"})
+					resp.Header.Set("X-Panic", "1")
+					return resp, b, nil
+				}}
+				var pol policy.Policy = bh
+				if pipeline {
+					pol = newPipeline(t, compose.Policies{Bulkhead: bh, Deadline: newDeadline(t, time.Minute), Retry: newRetry(t, 2, nil)})
+				}
+				tr := &httppolicy.Transport{Base: base, Signals: tt.signals, IsFailure: tt.isFailure, Policy: pol}
+				body := &trackBody{r: strings.NewReader("request")}
+				req, _ := http.NewRequest("POST", "http://dep/", body)
+				var recovered any
+				returned := false
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					defer func() { recovered = recover() }()
+					tr.RoundTrip(req)
+					returned = true
+				}()
+				<-done
+				switch {
+				case returned:
+					t.Fatal("RoundTrip returned")
+				case tt.goexit && recovered != nil:
+					t.Fatalf("recovered %v, want the goroutine to exit", recovered)
+				case !tt.goexit && recovered != "signals exploded":
+					t.Fatalf("recovered %v", recovered)
+				}
+				if bh.Active() != 0 || !base.allClosed() || !body.closed.Load() {
+					t.Errorf("Active %d, response bodies closed %v, request body closed %v", bh.Active(), base.allClosed(), body.closed.Load())
+				}
+			})
+		})
+	}
+}

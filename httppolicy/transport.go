@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -154,6 +155,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	go x.run(ctx)
 	r := <-x.out
 	if r.panicked {
+		if r.panicVal == nil {
+			// runtime.Goexit (recover reports nil for nothing else): it
+			// ends the caller's goroutine, as it would have had the
+			// attempt run there.
+			runtime.Goexit()
+		}
 		panic(r.panicVal)
 	}
 	return r.resp, r.err
@@ -912,7 +919,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 		x.observe(resp)
 	}
 
-	if x.isFailure(resp) {
+	if x.failure(resp) {
 		// Read the body now, while the attempt's context is live: the
 		// connection goes back to the pool, and the response stays readable
 		// if it turns out to be the last.
@@ -1093,6 +1100,21 @@ func (x *exchange) observe(resp *http.Response) {
 	}()
 	x.t.Signals.Observe(resp)
 	told = true
+}
+
+// failure reports whether resp is a failure (Transport.IsFailure). If
+// IsFailure panics or calls runtime.Goexit, resp's body is closed on the
+// way out, as observe closes it.
+func (x *exchange) failure(resp *http.Response) bool {
+	told := false
+	defer func() {
+		if !told && resp.Body != nil {
+			resp.Body.Close()
+		}
+	}()
+	f := x.isFailure(resp)
+	told = true
+	return f
 }
 
 // discardPending closes the failure responses not handed over.
