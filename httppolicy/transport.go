@@ -379,13 +379,13 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 		if finished {
 			return
 		}
-		v := recover()
+		if v := recover(); v != nil {
+			// Reported before finished is closed, as run does.
+			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v\n\n%s", v, debug.Stack()))
+		}
 		x.waitIdle()
 		x.cleanUp()
 		closeFinished()
-		if v != nil {
-			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v", v))
-		}
 	}()
 	err = x.suspended.Resume(err)
 	x.endCall()
