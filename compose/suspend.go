@@ -51,12 +51,23 @@ func canSuspend(st []slot, concurrent bool) bool {
 	if concurrent {
 		return false
 	}
+	// The frames a suspension may need, at most: one per slot (a Stage's
+	// exit or a Repeater's decision), an attempt span and a latency sample
+	// inside each Repeater, the latency sample under the first slot, and
+	// the call's telemetry. A pipeline that could need more than a
+	// suspension holds runs on the goroutine path instead (a Repeater in
+	// every slot with an adaptive limit and tracing needs 18; the usual
+	// pipeline of five slots with one retry, 9).
+	frames := len(st) + 2
 	for i := range st {
 		if st[i].twoPhase == nil && st[i].repeater == nil {
 			return false
 		}
+		if st[i].repeater != nil {
+			frames += 2
+		}
 	}
-	return true
+	return frames <= maxFrames
 }
 
 // suspendFace is a Pipeline's stage.Suspender.
