@@ -39,7 +39,13 @@
 // to otel.Handle; a panic before it, in a policy, Signals or IsFailure,
 // goes on up RoundTrip's caller once every policy has freed what it held
 // (and the response's body is closed), and runtime.Goexit there ends the
-// caller's goroutine.
+// caller's goroutine. On the goroutine-free path a policy's work after the
+// hand-over runs on the goroutine that ends the body (its final Read or
+// Close, or the context package's goroutine when the context ends): a
+// panic there is reported to otel.Handle and the Read or Close returns,
+// but a runtime.Goexit in a user hook (a breaker's OnStateChange, say)
+// cannot be stopped and ends that goroutine, where on the other path it
+// ended only the policy's own. Hooks must not call runtime.Goexit.
 //
 // Once the response has been handed over, nothing is retried: the stream's
 // outcome is marked with retry.Permanent. A 101 Switching Protocols
