@@ -16,7 +16,8 @@
 // call ends (as soon as the headers are in). When Policy is a
 // *compose.Pipeline (or a watertight.Pipeline) of this module's policies
 // that never runs attempts concurrently (no hedge, no policy of another
-// package in a slot), RoundTrip runs Execute on the caller's goroutine and the
+// package in a slot, and not a Repeater in nearly every slot: see
+// compose's canSuspend), RoundTrip runs Execute on the caller's goroutine and the
 // pipeline suspends the call: the attempt's fn sends the request with the
 // context Execute gave it and, on an accepted response, wraps the body and
 // returns at once, leaving every policy above it entered (the bulkhead
