@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of every module in this repository: gofmt, go vet,
 # go test -short over every module (the library, grpcpolicy and redisstate
-# under -race; see below), then the library's fuzz targets for FUZZTIME each
-# (default 2s here; see fuzz.sh). Usage: ./test.sh  (from the repository root).
+# under -race; see below). Every fuzz target's seed corpus runs as a test
+# here; fuzzing for new inputs is ./fuzz.sh, which CI (.ci/run) runs after
+# this script. Usage: ./test.sh  (from the repository root).
 #
 # Tests that need a real server start their own: redis-server (the redisstate
 # module) and prometheus (the telemetry example's dashboard check), both
@@ -10,12 +11,12 @@
 # so at the end; .ci/run installs them and makes their absence a failure
 # (WATERTIGHT_REQUIRE_REDIS=1, WATERTIGHT_REQUIRE_PROMETHEUS=1).
 #
-# Longer runs, not part of CI:
-#   go test -run Soak -count=1 ./internal/reliability/   # the full soak: 1 000 000 calls
+# Longer runs:
+#   FUZZTIME=2s ./fuzz.sh                                # every fuzz target, as CI runs it
 #   FUZZTIME=60s ./fuzz.sh                               # long fuzzing
+#   go test -run Soak -count=1 ./internal/reliability/   # the full soak: 1 000 000 calls
 #   go test -run TestModel -count=1 ./bulkhead/ ./breaker/ -rapid.checks=10000
 #   RACE_ALL=1 ./test.sh                                 # bench and the examples under -race too (the LLM example's compile: 2.6 GB)
-#   FUZZTIME=2s ./fuzz.sh ./grpcpolicy ./redisstate      # the nested modules' fuzz targets
 set -euo pipefail
 cd "$(dirname "$0")"
 # The time elapsed from the start, also in the background job below (a
@@ -33,7 +34,7 @@ fi
 
 # The simulations skip under -short and -race: they are bench/run.sh's.
 skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts): cd bench && go test -count=1 -run '^TestSim' -v ."
-	"fuzzing the nested modules' targets (their seed corpora ran as tests): ./fuzz.sh ./grpcpolicy ./redisstate")
+	"fuzzing for new inputs (every target's seed corpus ran as a test; CI fuzzes each target for 2 s): FUZZTIME=2s ./fuzz.sh")
 failed=()
 if ! command -v redis-server >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_REDIS:-0}" = 1 ] && { echo "redis-server not found and WATERTIGHT_REQUIRE_REDIS=1" >&2; exit 1; }
@@ -56,20 +57,30 @@ fi
 # those peaked at 2.6 GB) cost minutes on a cold cache and proved nothing
 # about our code. RACE_ALL=1 runs every module under -race.
 #
-# The LLM example compiles openai-go and anthropic-sdk-go, minutes of one
-# compiler process on a cold cache: it runs in the background from the start
-# (GOGC=25 trades compile time for a lower peak in the compiler), while the
-# other modules run; its output is printed when it ends. TEST_JOBS=1 runs it
-# in turn instead, for a machine short of memory.
+# go vet runs with the module's own build flags (-race where the tests use
+# it): it then type-checks against the very compiles go test links, where a
+# plain go vet would compile every dependency once more without -race.
+#
+# The LLM example compiles openai-go and anthropic-sdk-go, each one package
+# of a size that took its compiler to 2.4 GB and 85 s of CPU. The example's
+# tests check our code around the SDKs, not the SDKs' machine code, so the
+# SDKs' packages are compiled without optimization or inlining (-N -l:
+# half the CPU), with GOGC=50 (at most 1.4 GB per compiler process, where
+# GOGC=25 on optimized compiles peaked at 2.0 GB and tripled the CPU). It
+# runs in the background from the start, while the other modules run; its
+# output is printed when it ends. TEST_JOBS=1 runs it in turn instead.
+llm_gcflags=(-gcflags='github.com/openai/openai-go/v3/...=-N -l' -gcflags='github.com/anthropics/anthropic-sdk-go/v2/...=-N -l')
 run_module() {
-	local dir=$1 race=$2
+	local dir=$1 race=$2 flags=()
 	shift 2
+	[ -n "$race" ] && flags+=("$race")
+	[ "$dir" = ./examples/llm ] && flags+=("${llm_gcflags[@]}")
 	# A failing module does not stop the others: every failure is listed
 	# at the end.
-	step "$dir: go vet"
-	(cd "$dir" && env "$@" go vet ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
+	step "$dir: go vet ${flags[*]}"
+	(cd "$dir" && env "$@" go vet ${flags[@]+"${flags[@]}"} ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
 	step "$dir: go test ${race:-(no -race)} -short"
-	(cd "$dir" && env "$@" go test $race -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }
+	(cd "$dir" && env "$@" go test ${flags[@]+"${flags[@]}"} -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }
 }
 failures=$(mktemp)
 llm_log=$(mktemp)
@@ -83,26 +94,18 @@ race_for() {
 llm_pid=
 if [ -f examples/llm/go.mod ] && [ "${TEST_JOBS:-2}" != 1 ]; then
 	step "./examples/llm: started in the background (compiling the LLM SDKs takes minutes on a cold build cache)"
-	run_module ./examples/llm "$(race_for ./examples/llm)" GOGC=25 >"$llm_log" 2>&1 &
+	run_module ./examples/llm "$(race_for ./examples/llm)" GOGC=50 >"$llm_log" 2>&1 &
 	llm_pid=$!
 fi
 for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
 	dir=$(dirname "$mod")
 	if [ "$dir" = ./examples/llm ]; then
 		[ -n "$llm_pid" ] && continue
-		run_module "$dir" "$(race_for "$dir")" GOGC=25
+		run_module "$dir" "$(race_for "$dir")" GOGC=50
 		continue
 	fi
 	run_module "$dir" "$(race_for "$dir")"
 done
-# Fuzzing builds every package a target needs, the standard library
-# included, with coverage instrumentation: the library's own targets (every
-# parser of what a server sends lives there) are fuzzed here; the nested
-# modules' targets (grpcpolicy, redisstate) run their seed corpora in go test
-# above, and ./fuzz.sh fuzzes them too (instrumenting grpc-go and go-redis
-# cost minutes on a cold cache).
-step "fuzzing the library's targets (./fuzz.sh fuzzes the nested modules' too)"
-FUZZ_MODULES=. FUZZTIME=${FUZZTIME:-2s} ./fuzz.sh || echo "FAILED: fuzz.sh" >>"$failures"
 if [ -n "$llm_pid" ]; then
 	step "./examples/llm: waiting for the background run"
 	wait "$llm_pid" || true

@@ -181,6 +181,9 @@ func report(t *testing.T, name string, l *adaptive.Limiter, r result, secs float
 }
 
 func TestCongestionAsATail(t *testing.T) {
+	// The longest simulations of the package, each in a bubble of its own:
+	// in parallel, under -race on 2 cores, they take both.
+	t.Parallel()
 	const base = 20 * time.Millisecond
 	const C = 10
 	for _, tc := range []struct {
@@ -239,6 +242,7 @@ func TestCongestionAsATail(t *testing.T) {
 			if testing.Short() && tc.name != "lifo" && tc.name != "tail10pct" {
 				t.Skip("the two cases of congestion as a tail run in -short; the others are controls")
 			}
+			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				l := mustNew(t, adaptive.Config{})
 				r := run(l, tc.workers, 60*time.Second, tc.deadline, tc.call(), 20*time.Second)
@@ -257,6 +261,7 @@ func TestCongestionAsATail(t *testing.T) {
 // The base latency doubles (20 -> 40 ms, capacity 10) at t = 20 s: the
 // probe re-measures it and the limit stays near 13.5.
 func TestCongestionBaseDoubles(t *testing.T) {
+	t.Parallel() // a long simulation in a bubble of its own
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})
 		var b atomic.Int64

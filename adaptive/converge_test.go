@@ -98,6 +98,7 @@ func TestBaseLatencyIncident(t *testing.T) {
 // latency samples; nothing raises the limit, from the start or after it
 // settled.
 func TestInstantErrorsDoNotRaise(t *testing.T) {
+	t.Parallel() // a long simulation in a bubble of its own
 	boom := errors.New("boom")
 	synctest.Test(t, func(t *testing.T) {
 		dep := &dependency{capacity: 10, base: 20 * time.Millisecond, fail: boom}

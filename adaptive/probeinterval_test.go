@@ -12,6 +12,7 @@ import (
 // to a probe: the limit still learns. (Found by review: with a 50 ms
 // interval the estimate never left InitialLimit.)
 func TestShortProbeIntervalStillLearns(t *testing.T) {
+	t.Parallel() // long simulations, each in a bubble of its own
 	for _, tc := range []struct {
 		name  string
 		probe time.Duration
@@ -21,6 +22,7 @@ func TestShortProbeIntervalStillLearns(t *testing.T) {
 		{"probe 1s, latency 600ms", time.Second, 600 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				dep := &dependency{capacity: 100, base: tc.base} // never congested: the limit should climb
 				l := mustNew(t, adaptive.Config{ProbeInterval: tc.probe, MaxQueue: adaptive.Unbounded})

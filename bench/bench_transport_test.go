@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +36,10 @@ import (
 //	lib=failsafe    failsafe-go's failsafehttp round tripper with the same
 //	                policies (bulkhead 10 with a 1 s wait, timeout 30 s,
 //	                retry 3, breaker, attempt timeout 10 s)
+//	lib=floor       the base http.Transport with only the contexts and the
+//	                timer that lib=watertight's request carries (see
+//	                floorRT), and no policy: what net/http's handling of
+//	                those standard library contexts costs on its own
 //
 // BenchmarkTransportExecute is the quick-start pipeline's own Execute
 // cost, with a no-op fn: the target is watertight - bare <= Execute + 3 us.
@@ -101,8 +107,71 @@ func transports(tb testing.TB) []struct {
 		{"watertight", streamTimeouts(&httppolicy.Transport{Base: loopbackBase(tb), Policy: quickStart(tb), Name: "llm"})},
 		{"empty", streamTimeouts(&httppolicy.Transport{Base: loopbackBase(tb), Policy: emptyPipeline(tb), Name: "llm"})},
 		{"failsafe", failsafehttp.NewRoundTripper(loopbackBase(tb), fsQuickStart()...)},
+		{"floor", floorRT{loopbackBase(tb)}},
 	}
 }
+
+// floorCause is the cause floorRT's contexts carry, as a Deadline's do.
+var floorCause = errors.New("floor: timeout")
+
+// floorRT sends each request with the contexts lib=watertight's request
+// carries and nothing else: the call's deadline (30 s), a child for the
+// attempt's (10 s), the stream watch's child canceled with a cause, and a
+// first byte timer; it reads a small body whole before returning it, as the
+// stream watch does. The standard library charges each child of a
+// cancelable context a map in its parent (368 bytes, 5 allocations), and
+// net/http adds a child of its own to every request's context: the floor
+// is what those contexts cost through net/http, which Execute alone (whose
+// fn makes no child) does not show.
+type floorRT struct{ base http.RoundTripper }
+
+func (f floorRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	call, cancelCall := context.WithDeadlineCause(req.Context(), time.Now().Add(30*time.Second), floorCause)
+	defer cancelCall()
+	attempt, cancelAttempt := context.WithDeadlineCause(call, time.Now().Add(10*time.Second), floorCause)
+	defer cancelAttempt()
+	watch, cancelWatch := context.WithCancelCause(attempt)
+	defer cancelWatch(context.Canceled)
+	firstByte := time.AfterFunc(10*time.Second, func() { cancelWatch(floorCause) })
+	defer firstByte.Stop()
+	resp, err := f.base.RoundTrip(req.WithContext(watch))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	// A buffer of the body's known length, read once, as the stream
+	// watch reads a small body.
+	body := &floorBody{b: make([]byte, 0, max(resp.ContentLength, 512))}
+	for {
+		n, err := resp.Body.Read(body.b[len(body.b):cap(body.b)])
+		body.b = body.b[:len(body.b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(body.b) == cap(body.b) {
+			body.b = append(body.b, 0)[:len(body.b)]
+		}
+	}
+	resp.Body = body
+	return resp, nil
+}
+
+// floorBody is a body read whole.
+type floorBody struct{ b []byte }
+
+func (f *floorBody) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+func (f *floorBody) Close() error { return nil }
 
 func emptyPipeline(tb testing.TB) *watertight.Pipeline {
 	p, err := watertight.New("empty", watertight.Config{})
@@ -181,6 +250,7 @@ func BenchmarkTransportMem(b *testing.B) {
 		{"watertight", streamTimeouts(&httppolicy.Transport{Base: memBase{}, Policy: quickStart(b), Name: "llm"})},
 		{"empty", streamTimeouts(&httppolicy.Transport{Base: memBase{}, Policy: emptyPipeline(b), Name: "llm"})},
 		{"failsafe", failsafehttp.NewRoundTripper(memBase{}, fsQuickStart()...)},
+		{"floor", floorRT{memBase{}}},
 	} {
 		b.Run("lib="+tt.lib, func(b *testing.B) {
 			req, _ := http.NewRequest("GET", "http://dep.test/", nil)
