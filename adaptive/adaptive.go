@@ -36,6 +36,7 @@ type Limiter struct {
 	// every call writes (the slots' counts, the window).
 	_        [64]byte
 	probing  atomic.Bool  // a probe is running: samples go to observeProbe
+	staleAt  atomic.Int64 // the probe may be stale after this, in ns since base (see probeCheck)
 	peak     atomic.Int64 // most slots held seen by a sample in the window
 	closeAt  atomic.Int64 // when the window may close, in ns since base
 	openedAt atomic.Int64 // when the window opened, in ns since base
