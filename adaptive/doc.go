@@ -259,17 +259,15 @@
 //     the no-load latency. Give each kind its own Limiter. (A long poll's
 //     headers usually come with its answer, at the end: marking answers
 //     does not help it.)
-//
-// //   - Bursts with a latency tail read as mild congestion. A window closes
-//
-//	on its 10th sample in the order calls end, so a burst's fast answers
-//	close one window and its slow answers land in the next beside the
-//	steady calls, whose mean then reads above the no-load mean. Against
-//	low traffic whose calls take 20 ms, 1 in 10 of them 200 ms, with a
-//	burst of 15 every 7 s, the limit wanders around 13 rather than
-//	staying at 20, and about a sixth of the burst calls are rejected
-//	(TestTailIsNotCongestion: 15% to 20% over 8 runs of 300 s); a queue
-//	(MaxQueue, MaxWait) lets them wait instead.
+//   - Bursts with a latency tail read as mild congestion. A window closes
+//     on its 10th sample in the order calls end, so a burst's fast answers
+//     close one window and its slow answers land in the next beside the
+//     steady calls, whose mean then reads above the no-load mean. Against
+//     low traffic whose calls take 20 ms, 1 in 10 of them 200 ms, with a
+//     burst of 15 every 7 s, the limit wanders around 13 rather than
+//     staying at 20, and about a sixth of the burst calls are rejected
+//     (TestTailIsNotCongestion: 15% to 20% over 8 runs of 300 s); a queue
+//     (MaxQueue, MaxWait) lets them wait instead.
 //
 // # Cost
 //
