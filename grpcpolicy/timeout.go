@@ -53,14 +53,22 @@ func newStreamTimeout(kind string, d time.Duration, name string, counter metric.
 
 // fire records the timeout and cancels the stream's context with it as the
 // cause; ctx is the stream's context, for the span.
+//
+// The record comes first: the cancellation ends the caller's RecvMsg with
+// the timeout, and a caller that has the error must find the counter and
+// the span event already there (it may end the span at once, and an event
+// added to an ended span is dropped). Recorded the other way round, a
+// caller under load read the span before the event was added. The price:
+// a stream that ends between the check below and cancel, as the timer
+// fires, is counted as timed out though its own end won.
 func (e *StreamTimeoutError) fire(ctx context.Context, cancel context.CancelCauseFunc) {
 	if ctx.Err() != nil {
 		return // the stream had ended: no timeout
 	}
-	cancel(e)
 	if e.rec != nil {
 		e.rec.record(ctx)
 	}
+	cancel(e)
 }
 
 // Error returns a message such as
