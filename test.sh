@@ -62,11 +62,11 @@ fi
 # plain go vet would compile every dependency once more without -race.
 #
 # The LLM example compiles openai-go and anthropic-sdk-go, each one package
-# of a size that took its compiler to 2.4 GB and 85 s of CPU. The example's
+# of a size that took its compiler to 2.5 GB and 85 s of CPU. The example's
 # tests check our code around the SDKs, not the SDKs' machine code, so the
 # SDKs' packages are compiled without optimization or inlining (-N -l:
-# half the CPU), with GOGC=50 (at most 1.4 GB per compiler process, where
-# GOGC=25 on optimized compiles peaked at 2.0 GB and tripled the CPU). It
+# about half the CPU), with GOGC=50 (1.47 GB for anthropic-sdk-go, where
+# GOGC=25 on optimized compiles peaked at 2.08 GB and tripled the CPU). It
 # runs in the background from the start, while the other modules run; its
 # output is printed when it ends. TEST_JOBS=1 runs it in turn instead.
 llm_gcflags=(-gcflags='github.com/openai/openai-go/v3/...=-N -l' -gcflags='github.com/anthropics/anthropic-sdk-go/v2/...=-N -l')
