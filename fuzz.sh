@@ -5,8 +5,10 @@
 #   FUZZTIME=60s ./fuzz.sh          # a longer run
 #   ./fuzz.sh ./bulkhead            # only the targets under some directories
 #   FUZZ_MODULES=. ./fuzz.sh        # only the targets of some modules (by
-#                                   # directory, space-separated): test.sh
-#                                   # fuzzes the library's own module only
+#                                   # directory, space-separated; . is the
+#                                   # library's own module)
+# CI (.ci/run) runs FUZZTIME=2s ./fuzz.sh after ./test.sh, which runs every
+# target's seed corpus as a test but does not fuzz.
 # Fuzzing builds every package of a target's test binary, the standard
 # library included, with coverage instrumentation: a cold build cache pays
 # that once per module, so each package's binary is built once
