@@ -34,13 +34,16 @@ type Limiter struct {
 
 	// Read by every sample, written rarely: kept off the cache lines that
 	// every call writes (the slots' counts, the window).
-	_        [64]byte
-	probing  atomic.Bool  // a probe is running: samples go to observeProbe
-	staleAt  atomic.Int64 // the probe may be stale after this, in ns since base (see probeCheck)
-	peak     atomic.Int64 // most slots held seen by a sample in the window
-	closeAt  atomic.Int64 // when the window may close, in ns since base
-	openedAt atomic.Int64 // when the window opened, in ns since base
-	shift    atomic.Int64 // added to the clock's readings (see clock)
+	_       [64]byte
+	probing atomic.Bool  // a probe is running: samples go to observeProbe
+	staleAt atomic.Int64 // the probe may be stale after this, in ns since base (see probeCheck)
+	// staleBusyAt is staleAt for a probe with calls in flight: later
+	// than staleAt before the first measurement (see stallLimit).
+	staleBusyAt atomic.Int64
+	peak        atomic.Int64 // most slots held seen by a sample in the window
+	closeAt     atomic.Int64 // when the window may close, in ns since base
+	openedAt    atomic.Int64 // when the window opened, in ns since base
+	shift       atomic.Int64 // added to the clock's readings (see clock)
 	// slowAbove is 3 x noLoad in ns, or 0 before noLoad is measured;
 	// slowest is the window's slowest sample above it (see observe).
 	slowAbove atomic.Int64
