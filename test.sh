@@ -77,7 +77,7 @@ run_module() {
 	[ "$dir" = ./examples/llm ] && flags+=("${llm_gcflags[@]}")
 	# A failing module does not stop the others: every failure is listed
 	# at the end.
-	step "$dir: go vet ${flags[*]}"
+	step "$dir: go vet ${flags[*]:-}"
 	(cd "$dir" && env "$@" go vet ${flags[@]+"${flags[@]}"} ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
 	step "$dir: go test ${race:-(no -race)} -short"
 	(cd "$dir" && env "$@" go test ${flags[@]+"${flags[@]}"} -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }

@@ -58,9 +58,13 @@ func newStreamTimeout(kind string, d time.Duration, name string, counter metric.
 // the timeout, and a caller that has the error must find the counter and
 // the span event already there (it may end the span at once, and an event
 // added to an ended span is dropped). Recorded the other way round, a
-// caller under load read the span before the event was added. The price:
-// a stream that ends between the check below and cancel, as the timer
-// fires, is counted as timed out though its own end won.
+// caller under load read the span before the event was added. A stream
+// that ends between the check below and cancel, as the timer fires, is
+// counted as timed out though its own end won: so it was before (cancel
+// then did nothing and the record followed), but the record now widens
+// that gap by its own few microseconds. An exact count would take
+// httppolicy's way (a state that orders the timer against the stream's
+// end, and a record made once where the caller gets the timeout).
 func (e *StreamTimeoutError) fire(ctx context.Context, cancel context.CancelCauseFunc) {
 	if ctx.Err() != nil {
 		return // the stream had ended: no timeout
