@@ -2,6 +2,7 @@ package deadline
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -121,7 +122,7 @@ func (d *Deadline) enter(ctx context.Context) (context.Context, stage.Token, err
 
 // exit ends a call started by enter, as internal/stage
 // describes: it releases the timer and returns err, or an [*ExceededError]
-// wrapping err if err is not nil and the timer set by enter fired (the
+// wrapping err if err is not nil, not a rejection, and the timer set by enter fired (the
 // cause of ctx is the Deadline's own, so a cancellation or deadline of the
 // caller's is returned unchanged). Given [stage.ErrAborted], it releases
 // the timer and returns it.
@@ -130,9 +131,10 @@ func (d *Deadline) exit(ctx context.Context, token stage.Token, err error) error
 	if !ok {
 		return err
 	}
-	if err == nil || err == stage.ErrAborted {
-		// Nothing to classify: skip the cause lookup (a walk up ctx and a
-		// lock) on the success path.
+	if err == nil || err == stage.ErrAborted || errors.Is(err, policy.ErrRejected) {
+		// Nothing to classify: a rejection keeps its own row of the
+		// outcome table (fn never ran), and the success path skips the
+		// cause lookup (a walk up ctx and a lock).
 		cancel()
 		return err
 	}

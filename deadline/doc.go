@@ -26,16 +26,22 @@
 //	                                      matches ErrExceeded and         watertight.timeout span event,
 //	                                      context.DeadlineExceeded        Config.OnTimeout
 //	our timer fired, fn returned nil      nil (fn finished its work)      -
+//	our timer fired, fn returned a        the rejection, unchanged        -
+//	rejection (policy.ErrRejected)
 //	caller canceled, or its own deadline  fn's error, unchanged (usually  -
 //	came first                            ctx.Err()), never ErrExceeded
 //	fn panicked or called runtime.Goexit  the panic goes on up; the       -
 //	                                      timer is released
 //
-// A timeout is not a rejection: fn ran, so the error matches
-// [policy.ErrRejected] only if fn's own error did. Whether "our timer fired" is decided exactly, from
-// the cause of the context given to fn ([context.Cause]), not guessed from
-// the error fn returned: a cancellation or deadline of the caller's passes
-// through untouched even though it too ends in a done context.
+// A timeout is not a rejection: fn ran. When fn returns a rejection (a
+// policy inside it refused the call), Execute returns it unchanged, even if
+// the timer fired: the call ends in exactly one row.
+//
+// Whether "our timer fired" is decided from the cause of the context given
+// to fn ([context.Cause]), not guessed from the error fn returned. fn can
+// do the same: once the timer has fired, errors.Is(context.Cause(ctx),
+// ErrExceeded) is true, and the cause names the Deadline. A cancellation or
+// deadline of the caller's passes through untouched.
 //
 // # Telemetry
 //

@@ -9,7 +9,9 @@ import (
 )
 
 // ErrExceeded is matched, with [errors.Is], by every error a [Deadline]
-// returns because its own timeout fired while fn ran (an [*ExceededError]).
+// returns because its own timeout fired while fn ran (an [*ExceededError]),
+// and by the cause ([context.Cause]) of the context fn is given once that
+// timeout has fired: fn can tell it from its caller's deadline.
 // It also matches [context.DeadlineExceeded], so code that checks for a
 // deadline in the usual way sees one. It does not match
 // [policy.ErrRejected]: fn ran.
@@ -17,10 +19,11 @@ var ErrExceeded error = &sentinel{msg: "deadline: timeout exceeded"}
 
 // newCause returns the cause of the contexts one Deadline creates: the one
 // value by which it tells its own timer from the caller's cancellation
-// or deadline (fn sees it through context.Cause). Each Deadline has its own,
-// because a cause propagates to child contexts: with a shared one, an inner
-// Deadline (an attempt timeout) could take an outer Deadline's firing for its
-// own.
+// or deadline. fn sees it through context.Cause; it matches ErrExceeded and
+// context.DeadlineExceeded, and names the Deadline. Each Deadline has its
+// own, because a cause propagates to child contexts: with a shared one, an
+// inner Deadline (an attempt timeout) could take an outer Deadline's firing
+// for its own.
 func newCause(name string, timeout time.Duration) error {
 	msg := "deadline"
 	if name != "" {
@@ -29,11 +32,13 @@ func newCause(name string, timeout time.Duration) error {
 	return &sentinel{msg: msg + ": " + timeout.String() + " timeout"}
 }
 
-// sentinel is an error that matches context.DeadlineExceeded.
+// sentinel is an error that matches ErrExceeded and context.DeadlineExceeded.
 type sentinel struct{ msg string }
 
-func (s *sentinel) Error() string        { return s.msg }
-func (s *sentinel) Is(target error) bool { return target == context.DeadlineExceeded }
+func (s *sentinel) Error() string { return s.msg }
+func (s *sentinel) Is(target error) bool {
+	return target == ErrExceeded || target == context.DeadlineExceeded
+}
 func (s *sentinel) Timeout() bool        { return true }
 
 // ExceededError is the error a [Deadline] returns when its own timeout fired
