@@ -160,10 +160,11 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 // a half-open probe's place). A token that is not one of enter's is
 // ignored.
 func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
+	outcome := judged(ctx, err)
 	if done, ok := token.(func(error)); ok && done != nil {
-		reportOutcome(done, err)
+		reportOutcome(done, outcome)
 	} else if p, ok := token.(*heldProbe); ok && p != nil {
-		b.exitHeld(ctx, p, err)
+		b.exitHeld(ctx, p, outcome)
 	}
 	if b.queued.Load() {
 		b.flush(ctx)

@@ -84,11 +84,13 @@ type Config struct {
 
 	// IsFailure reports whether fn's error err (never nil) is a failure of
 	// the dependency; otherwise it counts as a success. Nil means
-	// [DefaultIsFailure]. Whatever it says, three outcomes are fixed: a
+	// [DefaultIsFailure]. Whatever it says, some outcomes are fixed. A
 	// rejection ([policy.ErrRejected]) and [context.Canceled] are always
-	// excluded, neither success nor failure, because they say nothing about
-	// the dependency; a panic or runtime.Goexit in fn is always a failure
-	// (IsFailure is not asked). It is called under gobreaker's
+	// excluded, neither success nor failure: they say nothing about the
+	// dependency. So is any error once the ctx the breaker was given has
+	// ended, unless a Deadline's timer ended it (the caller gave up, or a
+	// hedge's attempt lost). A panic or runtime.Goexit in fn is always a
+	// failure. IsFailure is not asked about any of these. It is called under gobreaker's
 	// lock: it must be fast and must not call the Breaker. If it panics or
 	// calls runtime.Goexit, the call is not counted (a half-open probe's
 	// place is freed) and the panic or Goexit goes on up through the call.

@@ -32,7 +32,13 @@
 //	fn returned err, !IsFailure(err)       err, unchanged                   success
 //	fn returned a rejection (an inner      err, unchanged                   excluded: neither, always
 //	policy's) or context.Canceled
-//	fn returned a timeout (deadline's      err, unchanged                   failure (by DefaultIsFailure)
+//	ctx ended, not by a Deadline's timer   err, unchanged                   excluded: neither, always
+//	(the caller's cancel or deadline, a
+//	hedge's losing attempt), fn returned
+//	any error
+//	ctx ended by a Deadline's timer        err, unchanged                   failure (by DefaultIsFailure)
+//	(whole-call), or fn returned a timeout
+//	of its own (an attempt Deadline,
 //	ErrExceeded, DeadlineExceeded)
 //	fn panicked or called runtime.Goexit   the panic goes on up             failure, always
 //	IsFailure panicked or called           the panic goes on up             excluded
@@ -41,6 +47,11 @@
 //	                                       "open"; fn not called
 //	half-open, all probes taken            *policy.RejectedError, Reason    watertight.rejections
 //	                                       "half_open_full"; fn not called  {reason=half_open_full}
+//
+// The end of the caller's own context is told from our timeouts by its
+// cause ([context.Cause]), not by the error fn returned: a Deadline's
+// cause matches deadline.ErrExceeded, a hedge's loser's matches
+// retry.ErrHedgeLost, a caller's does neither.
 //
 // Every rejection matches [ErrOpen] and [policy.ErrRejected] with
 // [errors.Is], is prepared at [New] (rejecting allocates nothing), adds a

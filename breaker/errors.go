@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -25,17 +27,19 @@ const (
 )
 
 // DefaultIsFailure is the classification used when [Config.IsFailure] is
-// nil: err is a failure of the dependency unless it is nil, a rejection
+// nil. err is a failure of the dependency unless it is nil, a rejection
 // ([policy.ErrRejected], from this breaker or a policy inside it),
-// [context.Canceled] (the caller gave up) or throttled
-// ([policy.ErrThrottled]: a 429, the provider's flow control). With the
-// default classification a throttled answer is excluded, neither a success
-// nor a failure: it must not open the breaker on a healthy provider, nor
-// reset a run of consecutive 503s. A timeout, ours (deadline.ErrExceeded)
-// or the caller's ([context.DeadlineExceeded]), is a failure, and so is a
-// 503. (A panic or runtime.Goexit in fn is always a failure, and never
-// reaches IsFailure.) To count 429s as failures, set an IsFailure that
-// does not make this exception. It is safe for concurrent use.
+// [context.Canceled], or throttled ([policy.ErrThrottled], a 429). A
+// throttled answer is excluded, neither a success nor a failure: it is the
+// provider's flow control, so it must not open the breaker on a healthy
+// provider, nor reset a run of consecutive 503s. A timeout is a failure,
+// and so is a 503. To count 429s as failures, set an IsFailure that does
+// not make this exception. It is safe for concurrent use.
+//
+// The breaker asks IsFailure only about outcomes that may say something
+// about the dependency. The end of the caller's own context, and a hedge's
+// losing attempt, are excluded before it is asked: see Outcomes in the
+// package documentation.
 func DefaultIsFailure(err error) bool {
 	return err != nil && !excluded(err) && !errors.Is(err, policy.ErrThrottled)
 }
@@ -45,4 +49,22 @@ func DefaultIsFailure(err error) bool {
 // Config.IsFailure says.
 func excluded(err error) bool {
 	return errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled)
+}
+
+// judged returns the outcome a call reports for fn's error err, given the
+// ctx fn ran with. It is the one place where the breaker decides that an
+// outcome is the caller's and not the dependency's: when ctx has ended and
+// its cause is not one of our timeouts (a Deadline's, which matches
+// deadline.ErrExceeded), the caller gave up, or a hedge's attempt lost, and
+// the outcome is excluded (errNotRun) whatever fn returned. The cause, not
+// the error's text, tells them apart. A success, a panic and a Goexit keep
+// their own outcome.
+func judged(ctx context.Context, err error) error {
+	if err == nil || err == stage.ErrAborted || ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+		return err
+	}
+	return errNotRun
 }

@@ -17,9 +17,10 @@ func (b *Breaker) queue(to State) {
 }
 
 // errNotRun is the outcome reported for a call the breaker admitted but that
-// never ran, because a hook panicked in enter, or whose outcome could not be
-// classified, because IsFailure panicked or called runtime.Goexit (see
-// reportOutcome). It matches policy.ErrRejected, so it is excluded: it
+// never ran, because a hook panicked in enter; for a call whose outcome
+// could not be classified, because IsFailure panicked or called
+// runtime.Goexit (see reportOutcome); and for a call whose ctx ended for a
+// reason of the caller's (see judged). It matches policy.ErrRejected, so it is excluded: it
 // frees a half-open probe's place without counting as a failure of the
 // dependency (a hook that always panics must not keep the breaker open
 // forever).
