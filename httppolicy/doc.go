@@ -143,7 +143,8 @@
 //
 //	attempt outcome                      fn returns                          caller gets (if it is the last)
 //	transport error                      the error                           the error (retry.ErrExhausted after retries)
-//	failure status (IsFailure)           *StatusError, with RetryAfter       that last response, nil error
+//	failure status (IsFailure)           *StatusError, with RetryAfter       that last response, nil error;
+//	                                                                         ctx's error if ctx is done
 //	success, no body (HEAD, 204...)      nil                                 the response
 //	success with a body                  nil at EOF or early Close,          the response, at once; the body's
 //	                                     the read error if it breaks,        Read returns the stream's error,
@@ -168,7 +169,8 @@
 // last response when errors.As finds its *StatusError in the error the
 // policy returned (exhausted retries, a Retry-After too long, a permanent
 // status, the Deadline passing during the wait), unless the request's own
-// context is done: then the caller gets the error.
+// context is done: then the caller gets the context's error (ctx.Err()),
+// and never a *StatusError.
 //
 // Retry-After on a failure response, as delta-seconds or an HTTP-date, and
 // Retry-After-Ms (see [ParseRetryAfter]) become the StatusError's

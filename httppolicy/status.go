@@ -39,7 +39,8 @@ func isFailureStatus(code int) bool {
 // classification does not count it (see [StatusError.Is]). A
 // [Transport] never returns one to its caller: when the retries end on a
 // failure status, the caller gets that last response itself, with a nil
-// error. Inside a policy (an OnRetry hook, a breaker's IsFailure) use
+// error, or, if the request's context is done, the context's error. Inside
+// a policy (an OnRetry hook, a breaker's IsFailure) use
 // [errors.As] to find it. On the server side ([Handler]) Response is nil and
 // StatusCode is the status the handler wrote.
 //

@@ -109,7 +109,8 @@ type Transport struct {
 // RoundTrip sends req through t.Policy and returns the response, or the
 // error the call ended with. When the retries end on a failure status, it
 // returns that last response with a nil error, as [http.DefaultTransport]
-// would have. The response's body holds the policy's resources (a bulkhead
+// would have, or, if req's context is done, the context's error. The
+// response's body holds the policy's resources (a bulkhead
 // slot, the deadline's context, the breaker's verdict) until it is read to
 // EOF or closed: close it, as net/http requires. If the request's context or
 // a timeout of the policy ends the stream, the body's Read fails with the
@@ -478,9 +479,16 @@ func (x *exchange) outcome(ctx context.Context, err error) result {
 	}
 	x.closeAccepted()
 	// Retries ended on a failure status: the caller gets the response
-	// itself, unless it gave up on the call.
-	if se, ok := errors.AsType[*StatusError](err); ok && ctx.Err() == nil && x.takePending(se.Response) {
-		return result{resp: se.Response}
+	// itself, or, if its context is done (however the policy's error
+	// wraps the status), that context's error. The StatusError is the
+	// policies' view of the response, never the caller's.
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		if cerr := ctx.Err(); cerr != nil {
+			return result{err: cerr}
+		}
+		if x.takePending(se.Response) {
+			return result{resp: se.Response}
+		}
 	}
 	if err == nil {
 		err = errNoRun
