@@ -85,12 +85,19 @@
 // [Transport.KeepaliveEvents] (Anthropic's "ping" by default), their data
 // lines included, neither bring the first byte nor restart the idle timer;
 // a keepalive's wait is taken off what is left of the idle timeout. An
-// event counts once it is complete (its blank line is in). For any other
-// content type, every byte counts. What RoundTrip reads while it waits for
-// the first byte is kept and read first by the caller, keepalives
-// included; a stream that sends more than 1 MiB of keepalives before its
-// first event fails the attempt. Neither timeout watches the connection of
-// a 101 Switching Protocols response.
+// event counts once it is complete (its blank line is in). An event with
+// more than 4 KiB of data (the values of its data lines) counts as soon as
+// that much is in, whatever its type: it is no keepalive. Each Read that
+// brings more of its data, or its end, restarts the idle timer. For any
+// other content type, every byte counts. So it does for an event stream
+// still encoded (a Content-Encoding other than identity, as net/http
+// leaves the body when the caller sets Accept-Encoding itself): its
+// keepalives cannot be told from its events then. What RoundTrip reads
+// while it waits for the first byte is kept and read first by the caller,
+// keepalives included; a stream that sends more than 1 MiB before its
+// first event, not counting the data of the event being read, fails the
+// attempt. Neither timeout watches the connection of a 101 Switching
+// Protocols response.
 //
 // The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout], and
 // deadline.ErrExceeded and context.DeadlineExceeded, never

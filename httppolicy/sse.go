@@ -14,6 +14,11 @@ var defaultKeepaliveEvents = []string{"ping"}
 // names longer than this are ignored).
 const maxEventName = 64
 
+// maxKeepaliveData bounds the data of a keepalive event: an event with
+// more data than this counts as soon as that much is in, whatever its
+// type.
+const maxKeepaliveData = 4 << 10
+
 // isEventStream reports whether the Content-Type value ct is
 // text/event-stream, parameters and case aside, without allocating.
 func isEventStream(ct string) bool {
@@ -47,10 +52,12 @@ const (
 // when an event that counts has been completed: one with at least one data
 // field, whose type (its last event: field, "message" without one) is not
 // a keepalive name. Comment lines (starting with ':'), events without data
-// and keepalive events, data lines included, do not count. Lines end with
-// CRLF, CR or LF; a CR at the end of one chunk and an LF at the start of
-// the next are one line ending. A leading UTF-8 BOM is skipped. Chunks may
-// split the stream anywhere.
+// and keepalive events, data lines included, do not count. An event whose
+// data values (the bytes after "data:" and its one optional space) pass
+// maxKeepaliveData counts at once, before its end and whatever its type:
+// it is data, not a keepalive. Lines end with CRLF, CR or LF; a CR at the
+// end of one chunk and an LF at the start of the next are one line ending.
+// A leading UTF-8 BOM is skipped. Chunks may split the stream anywhere.
 //
 // Its zero value is not usable: set keep with newSSEScanner. It is used by
 // one goroutine at a time.
@@ -71,6 +78,9 @@ type sseScanner struct {
 
 	data      bool // the current event has a data field
 	keepalive bool // the current event's type is a keepalive name
+	dataLen   int  // bytes of the current event's data values, up to maxKeepaliveData+1
+	large     bool // the current event has counted for its data's size
+	largeRead bool // the last scan read data values of a large event, or its end
 }
 
 func newSSEScanner(keep []string) *sseScanner {
@@ -97,8 +107,10 @@ func (s *sseScanner) isKeepalive(name []byte) bool {
 var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
 // scan reads the next chunk of the stream and reports how many events that
-// count it completed.
+// count it completed or found large; largeRead then says whether it read
+// data values of a large event, or its end.
 func (s *sseScanner) scan(p []byte) int {
+	s.largeRead = false
 	events := 0
 	i := 0
 	for i < len(p) {
@@ -176,14 +188,37 @@ func (s *sseScanner) scan(p []byte) int {
 			s.valLen++
 			i++
 		default: // sseSkip: on to the end of the line
-			j := indexLineEnd(p[i:])
-			if j < 0 {
-				return events
+			j, large := s.skip(p[i:])
+			if large {
+				events++
 			}
 			i += j
 		}
 	}
 	return events
+}
+
+// skip passes over p up to its first line end, in a line whose bytes do
+// not matter but for a data value's length. It returns how many bytes it
+// passed over, and whether they made the event large.
+func (s *sseScanner) skip(p []byte) (int, bool) {
+	j := indexLineEnd(p)
+	if j < 0 {
+		j = len(p)
+	}
+	return j, s.field == sseData && s.addData(j)
+}
+
+// addData adds n bytes to the current event's data values and reports
+// whether they made it large.
+func (s *sseScanner) addData(n int) bool {
+	if s.large {
+		s.largeRead = s.largeRead || n > 0
+		return false
+	}
+	s.dataLen = min(s.dataLen+n, maxKeepaliveData+1)
+	s.large = s.dataLen > maxKeepaliveData
+	return s.large
 }
 
 // fieldKind classifies the field name read so far.
@@ -205,8 +240,10 @@ func (s *sseScanner) endLine() bool {
 	switch state {
 	case sseLineStart:
 		// A blank line dispatches the event, if it has data.
-		counts := s.data && !s.keepalive
+		counts := s.data && !s.keepalive && !s.large
+		s.largeRead = s.largeRead || s.large
 		s.data, s.keepalive = false, s.keepMessage
+		s.dataLen, s.large = 0, false
 		return counts
 	case sseFieldName:
 		// A field with no colon: its whole line is the name, its value

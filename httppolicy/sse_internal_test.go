@@ -36,14 +36,22 @@ func refCountEvents(stream string, keep []string) int {
 		}
 		return false
 	}
-	n, data, typ := 0, false, ""
+	// An event with more than maxKeepaliveData bytes of data values counts
+	// once that much is in, whatever its type, ended or not.
+	n, data, typ, size, large := 0, false, "", 0, false
+	addData := func(value string) {
+		if size += len(value); !large && size > maxKeepaliveData {
+			large = true
+			n++
+		}
+	}
 	for _, line := range lines {
 		switch {
 		case line == "":
-			if data && !isKeep(typ) {
+			if data && !isKeep(typ) && !large {
 				n++
 			}
-			data, typ = false, ""
+			data, typ, size, large = false, "", 0, false
 		case line[0] == ':':
 		default:
 			field, value, _ := strings.Cut(line, ":")
@@ -51,10 +59,15 @@ func refCountEvents(stream string, keep []string) int {
 			switch field {
 			case "data":
 				data = true
+				addData(value)
 			case "event":
 				typ = value
 			}
 		}
+	}
+	// An unfinished data line's value is data all the same.
+	if field, value, ok := strings.Cut(stream[start:], ":"); ok && field == "data" {
+		addData(strings.TrimPrefix(value, " "))
 	}
 	return n
 }
@@ -101,6 +114,10 @@ var sseCases = []struct {
 	{"keepalive data lines with colons", "event: ping\ndata: a:b\ndata: : c\n\n", 0},
 	{"comment inside an event", "data: x\n: ping\n\n", 1},
 	{"blank lines alone", "\n\n\r\n\r", 0},
+	{"keepalive with the most data", "event: ping\ndata: " + strings.Repeat("p", maxKeepaliveData) + "\n\n", 0},
+	{"keepalive with more data is data", "event: ping\ndata:" + strings.Repeat("p", maxKeepaliveData+1) + "\n\n", 1},
+	{"large data over lines, typed after", strings.Repeat("data: "+strings.Repeat("d", 1000)+"\n", 5) + "event: ping\n\n", 1},
+	{"large unfinished event", "event: ping\ndata: " + strings.Repeat("u", maxKeepaliveData+1), 1},
 }
 
 func TestSSEScanner(t *testing.T) {
@@ -127,6 +144,35 @@ func TestSSEScanner(t *testing.T) {
 				t.Fatalf("byte by byte: %d events, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSSEScannerLargeEventReads checks which chunks of a stream restart
+// the idle timer around an event too large for a keepalive: those with its
+// data or its end, not the comments and fields beside them.
+func TestSSEScannerLargeEventReads(t *testing.T) {
+	w := &streamWatch{sse: newSSEScanner(defaultKeepaliveEvents)}
+	chunks := []struct {
+		data   string
+		counts bool
+	}{
+		{"data: " + strings.Repeat("x", maxKeepaliveData), false},
+		{"x", true}, // the first byte over the bound
+		{strings.Repeat("x", 1000), true},
+		{"\n: ping\n", false},
+		{"event: ping\n", false},
+		{"data:", false},
+		{"y", true},
+		{"\n", false},
+		{"\n", true}, // its end
+		{"data: small\n", false},
+		{": ping\n", false},
+		{"\n", true},
+	}
+	for i, c := range chunks {
+		if got := w.counts([]byte(c.data)); got != c.counts {
+			t.Fatalf("chunk %d %.20q: counts %v, want %v", i, c.data, got, c.counts)
+		}
 	}
 }
 

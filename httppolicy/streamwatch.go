@@ -5,13 +5,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
 // maxPrefix bounds what an attempt reads ahead while it waits for the
 // first byte that counts: a stream that sends more keepalives than this
-// before its first event fails the attempt.
+// before its first event fails the attempt. The data of the event being
+// read is not counted (an event with more than maxKeepaliveData of it
+// counts).
 const maxPrefix = 1 << 20
 
 // prefixChunk is the size of the first read ahead of a body of unknown
@@ -65,7 +68,8 @@ type streamWatch struct {
 	// sparing an allocation.
 	small [smallPrefix]byte
 
-	// sse is set for a text/event-stream response: only its events count.
+	// sse is set for a text/event-stream response that is not encoded:
+	// only its events count.
 	sse      *sseScanner
 	idleLeft time.Duration // of the idle timeout, while only keepalives come
 }
@@ -156,9 +160,11 @@ func (w *streamWatch) closing() {
 }
 
 // watchResponse prepares the watch for resp's body: SSE events or every
-// byte.
+// byte. A body still encoded (a Content-Encoding other than identity, as
+// net/http leaves it when the caller set Accept-Encoding) cannot be
+// scanned: every byte counts.
 func (w *streamWatch) watchResponse(resp *http.Response) {
-	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) && !encoded(resp.Header) {
 		keep := w.t.KeepaliveEvents
 		if keep == nil {
 			keep = defaultKeepaliveEvents
@@ -167,12 +173,32 @@ func (w *streamWatch) watchResponse(resp *http.Response) {
 	}
 }
 
-// counts reports whether the chunk p of the body brought data that counts.
+// encoded reports whether h gives a Content-Encoding other than identity.
+func encoded(h http.Header) bool {
+	for _, ce := range h["Content-Encoding"] {
+		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+			return true
+		}
+	}
+	return false
+}
+
+// counts reports whether the chunk p of the body brought data that counts:
+// for an event stream, the end of an event that counts, or data of a large
+// event or its end.
 func (w *streamWatch) counts(p []byte) bool {
 	if w.sse != nil {
-		return w.sse.scan(p) > 0
+		return w.sse.scan(p) > 0 || w.sse.largeRead
 	}
 	return len(p) > 0
+}
+
+// keepalives returns how many of the n bytes read ahead are keepalives.
+func (w *streamWatch) keepalives(n int) int {
+	if w.sse != nil {
+		return n - w.sse.dataLen // data of the event being read
+	}
+	return n
 }
 
 // readFirst reads body until the first byte that counts, its end or an
@@ -212,7 +238,7 @@ func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eo
 				return nil, false, w.cause()
 			}
 			return prefix, false, nil
-		case len(prefix) > maxPrefix:
+		case w.keepalives(len(prefix)) > maxPrefix:
 			return nil, false, errTooManyKeepalives
 		}
 	}

@@ -62,29 +62,29 @@ type Transport struct {
 
 	// FirstByteTimeout, if > 0, bounds each attempt's wait from sending the
 	// request to the first byte of the response body (to the headers, for a
-	// response without a body); for a text/event-stream response, to the
-	// end of its first event that is not a keepalive. RoundTrip hands the
-	// response over only once that byte is in, so a late first byte is the
-	// attempt's failure ([ErrFirstByteTimeout]), counted by a breaker and
-	// retried when the request may be. Zero means no such timeout; a
-	// request may set its own with [WithStreamTimeouts]. It must not be
-	// negative.
+	// response without a body); for a text/event-stream response that is
+	// not encoded, to its first event that counts (see the package
+	// documentation). RoundTrip hands the response over only once that
+	// byte is in, so a late first byte is the attempt's failure
+	// ([ErrFirstByteTimeout]), counted by a breaker and retried when the
+	// request may be. Zero means no such timeout; a request may set its own
+	// with [WithStreamTimeouts]. It must not be negative.
 	FirstByteTimeout time.Duration
 
 	// IdleTimeout, if > 0, bounds how long a Read of a response body handed
 	// over waits for data: the timer runs only while a Read waits (a slow
 	// reader is not a stalled stream), and for a text/event-stream response
-	// only events that are not keepalives restart it. When it fires, that
-	// Read fails with [ErrIdleTimeout], and the call ends as a failure,
-	// counted by a breaker and never retried. Zero means no such timeout; a
-	// request may set its own with [WithStreamTimeouts]. It must not be
-	// negative.
+	// that is not encoded only events that count restart it (see the
+	// package documentation). When it fires, that Read fails with
+	// [ErrIdleTimeout], and the call ends as a failure, counted by a
+	// breaker and never retried. Zero means no such timeout; a request may
+	// set its own with [WithStreamTimeouts]. It must not be negative.
 	IdleTimeout time.Duration
 
 	// KeepaliveEvents are the event types of a text/event-stream response
 	// that neither FirstByteTimeout nor IdleTimeout counts, as they do not
-	// count comment lines. Nil means ["ping"] (Anthropic's keepalive); an
-	// empty slice, none.
+	// count comment lines, unless the event has more than 4 KiB of data.
+	// Nil means ["ping"] (Anthropic's keepalive); an empty slice, none.
 	KeepaliveEvents []string
 
 	// Name names the Transport in its errors and telemetry (the
@@ -110,9 +110,9 @@ type Transport struct {
 // error the call ended with. When the retries end on a failure status, it
 // returns that last response with a nil error, as [http.DefaultTransport]
 // would have, or, if req's context is done, the context's error. The
-// response's body holds the policy's resources (a bulkhead
-// slot, the deadline's context, the breaker's verdict) until it is read to
-// EOF or closed: close it, as net/http requires. If the request's context or
+// response's body holds the policy's resources (a bulkhead slot, the
+// deadline's context, the breaker's verdict) until it is read to EOF or
+// closed: close it, as net/http requires. If the request's context or
 // a timeout of the policy ends the stream, the body's Read fails with the
 // error the call ended with (a timeout matches deadline.ErrExceeded), as
 // RoundTrip would have returned it before the headers. With a first byte
