@@ -115,3 +115,18 @@ func TestGzipEventStreamIdle(t *testing.T) {
 		}
 	})
 }
+
+// Content-Encoding identity leaves the body as it is: its keepalives are
+// still told from its events.
+func TestIdentityEventStreamKeepalivesDoNotCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			resp, b := fedResponse(req, 200, "text/event-stream", true, step{0, commentPing}, step{500 * time.Millisecond, anthropicPing})
+			resp.Header.Set("Content-Encoding", "identity")
+			return resp, b, nil
+		}}
+		tr := &httppolicy.Transport{Base: base, FirstByteTimeout: time.Second, Policy: newPipeline(t, compose.Policies{})}
+		_, err := get(t, tr, context.Background())
+		isStreamTimeout(t, err, httppolicy.ErrFirstByteTimeout)
+	})
+}
