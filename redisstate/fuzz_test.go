@@ -62,3 +62,22 @@ func TestForgedMessages(t *testing.T) {
 	failN(rs[0], 1)
 	eventually(t, patience, "a real open after the forged ones", func() bool { return rs[1].State() == breaker.Open })
 }
+
+// TestForgedOpenBoundedByOpenTimeout: a well-formed open that asks for an
+// hour holds a replica for no longer than its own OpenTimeout, after which
+// it is half-open. Polling is off (an hour), so only the message applies.
+func TestForgedOpenBoundedByOpenTimeout(t *testing.T) {
+	s := startRedis(t)
+	const channel = "{watertight:breaker:bounded}:events"
+	r := replicas(t, 1, s.Addr(), redisstate.BreakerConfig{
+		Breaker: breaker.Config{Name: "bounded", OpenTimeout: 200 * time.Millisecond}, PollInterval: time.Hour})[0]
+	pub := newClient(t, s.Addr())
+	eventually(t, patience, "the replica subscribed", func() bool { return numsub(t, pub, channel) == 1 })
+	if err := pub.Publish(context.Background(), channel, "open 1 3600000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, patience, "the message applied", func() bool { return r.State() != breaker.Closed })
+	applied := time.Now()
+	eventually(t, patience, "half-open once the replica's own OpenTimeout has passed", func() bool { return r.State() == breaker.HalfOpen })
+	t.Logf("half-open %v after the message was applied (OpenTimeout 200ms)", time.Since(applied))
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/watertight/watertight/redisstate"
 	"github.com/watertight/watertight/redisstate/internal/redistest"
@@ -105,4 +107,33 @@ func rd(c redis.UniversalClient) redisstate.Redis {
 // on Redis never opens and no release is lost to a deadline.
 func patientRedis(c redis.UniversalClient) redisstate.Redis {
 	return redisstate.Redis{Client: c, CallTimeout: patience}
+}
+
+// fallbacks returns the watertight.redis.fallbacks counted by reader.
+func fallbacks(t testing.TB, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == redisstate.MetricFallbacks {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// meter returns a MeterProvider read by the returned reader, shut down
+// when the test ends.
+func meter(t testing.TB) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	return mp, reader
 }

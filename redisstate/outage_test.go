@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/policy"
@@ -384,4 +386,67 @@ func TestSharedBreakerStormConverges(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestSharedBreakerFollowsStateAfterFreeze: a well-formed open published on
+// the breaker's channel holds every replica open (for their OpenTimeout,
+// an hour: longer than the test waits), then Redis freezes until every
+// replica's round trips have failed. Once Redis answers again, the
+// replicas follow the shared state, which is closed: they close, as
+// nothing else in the test could make them.
+func TestSharedBreakerFollowsStateAfterFreeze(t *testing.T) {
+	s := startRedis(t)
+	const channel = "{watertight:breaker:follow}:events"
+	var rs []*redisstate.SharedBreaker
+	var readers []*sdkmetric.ManualReader
+	for range 3 {
+		mp, reader := meter(t)
+		readers = append(readers, reader)
+		rs = append(rs, newShared(t, redisstate.BreakerConfig{
+			Breaker: breaker.Config{Name: "follow", OpenTimeout: time.Hour, MeterProvider: mp},
+			// A round trip gives up on the frozen Redis, not on a loaded
+			// machine's.
+			Redis:        redisstate.Redis{Client: newClient(t, s.Addr()), CallTimeout: 100 * time.Millisecond, RetryAfter: 100 * time.Millisecond},
+			PollInterval: 50 * time.Millisecond,
+		}))
+	}
+	pub := newClient(t, s.Addr())
+	eventually(t, patience, "every replica subscribed", func() bool { return numsub(t, pub, channel) == 3 })
+	all := func(st breaker.State) bool {
+		for _, r := range rs {
+			if r.State() != st {
+				return false
+			}
+		}
+		return true
+	}
+	// A poll between the message and the freeze finds the shared state
+	// closed and closes its replica: then thaw, and again.
+	for {
+		base := make([]int64, len(readers))
+		for i, r := range readers {
+			base[i] = fallbacks(t, r)
+		}
+		if err := pub.Publish(context.Background(), channel, "open 1 3600000").Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.Freeze()
+		time.Sleep(300 * time.Millisecond)
+		eventually(t, patience, "every replica's round trips fail", func() bool {
+			for i, r := range readers {
+				if fallbacks(t, r) == base[i] {
+					return false
+				}
+			}
+			return true
+		})
+		if all(breaker.Open) {
+			break
+		}
+		s.Thaw()
+	}
+	s.Thaw()
+	thawed := time.Now()
+	eventually(t, patience, "every replica follows the closed shared state", func() bool { return all(breaker.Closed) })
+	t.Logf("every replica closed %v after Redis was thawed", time.Since(thawed))
 }

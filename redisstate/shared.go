@@ -32,11 +32,24 @@ import (
 // its probe runs, so that a replica without calls does not hold it.
 //
 // While Redis cannot be asked, each replica runs on its local breaker
-// alone (a trip opens it locally, and it probes for itself); when Redis
-// answers again, the replicas follow the shared state again. Build one with
-// [NewSharedBreaker] and stop it with [SharedBreaker.Close]; the zero
-// value is not usable. A SharedBreaker is safe for concurrent use by
-// multiple goroutines.
+// alone (a trip opens it locally, and it probes for itself). From its
+// first poll that Redis answers again, each replica follows the shared
+// state: if it is closed, a hold the replica still had for a shared open
+// period ends; if it is open, the replica holds for the time that remains.
+// A trip of the replica's own while Redis could not be asked is reported
+// then, if it still stands.
+//
+// The breaker's channel ({watertight:breaker:<Name>}:events) and keys
+// belong to its replicas: only their scripts should publish and write
+// there, and Redis ACLs should keep other clients out. A replica cannot
+// tell who published a message and applies any well-formed one at once;
+// it holds an open for no longer than its own OpenTimeout, and its next
+// poll that Redis answers undoes an open or a close that the shared state
+// does not have.
+//
+// Build one with [NewSharedBreaker] and stop it with
+// [SharedBreaker.Close]; the zero value is not usable. A SharedBreaker is
+// safe for concurrent use by multiple goroutines.
 type SharedBreaker struct {
 	br       *breaker.Breaker
 	conn     *conn
@@ -49,11 +62,17 @@ type SharedBreaker struct {
 	graceMS  string
 	leaseMS  string
 	poll     time.Duration
+	maxOpen  time.Duration // the longest open applied: the local OpenTimeout
 	fallback *fallbackRecord
 
 	// active: the local breaker is held by shared open period gen, rather
 	// than by its own trip; prober: this replica holds gen's probe lease.
+	// held: the local breaker is still in the hold applied for gen, which
+	// a failed round trip does not end (it clears active, so that the
+	// replica probes for itself); the local breaker's own trip or probe
+	// outcome does, and so does the shared state once Redis answers.
 	active atomic.Bool
+	held   atomic.Bool
 	prober atomic.Bool
 	gen    atomic.Int64
 	// wanted: a call asked the gate since the last poll; probes: calls
@@ -125,6 +144,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 		graceMS:  ms(open + 2*lease),
 		leaseMS:  ms(lease),
 		poll:     poll,
+		maxOpen:  open,
 		fallback: newFallbackRecord(in.Meter, KindSharedBreaker, cfg.Breaker.Name, "local"),
 		events:   make(chan report, 64),
 		stop:     make(chan struct{}),
@@ -231,6 +251,11 @@ func (s *SharedBreaker) gate(context.Context) bool {
 // worker. It runs on the goroutine that delivers the change (usually a
 // caller's): it never blocks and never talks to Redis.
 func (s *SharedBreaker) onStateChange(from, to breaker.State) {
+	if !s.active.Load() && to != breaker.HalfOpen {
+		// The local breaker decided alone (a trip, or the outcome of its
+		// own probe): it is no longer in the hold of a shared period.
+		s.held.Store(false)
+	}
 	var r report
 	switch {
 	case from == breaker.HalfOpen && s.active.Load() && s.prober.Load() && (to == breaker.Open || to == breaker.Closed):
@@ -304,7 +329,8 @@ func parseMessage(p string) (open bool, gen int64, remaining time.Duration, ok b
 }
 
 // applyOpen holds the local breaker for open period gen, remaining from
-// now (<= 0: half-open), unless it already is.
+// now (<= 0: half-open) but no longer than the local OpenTimeout, unless
+// it already is.
 func (s *SharedBreaker) applyOpen(gen int64, remaining time.Duration) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -313,18 +339,21 @@ func (s *SharedBreaker) applyOpen(gen int64, remaining time.Duration) {
 	}
 	s.prober.Store(false)
 	s.gen.Store(gen)
+	s.held.Store(true)
 	s.active.Store(true) // before OpenUntil: its change is not a trip to report
-	s.br.OpenUntil(time.Now().Add(remaining))
+	s.br.OpenUntil(time.Now().Add(min(remaining, s.maxOpen)))
 }
 
-// applyClosed closes the local breaker if it is held by open period gen.
+// applyClosed closes the local breaker if it is held for open period gen,
+// also when a failed round trip has let it probe for itself since.
 func (s *SharedBreaker) applyClosed(gen int64) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if !s.active.Load() || s.gen.Load() != gen {
+	if s.gen.Load() != gen || !s.active.Load() && !s.held.Load() {
 		return
 	}
 	s.active.Store(false)
+	s.held.Store(false)
 	s.prober.Store(false)
 	s.br.Reset()
 }
@@ -429,7 +458,7 @@ func (s *SharedBreaker) pollOnce() {
 		return
 	}
 	if gen == 0 {
-		if s.active.Load() {
+		if s.active.Load() || s.held.Load() {
 			s.applyClosed(s.gen.Load())
 		}
 		return
@@ -492,6 +521,7 @@ func (s *SharedBreaker) Close() error {
 		}
 		s.applyMu.Lock()
 		s.active.Store(false)
+		s.held.Store(false)
 		s.prober.Store(false)
 		s.applyMu.Unlock()
 		s.br.Close()

@@ -24,7 +24,8 @@ const (
 // [NewSharedBreaker].
 type BreakerConfig struct {
 	// Breaker configures the local breaker every call goes through: its
-	// trip rules, OpenTimeout (also the length of a shared open period),
+	// trip rules, OpenTimeout (also the length of a shared open period
+	// this replica starts, and the longest it holds one it is told of),
 	// HalfOpenRequests, IsFailure, telemetry and hooks. Breaker.Name must
 	// not be empty: it also names the shared state in Redis, so every
 	// replica of one breaker must use the same Name. Breaker.OnStateChange
