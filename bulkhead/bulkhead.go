@@ -63,8 +63,9 @@ var _ policy.Concurrent = (*Bulkhead)(nil)
 // Execute runs fn once it holds a slot, and frees the slot when fn returns,
 // panics or calls runtime.Goexit. It returns fn's error unchanged; a
 // rejection (errors.Is ErrFull and policy.ErrRejected) if the bulkhead and
-// its queue are full or the call waited Config.MaxWait in vain; or ctx.Err()
-// if ctx is done on entry or while waiting, in which case fn is not run.
+// its queue are full, the call waited Config.MaxWait in vain, or a
+// Deadline's timer ended its wait; or ctx.Err() if the caller's ctx is done
+// on entry or while waiting, in which case fn is not run.
 // Execute panics if ctx or fn is nil.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	// The two phases compose runs (enter, exit), written out so that the

@@ -15,7 +15,14 @@
 //	slot free, or given one while waiting   fn's error, unchanged             -
 //	queue full (or MaxQueue 0) and no slot  rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
-//	ctx done on entry or while waiting      ctx.Err(); fn not run             not counted: not a rejection
+//	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	or while waiting
+//	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
+//	while waiting
+//
+// A call that never ran fn ends as a rejection or as the caller's ctx
+// error, never as a timeout: a Deadline's timer (the ctx's cause matches
+// deadline.ErrExceeded) ending the wait is this bulkhead's rejection.
 //
 // A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is, and
 // is a *[policy.RejectedError] with Kind "bulkhead", the Config.Name and the

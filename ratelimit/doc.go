@@ -108,7 +108,9 @@
 //	  next timed release past the deadline or
 //	  MaxHold
 //	behind the gate past the deadline or MaxHold    rejected, as above
-//	ctx is done during the wait                     ctx.Err(); fn does not run
+//	a Deadline's timer ends ctx during the wait     rejected, as above (fn never ran: not a
+//	                                                timeout)
+//	the caller's ctx is done during the wait        ctx.Err(); fn does not run
 //
 // A rejection is counted in watertight.rejections (watertight.policy.kind
 // "ratelimit", with watertight.rejection.reason) and adds a

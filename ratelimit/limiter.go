@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
@@ -333,8 +334,9 @@ func (l *Limiter) broadcastLocked() {
 // Execute runs fn once the attempt is admitted (see the package
 // documentation) and returns fn's error; or a rejection (errors.Is
 // ErrLimited and policy.ErrRejected) if the wait would outlast the
-// deadline of ctx or Config.MaxWait; or ctx.Err() if ctx ends during the
-// wait; fn then does not run. A throttled error of fn's with a RetryAfter
+// deadline of ctx or Config.MaxWait, or if a Deadline's timer ends ctx
+// during the wait; or ctx.Err() if the caller's ctx ends during the wait;
+// fn then does not run. A throttled error of fn's with a RetryAfter
 // feeds the hold, and comes back wrapped so that its RetryAfter reads 0
 // (see "No double wait"). It panics if ctx or fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
@@ -421,10 +423,10 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	l.mu.Unlock()
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
-		if hold >= rateWait {
-			return nil, l.reject(ctx, l.throttled)
+		if rateWait > 0 && rateWait > hold {
+			return nil, l.reject(ctx, l.rated)
 		}
-		return nil, l.reject(ctx, l.rated)
+		return nil, l.reject(ctx, l.throttled)
 	} else if w > 0 {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.AddEvent(eventHold, trace.WithAttributes(append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))...))
@@ -436,7 +438,10 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			t.Stop()
 		}
 	}()
-	sleep := func(d time.Duration, wake <-chan struct{}) (woken bool, err error) {
+	// sleep waits d, or until wake is closed. A wait that a Deadline's
+	// timer ends is the Limiter's rejection rej: fn never ran, so the call
+	// must not end as a timeout (the caller's own end stays ctx.Err()).
+	sleep := func(d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) (woken bool, err error) {
 		if t == nil {
 			t = time.NewTimer(d)
 		} else {
@@ -444,6 +449,9 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+				return false, l.reject(ctx, rej)
+			}
 			return false, ctx.Err()
 		case <-wake:
 			return true, nil
@@ -452,7 +460,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 	}
 	if rateWait > 0 {
-		if _, err := sleep(rateWait, nil); err != nil {
+		if _, err := sleep(rateWait, nil, l.rated); err != nil {
 			cancel(time.Now(), req, tok)
 			return nil, err
 		}
@@ -475,7 +483,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			// a little).
 			l.waiters++
 			l.mu.Unlock()
-			_, err := sleep(hold, nil)
+			_, err := sleep(hold, nil, l.throttled)
 			l.mu.Lock()
 			l.waiters--
 			l.mu.Unlock()
@@ -522,7 +530,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		wake := l.changed
 		l.waiters++
 		l.mu.Unlock()
-		_, err := sleep(max(release.Sub(now), 0), wake)
+		_, err := sleep(max(release.Sub(now), 0), wake, l.throttled)
 		l.mu.Lock()
 		l.waiters--
 		l.mu.Unlock()

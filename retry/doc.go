@@ -123,7 +123,11 @@
 //	                                                                                      or "budget", Kind "hedge"
 //
 // and the caller's context ending stops the call at once, with an error
-// matching ctx.Err() (and the latest failure, if any). While another
+// matching ctx.Err() (and the latest failure, if any). A Deadline's timer
+// ending it (its cause matches deadline.ErrExceeded) stops new hedges, and
+// the call ends as the attempts running report, as a Deadline waits for
+// fn: an attempt held by a policy below until then ends as that policy's
+// rejection, never as a timeout. While another
 // attempt holds the claim (policy.Claim: its result is being published),
 // no hedge starts and a failure decides nothing yet: a refusal stops
 // further hedges, and the first failure marked Permanent or refused by

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
@@ -287,6 +288,7 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 		launch(afterFailure)
 		return true
 	}
+	done := ctx.Done()
 	for {
 		select {
 		case r := <-c.results:
@@ -337,6 +339,9 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 				rejection, stopped = r.err, true
 			case ctx.Err() != nil:
 				end()
+				if last != nil && !errors.Is(r.err, Unmark(last)) {
+					return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, Unmark(r.err), lastN, Unmark(last))
+				}
 				return Unmark(r.err)
 			case isPermanent(r.err):
 				end()
@@ -360,12 +365,20 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 			if next(false) {
 				arm()
 			}
-		case <-ctx.Done():
-			end()
-			if last != nil {
-				return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, ctx.Err(), lastN, Unmark(last))
+		case <-done:
+			if !errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+				// The caller gave up: stop at once.
+				end()
+				if last != nil {
+					return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, ctx.Err(), lastN, Unmark(last))
+				}
+				return ctx.Err()
 			}
-			return ctx.Err()
+			// A Deadline's timer: no more hedges, and the call ends as the
+			// attempts running report (the rules above), as a Deadline
+			// waits for fn. One refused before fn ran stays a rejection.
+			done, tick = nil, nil
+			stopped = true
 		}
 	}
 }

@@ -2,10 +2,13 @@ package slots
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/watertight/watertight/deadline"
 )
 
 // Outcome is how [Slots.Acquire] ended.
@@ -15,13 +18,15 @@ const (
 	// Admitted: the caller holds a slot and must call [Slots.Release]
 	// exactly once.
 	Admitted Outcome = iota
-	// CtxDone: ctx was done on entry or while waiting; the error is
-	// ctx.Err() and no slot is held. It is not a rejection.
+	// CtxDone: ctx was done on entry or while waiting, not by a Deadline's
+	// timer; the error is ctx.Err() and no slot is held. It is not a
+	// rejection.
 	CtxDone
 	// RejectedFull: every slot was taken and the queue was full.
 	RejectedFull
 	// RejectedWaitTimeout: the caller waited MaxWait without being given a
-	// slot.
+	// slot, or a Deadline's timer (its ctx's cause matches
+	// deadline.ErrExceeded) ended the wait.
 	RejectedWaitTimeout
 )
 
@@ -101,8 +106,8 @@ func (s *Slots) SetLimit(n int) {
 // nothing. The error is ctx.Err() with [CtxDone], nil otherwise.
 func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 	// Atomic loads for the common contexts: cheap enough to pay every call.
-	if err := ctx.Err(); err != nil {
-		return CtxDone, err
+	if ctx.Err() != nil {
+		return ended(ctx)
 	}
 	// Fast path: nobody waits and a slot is free. Once someone waits, every
 	// newcomer goes through mu and queues behind them: no queue jumping.
@@ -165,7 +170,7 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 	case <-w.ready:
 	case <-done:
 		s.abandon(w)
-		return CtxDone, ctx.Err()
+		return ended(ctx)
 	case <-expired:
 		if !s.expire(w) {
 			return RejectedWaitTimeout, nil
@@ -177,10 +182,20 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 	select {
 	case <-done:
 		s.Release()
-		return CtxDone, ctx.Err()
+		return ended(ctx)
 	default:
 		return Admitted, nil
 	}
+}
+
+// ended is the outcome of an Acquire whose ctx is done. When a Deadline's
+// timer, not the caller, ended it, the call never ran: it is a rejection
+// of this wait, not a timeout.
+func ended(ctx context.Context) (Outcome, error) {
+	if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+		return RejectedWaitTimeout, nil
+	}
+	return CtxDone, ctx.Err()
 }
 
 // abandon takes w out of the queue after its ctx ended. A release may have

@@ -1,0 +1,203 @@
+package watertight_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
+)
+
+var errDependency = errors.New("dependency failed")
+
+// throttledErr is a 429 with a Retry-After, as httppolicy reports one.
+type throttledErr struct{ after time.Duration }
+
+func (e throttledErr) Error() string             { return "throttled" }
+func (e throttledErr) Is(target error) bool      { return target == policy.ErrThrottled }
+func (e throttledErr) RetryAfter() time.Duration { return e.after }
+
+// row is one row of the README's outcome table.
+type row string
+
+const (
+	rowSuccess   row = "success"
+	rowRejected  row = "rejected (fn never ran)"
+	rowDeadline  row = "our deadline fired"
+	rowExhausted row = "retry gave up"
+	rowCallers   row = "caller's ctx error"
+	rowFnError   row = "fn's error"
+)
+
+// rowsOf returns every row whose description err matches. callerDone says
+// whether the caller's own ctx had ended.
+func rowsOf(err error, callerDone bool) []row {
+	if err == nil {
+		return []row{rowSuccess}
+	}
+	var rows []row
+	rejected := errors.Is(err, policy.ErrRejected)
+	exceeded := errors.Is(err, deadline.ErrExceeded)
+	exhausted := errors.Is(err, retry.ErrExhausted)
+	ctxErr := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if rejected {
+		rows = append(rows, rowRejected)
+	}
+	if exceeded && !exhausted {
+		rows = append(rows, rowDeadline)
+	}
+	if exhausted {
+		rows = append(rows, rowExhausted)
+	}
+	if ctxErr && !exceeded && !exhausted {
+		if callerDone {
+			rows = append(rows, rowCallers)
+		} else {
+			rows = append(rows, "ctx error while the caller's ctx was live")
+		}
+	}
+	if !rejected && !exceeded && !exhausted && !ctxErr {
+		rows = append(rows, rowFnError)
+	}
+	return rows
+}
+
+// stormRows runs calls through p from 24 goroutines: fn succeeds, fails,
+// is throttled with a short Retry-After, or hangs until its ctx ends, and
+// a third of the callers give up early. It checks that every call matches
+// exactly one row, that a rejection means fn never ran in the call, and
+// that "our deadline fired" means it did; it returns the count per row.
+func stormRows(t *testing.T, p policy.Policy, calls int) map[row]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[row]int{}
+	bad := map[string]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 24 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(calls) {
+				ctx, cancel := context.WithCancel(context.Background())
+				if rand.IntN(3) == 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rand.IntN(3000))*time.Microsecond)
+				}
+				var ran atomic.Bool
+				err := p.Execute(ctx, func(ctx context.Context) error {
+					ran.Store(true)
+					switch rand.IntN(10) {
+					case 0, 1:
+						return errDependency
+					case 2:
+						return throttledErr{after: time.Duration(1+rand.IntN(2000)) * time.Microsecond}
+					case 3:
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					return nil
+				})
+				callerDone := ctx.Err() != nil
+				cancel()
+				rows := rowsOf(err, callerDone)
+				mu.Lock()
+				switch {
+				case len(rows) != 1:
+					bad[fmt.Sprintf("%v: %v", rows, err)]++
+				case rows[0] == rowRejected && ran.Load() && !errors.Is(err, retry.ErrExhausted):
+					bad[fmt.Sprintf("rejected after fn ran: %v", err)]++
+				case rows[0] == rowDeadline && !ran.Load():
+					bad[fmt.Sprintf("deadline.ErrExceeded though fn never ran: %v", err)]++
+				default:
+					counts[rows[0]]++
+					var rej *policy.RejectedError
+					if errors.As(err, &rej) {
+						counts[row(rej.Kind+"/"+rej.Reason)]++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		var keys []string
+		for k := range bad {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i == 10 {
+				t.Errorf("... and %d more kinds", len(keys)-10)
+				break
+			}
+			t.Errorf("%d calls: %s", bad[k], k)
+		}
+	}
+	return counts
+}
+
+// TestEveryCallMatchesOneRow storms pipelines with every slot (RateLimit
+// holds, whole-call and attempt deadlines, a breaker, callers that give
+// up), with a Retry and with a Hedge in the Retry slot, and checks that
+// every call ends in exactly one row of the outcome table.
+func TestEveryCallMatchesOneRow(t *testing.T) {
+	calls := 100_000
+	if testing.Short() {
+		calls = 10_000
+	}
+	repeaters := map[string]func(t *testing.T) policy.Policy{
+		"retry": func(t *testing.T) policy.Policy {
+			r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: 100 * time.Microsecond, MaxInterval: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		},
+		"hedge": func(t *testing.T) policy.Policy {
+			h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 2, Delay: 300 * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		},
+	}
+	for name, repeater := range repeaters {
+		t.Run(name, func(t *testing.T) {
+			bh, err := bulkhead.New(bulkhead.Config{Limit: 16, MaxQueue: 16, MaxWait: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bh.Close()
+			dl, _ := deadline.New(deadline.Config{Timeout: 2 * time.Millisecond})
+			rl, err := ratelimit.New(ratelimit.Config{MaxWait: 2 * time.Millisecond, MaxHold: 2 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			br, err := breaker.New(breaker.Config{ConsecutiveFailures: 20, OpenTimeout: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer br.Close()
+			at, _ := deadline.New(deadline.Config{Timeout: time.Millisecond})
+			p, err := compose.New("rows", compose.Policies{
+				Bulkhead: bh, Deadline: dl, Retry: repeater(t), RateLimit: rl, Breaker: br, Attempt: at,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts := stormRows(t, p, calls)
+			t.Logf("%s: %v", name, counts)
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/ratelimit"
+)
+
+// TestWaitEndedByDeadlineIsRejection checks that an attempt held by the
+// Limiter whose ctx a Deadline's timer ends (its cause matches
+// deadline.ErrExceeded) never ran fn, so it is the Limiter's rejection,
+// with the reason of the wait it was in, and not a timeout.
+func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
+	waits := []struct {
+		name, reason string
+		cfg          ratelimit.Config
+		prepare      func(l *ratelimit.Limiter)
+	}{
+		{"hold", ratelimit.ReasonThrottled, ratelimit.Config{}, func(l *ratelimit.Limiter) {
+			l.Observe(resp(429, "Retry-After", "10"))
+		}},
+		{"rate", ratelimit.ReasonRate, ratelimit.Config{RequestsPerSecond: 0.1, Burst: 1}, func(l *ratelimit.Limiter) {
+			l.Execute(context.Background(), ok)
+		}},
+	}
+	for _, w := range waits {
+		t.Run(w.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := newLimiter(t, w.cfg)
+				w.prepare(l)
+				// A ctx ended as a Deadline's timer ends it, and whose
+				// deadline the Limiter cannot see in advance.
+				ctx, cancel := context.WithCancelCause(context.Background())
+				time.AfterFunc(time.Second, func() { cancel(deadline.ErrExceeded) })
+				err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
+				checkRejection(t, err, w.reason)
+				if errors.Is(err, deadline.ErrExceeded) || errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("err = %v matches a timeout", err)
+				}
+			})
+		})
+	}
+}
+
+// TestWaitEndedByCallerIsCtxErr checks the caller's side: a wait that the
+// caller's own deadline ends returns ctx.Err(), not a rejection.
+func TestWaitEndedByCallerIsCtxErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(429, "Retry-After", "10"))
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(time.Second, func() { cancel(context.DeadlineExceeded) })
+		err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
+		if !errors.Is(err, context.Canceled) || errors.Is(err, policy.ErrRejected) {
+			t.Errorf("err = %v, want ctx.Err()", err)
+		}
+	})
+}
