@@ -62,3 +62,17 @@ func TestWaitEndedByCallerIsCtxErr(t *testing.T) {
 		}
 	})
 }
+
+// TestNoRateNoRateReason checks that a Limiter with no client-side rate
+// never rejects with reason "rate": an attempt whose deadline has come,
+// behind the gate after a hold has ended, is rejected as throttled.
+func TestNoRateNoRateReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t, ratelimit.Config{})
+		l.Observe(resp(429, "Retry-After", "1"))
+		time.Sleep(2 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+		defer cancel()
+		checkRejection(t, l.Execute(ctx, ok), ratelimit.ReasonThrottled)
+	})
+}
