@@ -222,8 +222,10 @@
 // starts no attempt in its place and none on its delay while the winner
 // streams. An attempt that completed with a failure (a 5xx, a broken
 // connection) while another had won returns that failure, without a
-// retry.Permanent marker, so that a breaker counts it but the call stays
-// the winner's. An attempt the hedge starts as the call ends (the caller
+// retry.Permanent marker, so that the call stays the winner's. A breaker
+// below the hedge counts it only if it ended before its context was
+// canceled: once canceled (cause retry.ErrHedgeLost), an attempt is
+// excluded whatever it returns. An attempt the hedge starts as the call ends (the caller
 // canceling as its delay fires) returns its context's error. A panic in
 // an attempt that has lost (Transport.Signals on a late response, a base
 // transport) is reported to otel.Handle, with the value and the stack of
