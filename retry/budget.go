@@ -94,15 +94,33 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // an [*ExhaustedError] whose Reason is [ReasonBudget].
 //
 // The model is Finagle's RetryBudget with exponential decay in place of its
-// ring of buckets: deposits fade with time constant Window, and MinPerSecond
-// retries a second are granted on top (a reserve of Window x MinPerSecond,
-// which is where a new Budget starts). Under steady traffic of λ calls per
+// ring of buckets. At time t the balance is
+//
+//	Window x MinPerSecond
+//	+ Ratio x e^(-(t-ti)/Window)  for each deposit, made at ti
+//	- e^(-(t-tj)/Window)          for each retry granted, at tj
+//
+// so deposits fade with time constant Window, and the reserve of
+// Window x MinPerSecond retries, where a new Budget starts, refills at up
+// to MinPerSecond retries a second. Under steady traffic of λ calls per
 // second and no retries, the balance settles at (Ratio x λ + MinPerSecond)
 // x Window, the retries Finagle's window would allow; when everything
 // fails, retries settle at Ratio x λ + MinPerSecond a second, so attempts
-// per call at 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. The
-// balance never goes negative: a retry is granted only when a whole one is
-// there to withdraw.
+// per call at 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry
+// is granted only when the balance holds a whole one, so the balance never
+// goes negative.
+//
+// A deposit counts as made at the last update of the balance before it.
+// The balance is updated when a retry asks, and by the first deposit of
+// each tick: the first on a new Budget, and then the first a tick or more
+// after the previous deposit that updated it (a timer marks the tick). A
+// tick is Window/64, but at least 1ms and at most 1s. So each deposit
+// counts as made at most one tick early, whenever the reads come: the
+// balance is never more than the formula gives (up to rounding), and never
+// less than the formula gives with each deposit worth
+// Ratio x e^(-tick/Window) (0.98 x Ratio for windows of 64ms to 64s). A
+// process too busy to run its timers on time counts deposits earlier
+// still, so it grants fewer retries, never more.
 //
 // Beside the others (see the package documentation): Envoy's retry_budget
 // (20% of active requests, at least 3 retries at once) and failsafe-go's
@@ -113,17 +131,20 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // success, no retries below half) counts failures rather than calls.
 //
 // Cost: [Budget.Deposit], which a Retry runs once per call (as its first
-// attempt starts), reads no clock and makes one atomic update: on one
-// shared counter while deposits do not collide, and, once two have
-// collided (several cores depositing at once), on a counter of the
-// calling processor's, one of a few padded stripes, so that cores do not
-// contend for one word (Java's LongAdder does the same). The counters are
-// summed, and the decay and the floor applied, only when a retry asks
-// ([Budget.TryWithdraw]), under a mutex held for a few arithmetic
-// operations and never while fn runs.
+// attempt starts), makes one atomic update: on one shared counter while
+// deposits do not collide, and, once two have collided (several cores
+// depositing at once), on a counter of the calling processor's, one of a
+// few padded stripes, so that cores do not contend for one word (Java's
+// LongAdder does the same). The counters are summed, and the decay and
+// the floor applied, when a retry asks ([Budget.TryWithdraw]) and at the
+// first deposit of each tick, under a mutex held for a few arithmetic
+// operations and never while fn runs. The timer runs only while calls
+// deposit, and its function sets one flag.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
-// safe for concurrent use by multiple goroutines.
+// safe for concurrent use by multiple goroutines. In a test with
+// testing/synctest, build a Budget in the bubble that uses it: its clock
+// and timer are the bubble's.
 type Budget struct {
 	// base counts deposits until two collide; the stripes count them
 	// after. They are the only words the success path writes, each on
@@ -132,15 +153,19 @@ type Budget struct {
 	// one. base + the stripes' sum is the calls made.
 	base budgetStripe
 	// striped is set, once and for good, by the first deposit that
-	// collided with another on base. It shares a line with the fields
-	// below, which the success path only reads.
+	// collided with another on base. idle is set when the timer marks a
+	// tick, and cleared by the next deposit. They share a line with the
+	// fields below, which the success path only reads.
 	striped atomic.Bool
+	idle    atomic.Bool
 	stripes []budgetStripe
 	mask    uint32 // len(stripes) - 1: a power of two
 
 	s       budgetSettings
 	start   time.Time // monotonic origin of at
 	reserve float64   // window x floor, in retries
+	tick    time.Duration
+	timer   *time.Timer // runs onTick a tick after the first deposit of a tick
 
 	mu      sync.Mutex
 	balance float64 // retries that may be withdrawn, as of at; never < 0
@@ -196,18 +221,30 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		s:       s,
 		start:   time.Now(),
 		reserve: min(s.window.Seconds()*s.floor, budgetMaxBalance),
+		tick:    min(max(s.window/budgetTicks, time.Millisecond), time.Second),
 	}
 	b.balance = b.reserve
+	b.idle.Store(true)
+	b.timer = time.AfterFunc(b.tick, b.onTick)
+	b.timer.Stop()
 	return b, nil
 }
+
+// budgetTicks is the ticks a Budget's timer marks per Window, while calls
+// deposit.
+const budgetTicks = 64
 
 // Deposit records one call, which pays for Ratio of a retry. A [Retry]
 // with this Budget calls it as each call's first attempt starts; call it
 // yourself for calls made outside a Retry that should pay for retries (an
-// SDK's own retry loop drawing on the same Budget, say). It reads no clock
-// and takes no lock: one atomic update of a counter (see [Budget] for
-// which).
+// SDK's own retry loop drawing on the same Budget, say). It makes one
+// atomic update of a counter (see [Budget] for which). It reads no clock
+// and takes no lock, except as the first deposit of a tick, when it
+// brings the balance up to date first.
 func (b *Budget) Deposit() {
+	if b.idle.Load() {
+		b.wake()
+	}
 	if !b.striped.Load() {
 		if v := b.base.n.Load(); b.base.n.CompareAndSwap(v, v+1) {
 			return
@@ -231,15 +268,30 @@ func (b *Budget) calls() int64 {
 	return n
 }
 
+// wake brings the balance up to date and arms the timer to mark the next
+// tick, for the first deposit of a tick.
+func (b *Budget) wake() {
+	b.mu.Lock()
+	if b.idle.Load() {
+		b.update()
+		b.idle.Store(false)
+		b.timer.Reset(b.tick)
+	}
+	b.mu.Unlock()
+}
+
+// onTick is the timer's function: a tick after the last wake, it makes the
+// next deposit wake.
+func (b *Budget) onTick() { b.idle.Store(true) }
+
 // TryWithdraw takes one retry from the balance and returns true, or
 // returns false, leaving the balance unchanged, if less than one retry is
 // available. A [Retry] with this Budget calls it before each retry (each
 // attempt after the first); call it yourself before a retry made outside a
 // Retry, and do not retry if it returns false.
 func (b *Budget) TryWithdraw() bool {
-	now := time.Since(b.start)
 	b.mu.Lock()
-	b.update(now)
+	b.update()
 	ok := b.balance >= 1
 	if ok {
 		b.balance--
@@ -252,9 +304,8 @@ func (b *Budget) TryWithdraw() bool {
 // TryWithdraw calls would succeed in a row if no call deposited meanwhile.
 // It is never negative.
 func (b *Budget) Available() float64 {
-	now := time.Since(b.start)
 	b.mu.Lock()
-	b.update(now)
+	b.update()
 	v := b.balance
 	b.mu.Unlock()
 	return v
@@ -265,25 +316,20 @@ func (b *Budget) Available() float64 {
 // cannot make it infinite, and then NaN once it decays.
 const budgetMaxBalance = 1 << 53
 
-// update brings the balance to now: the old balance decays by
-// exp(-dt/window); the calls deposited since the last update, taken to have
-// arrived evenly over dt, decay on average by (1-exp(-dt/window)) x
-// window/dt; the floor adds floor x window x (1-exp(-dt/window)), which
-// keeps a reserve of floor x window topped up. b.mu must be held.
-func (b *Budget) update(now time.Duration) {
+// update brings the balance to now. The calls deposited since the last
+// update join it as made at that update (b.at), at most a tick before
+// them (see wake); then the balance's distance from the reserve decays by
+// exp(-dt/window), which fades the deposits and the withdrawals and
+// refills the reserve. b.mu must be held: the clock is read under it, so
+// that b.at never goes back.
+func (b *Budget) update() {
+	now := time.Since(b.start)
 	calls := b.calls()
-	fresh := float64(calls-b.seen) * b.s.ratio
+	bal := min(b.balance+float64(calls-b.seen)*b.s.ratio, budgetMaxBalance)
 	b.seen = calls
-	dt := now - b.at
-	if dt <= 0 {
-		// No time has passed (or the clock stood still): deposits count in
-		// full, nothing decays.
-		b.balance = min(b.balance+fresh, budgetMaxBalance)
-		return
+	if dt := now - b.at; dt > 0 {
+		b.at = now
+		bal = b.reserve + (bal-b.reserve)*math.Exp(-float64(dt)/float64(b.s.window))
 	}
-	b.at = now
-	x := float64(dt) / float64(b.s.window)
-	keep := math.Exp(-x)
-	gained := -math.Expm1(-x) // 1 - keep, precise for small x
-	b.balance = min(b.balance*keep+fresh*gained/x+b.reserve*gained, budgetMaxBalance)
+	b.balance = bal
 }

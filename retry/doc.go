@@ -186,7 +186,8 @@
 // (the default schedule lives inside it). With a [Budget], a call that
 // succeeds at once adds one atomic update (its deposit: on a shared
 // counter, or, once deposits from several cores have collided, on a
-// counter of its processor's) and reads no clock;
+// counter of its processor's) and reads no clock, unless it is the first
+// deposit of a tick (see [Budget]), which also holds the budget's mutex;
 // each retry reads the clock and holds the budget's mutex for a few
 // arithmetic operations. Waits use a timer and the context's Done channel,
 // so cancelling the call ends a wait at once; the wait is skipped when it
