@@ -103,17 +103,19 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // so deposits fade with time constant Window, and the reserve of
 // Window x MinPerSecond retries, where a new Budget starts, refills at up
 // to MinPerSecond retries a second. Under steady traffic of λ calls per
-// second and no retries, the balance settles at (Ratio x λ + MinPerSecond)
-// x Window, the retries Finagle's window would allow; when everything
-// fails, retries settle at Ratio x λ + MinPerSecond a second, so attempts
-// per call at 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry
-// is granted only when the balance holds a whole one, so the balance never
-// goes negative.
+// second and no retries, the balance settles at about
+// (Ratio x λ + MinPerSecond) x Window, the retries Finagle's window would
+// allow; when everything fails, retries settle at about
+// Ratio x λ + MinPerSecond a second, so attempts per call at about
+// 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry
+// is granted only when the balance holds a whole one, so the balance
+// never goes negative.
 //
 // A deposit counts as made at the last update of the balance before it.
-// The balance is updated when a retry asks, and by the first deposit of
-// each tick: the first on a new Budget, and then the first a tick or more
-// after the previous deposit that updated it (a timer marks the tick). A
+// The balance is updated when it is read ([Budget.TryWithdraw],
+// [Budget.Available]) and by the first deposit of each tick: the first on
+// a new Budget, and then the first a tick or more after the previous
+// deposit that updated it (a timer marks the tick). A
 // tick is Window/64, but at least 1ms and at most 1s. So each deposit
 // counts as made at most one tick early, whenever the reads come: the
 // balance is never more than the formula gives (up to rounding), and never
