@@ -88,10 +88,10 @@ func TestBudgetDepositsCountAtMostATickEarly(t *testing.T) {
 // for each deposit made at ti, minus e^(-(t-tj)/Window) for each retry
 // granted at tj; a retry is granted when the balance is at least one.
 type budgetModel struct {
-	reserve, ratio float64
-	window         float64 // seconds
-	deposits       []budgetEvent
-	grants         []float64 // times, in seconds
+	reserve  float64
+	window   float64 // seconds
+	deposits []budgetEvent
+	grants   []float64 // times, in seconds
 }
 
 type budgetEvent struct {
@@ -149,8 +149,8 @@ func TestBudgetMatchesFormula(t *testing.T) {
 			}
 			tick := min(max(window/64, time.Millisecond), time.Second)
 			slack := math.Exp(-tick.Seconds() / window.Seconds())
-			upper := &budgetModel{reserve: floor * window.Seconds(), ratio: ratio, window: window.Seconds()}
-			lower := &budgetModel{reserve: upper.reserve, ratio: ratio, window: upper.window}
+			upper := &budgetModel{reserve: floor * window.Seconds(), window: window.Seconds()}
+			lower := &budgetModel{reserve: upper.reserve, window: upper.window}
 			var mine []float64 // the Budget's grants
 			start := time.Now()
 			for range rapid.IntRange(1, 100).Draw(rt, "steps") {
