@@ -30,11 +30,16 @@ import (
 // first. Build one with [NewBudget]; the zero value is not usable. A
 // Budget is safe for concurrent use by multiple goroutines.
 //
-// The limit is best effort across a Redis failover: asynchronous
-// replication can lose the leases taken in the last moments before the
-// primary died, so right after a failover the fleet can run up to twice
-// Limit at once, until those calls end (or their unrenewed leases would
-// have lapsed). While Redis cannot be asked, the [Fallback] mode decides.
+// While Redis answers, every admitted call holds a lease and the limit is
+// exact. A call runs without one when the [Fallback] mode admitted it
+// while Redis could not be asked, or when Redis lost its lease: in a
+// failover (replication is asynchronous), a restart without persistence,
+// or an outage longer than LeaseTTL, in which it lapses. Such calls run on
+// until they end, beside up to Limit calls that hold leases. So the fleet
+// can run up to Limit plus the sum of the shares across an outage with
+// LocalShare, and twice Limit plus that sum after Redis lost leases; with
+// FailClosed, Limit across an outage and twice Limit after a loss; with
+// FailOpen, as many as the local bulkheads let through.
 type Budget struct {
 	name     string
 	conn     *conn
@@ -48,13 +53,13 @@ type Budget struct {
 	mode     Fallback
 	share    int // BudgetConfig.LocalShare; 0: from replicas
 	replica  string
-	keys     []string // leases, replicas
+	keys     []string // leases, replicas, since
 	limitArg string
 
 	seq      atomic.Uint64
 	inflight atomic.Int64 // calls admitted and not yet ended, leased or not
 	waiting  atomic.Int64
-	replicas atomic.Int64 // live replicas Redis last reported; 0: never
+	replicas atomic.Int64 // live replicas Redis reported (see noteReplicas); 0: never
 
 	// ghosts are lease ids whose acquire failed without an answer: Redis
 	// may have run the script (a frozen Redis runs it when it wakes), so
@@ -102,7 +107,7 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		mode:     cfg.Fallback,
 		share:    cfg.LocalShare,
 		replica:  cfg.Replica,
-		keys:     []string{prefix + "leases", prefix + "replicas"},
+		keys:     []string{prefix + "leases", prefix + "replicas", prefix + "replicas:since"},
 		limitArg: strconv.Itoa(cfg.Limit),
 		rejFull:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonFull, bulkhead.ErrFull),
 		rejWait:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonWaitTimeout, bulkhead.ErrFull),
@@ -281,11 +286,24 @@ func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(res) != 2 {
+	if len(res) != 3 {
 		return false, errorf("acquire script returned %v", res)
 	}
-	b.replicas.Store(res[1])
+	b.noteReplicas(res[1], res[2] == 1)
 	return res[0] == 1, nil
+}
+
+// noteReplicas records n, the live replicas Redis counted. A count that is
+// not complete (begun afresh less than a replica TTL ago, when Redis lost
+// its data) may lack replicas that have not called since: it can raise the
+// count kept, not lower it.
+func (b *Budget) noteReplicas(n int64, complete bool) {
+	for {
+		old := b.replicas.Load()
+		if !complete && n <= old || b.replicas.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // onUnavailable applies the fallback to a call Redis could not admit

@@ -25,6 +25,13 @@ const (
 	// or else ceil(Limit / R), R being the number of live replicas Redis
 	// last reported (1, so the whole Limit, if Redis never answered). A
 	// call over the share is rejected with reason "full" at once.
+	//
+	// Redis counts a replica from its first acquire until 3 x LeaseTTL (at
+	// least 30 s) after its last. When Redis loses that count with its
+	// data, it counts afresh, and for as long a replica keeps the larger
+	// of the count it had and the new one. The shares add up to at most
+	// Limit plus one per replica when the count each replica last heard
+	// covers every replica that calls while Redis is away.
 	LocalShare Fallback = iota
 	// FailOpen admits every call: only the local bulkhead, if any, limits.
 	FailOpen
@@ -88,7 +95,7 @@ type BudgetConfig struct {
 
 	// LocalShare is the number of calls this replica may have in flight
 	// under the LocalShare fallback. 0 means ceil(Limit / live replicas),
-	// from what Redis last reported. Negative is invalid.
+	// from what Redis reported (see [LocalShare]). Negative is invalid.
 	LocalShare int
 
 	// Replica identifies this replica in Redis. Empty means a random one.

@@ -14,23 +14,32 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // acquireScript takes a lease if fewer than limit are held.
 //
 //	KEYS[1] leases (ZSET lease id -> expiry), KEYS[2] replicas (ZSET
-//	replica id -> expiry)
+//	replica id -> expiry), KEYS[3] since (when the replicas began to be
+//	counted afresh)
 //	ARGV limit, lease TTL ms, lease id, replica id, replica TTL ms
 //
 // It drops expired leases and replicas, records the replica as alive, and
-// returns {1 if the lease was taken else 0, live replicas}.
+// returns {1 if the lease was taken else 0, live replicas, 1 if the count
+// is complete else 0}. A count begun afresh (Redis lost its data, or every
+// replica had lapsed) is complete once it is a replica TTL old: every
+// replica alive has called since.
 var acquireScript = redis.NewScript(nowMS + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local since = tonumber(redis.call('GET', KEYS[3]))
+if not since or redis.call('ZCARD', KEYS[2]) == 0 then since = now end
+redis.call('SET', KEYS[3], since, 'PX', ARGV[5])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 local r = redis.call('ZCARD', KEYS[2])
+local complete = 0
+if now - since >= tonumber(ARGV[5]) then complete = 1 end
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, r}
+  return {1, r, complete}
 end
-return {0, r}
+return {0, r, complete}
 `)
 
 // renewScript pushes a held lease's expiry to now + TTL; a lease that has
