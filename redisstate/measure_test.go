@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
@@ -308,21 +307,6 @@ func measureOutage(t *testing.T, s *redistest.Server, how string, mode redisstat
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	fallbacks := func() int64 {
-		var rm metricdata.ResourceMetrics
-		reader.Collect(context.Background(), &rm)
-		var n int64
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name == redisstate.MetricFallbacks {
-					for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-						n += dp.Value
-					}
-				}
-			}
-		}
-		return n
-	}
 	var budgets []*redisstate.Budget
 	for range nrep {
 		budgets = append(budgets, newBudget(t, redisstate.BudgetConfig{Name: "m-out", Limit: limit, MaxWait: 5 * time.Millisecond,
@@ -394,7 +378,7 @@ func measureOutage(t *testing.T, s *redistest.Server, how string, mode redisstat
 	mu.Lock()
 	upCalls := calls
 	mu.Unlock()
-	upFallbacks := fallbacks()
+	upFallbacks := fallbacks(t, reader)
 	phase.Store(1)
 	if how == "killed" {
 		s.Kill()

@@ -267,6 +267,41 @@ func TestSharedBreakerOutage(t *testing.T) {
 	}
 }
 
+// stormCall makes one call of TestSharedBreakerStormConverges's storm
+// through r, canceled before it starts or panicking one time in thirty
+// each, to a dependency that fails while sick. It reports whether the
+// call ended as it may: fn's own error, a rejection, or the cancel.
+func stormCall(r *redisstate.SharedBreaker, sick *atomic.Bool) (ok bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	roll := rand.IntN(30)
+	if roll == 0 {
+		cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if p != "storm panic" {
+				panic(p)
+			}
+			ok = true
+		}
+	}()
+	err := r.Execute(ctx, func(ctx context.Context) error {
+		if roll == 1 {
+			panic("storm panic")
+		}
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+		if sick.Load() {
+			return errBoom
+		}
+		return ctx.Err()
+	})
+	if errors.Is(err, breaker.ErrOpen) {
+		time.Sleep(time.Millisecond)
+	}
+	return err == nil || err == errBoom || errors.Is(err, breaker.ErrOpen) || errors.Is(err, context.Canceled)
+}
+
 // TestSharedBreakerStormConverges: four replicas storm a flapping
 // dependency with random panics and cancels while Redis is frozen, thawed,
 // killed and restarted; no call hangs or fails with an error of the
@@ -297,36 +332,10 @@ func TestSharedBreakerStormConverges(t *testing.T) {
 						return
 					default:
 					}
-					ctx, cancel := context.WithCancel(context.Background())
-					roll := rand.IntN(30)
-					if roll == 0 {
-						cancel()
+					calls.Add(1)
+					if !stormCall(r, &sick) {
+						bad.Add(1)
 					}
-					func() {
-						defer func() {
-							if p := recover(); p != nil && p != "storm panic" {
-								panic(p)
-							}
-						}()
-						err := r.Execute(ctx, func(ctx context.Context) error {
-							if roll == 1 {
-								panic("storm panic")
-							}
-							time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
-							if sick.Load() {
-								return errBoom
-							}
-							return ctx.Err()
-						})
-						calls.Add(1)
-						if err != nil && err != errBoom && !errors.Is(err, breaker.ErrOpen) && !errors.Is(err, context.Canceled) {
-							bad.Add(1)
-						}
-						if errors.Is(err, breaker.ErrOpen) {
-							time.Sleep(time.Millisecond)
-						}
-					}()
-					cancel()
 				}
 			})
 		}
