@@ -32,11 +32,12 @@ const (
 // an older node). It answers INFO with its info (or, if info starts with
 // "-", that error reply); as a Redis 4 (info names a 4.x), every script
 // with the error Redis 4 gives a script that writes after TIME; as a
-// later Redis, a two-key script (the budget's acquire) with {1, 1} (a
-// lease taken, one replica), any other script with 1, and other commands
-// with 0. HELLO gets an error, so go-redis speaks RESP2. If hold is set,
-// the first INFO's answer waits until holdFor INFO have come in, or a
-// while (a window in which concurrent callers would each send theirs).
+// later Redis, a three-key script (the budget's acquire) with {1, 1, 1}
+// (a lease taken, one replica, the count complete), any other script with
+// 1, and other commands with 0. HELLO gets an error, so go-redis speaks
+// RESP2. If hold is set, the first INFO's answer waits until holdFor INFO
+// have come in, or a while (a window in which concurrent callers would
+// each send theirs).
 type versionedRedis struct {
 	ln      net.Listener
 	info    atomic.Pointer[string]
@@ -125,8 +126,8 @@ func (f *versionedRedis) serve(c net.Conn) {
 			switch {
 			case old:
 				reply = "-ERR Error running script (call to f_0): @user_script:1: @user_script: 1: Write commands not allowed after non deterministic commands. Call redis.replicate_commands() at the start of your script in order to switch to single commands replication mode.\r\n"
-			case len(args) > 2 && args[2] == "2":
-				reply = "*2\r\n:1\r\n:1\r\n"
+			case len(args) > 2 && args[2] == "3":
+				reply = "*3\r\n:1\r\n:1\r\n:1\r\n"
 			default:
 				reply = ":1\r\n"
 			}
