@@ -30,16 +30,17 @@ import (
 // first. Build one with [NewBudget]; the zero value is not usable. A
 // Budget is safe for concurrent use by multiple goroutines.
 //
-// While Redis answers, every admitted call holds a lease and the limit is
-// exact. A call runs without one when the [Fallback] mode admitted it
-// while Redis could not be asked, or when Redis lost its lease: in a
-// failover (replication is asynchronous), a restart without persistence,
-// or an outage longer than LeaseTTL, in which it lapses. Such calls run on
-// until they end, beside up to Limit calls that hold leases. So the fleet
-// can run up to Limit plus the sum of the shares across an outage with
-// LocalShare, and twice Limit plus that sum after Redis lost leases; with
-// FailClosed, Limit across an outage and twice Limit after a loss; with
-// FailOpen, as many as the local bulkheads let through.
+// A call admitted while Redis answers holds a lease, and Redis holds at
+// most Limit leases at once. A call runs without a lease when the
+// [Fallback] mode admitted it while Redis could not be asked, or when
+// Redis lost its lease: in a failover (replication is asynchronous), a
+// restart without persistence, or an outage longer than LeaseTTL, in
+// which it lapses. Such calls run on until they end, beside up to Limit
+// calls that hold leases. So with LocalShare the fleet can run up to
+// Limit plus the sum of the replicas' shares across an outage, and twice
+// Limit plus that sum after Redis lost leases; with FailClosed, Limit
+// across an outage and twice Limit after a loss; with FailOpen, as many
+// as the local bulkheads let through.
 type Budget struct {
 	name     string
 	conn     *conn
