@@ -83,7 +83,8 @@ var (
 // New returns a Limiter configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics. The Limiter starts with a probe of
 // the no-load latency: until it has 10 samples, it admits at most 3 calls
-// at once (see the package documentation).
+// at once, and then no more until those calls have answered (see the
+// package documentation).
 func New(cfg Config) (*Limiter, error) {
 	s, err := cfg.resolve()
 	if err != nil {
@@ -224,10 +225,11 @@ func (l *Limiter) exit(_ context.Context, token stage.Token, err error) error {
 }
 
 // Limit returns the limit the limiter has learned: the number of calls it
-// admits at once, except during a probe of the no-load latency, a few
-// dozen of the dependency's latencies now and then, when it admits at most
-// 3 (see the package documentation). It starts at Config.InitialLimit and
-// always lies in [Config.MinLimit, Config.MaxLimit].
+// admits at once, except during a probe of the no-load latency (when it is
+// created, then now and then while the calls reach the limit), when it
+// admits at most 3 (see the package documentation). It starts at
+// Config.InitialLimit and always lies in [Config.MinLimit,
+// Config.MaxLimit].
 func (l *Limiter) Limit() int { return int(l.learned.Load()) }
 
 // MaxLimit returns the most the limit may ever be: Config.MaxLimit, or its

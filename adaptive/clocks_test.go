@@ -135,11 +135,12 @@ func TestSlowDependencyIsMeasured(t *testing.T) {
 	}
 }
 
-// The base latency rises from 20 ms to 1.5 s under load: the early probe
-// re-measures it and the limit climbs back to the callers' number.
+// The base latency rises from 20 ms to 1.5 s under load (12 callers at a
+// MaxLimit of 12: they reach the limit): the early probe re-measures it and
+// the limit climbs back to the callers' number.
 func TestDriftToSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
+		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded, MaxLimit: 12})
 		var lat atomic.Int64
 		lat.Store(int64(20 * time.Millisecond))
 		f := func() time.Duration { return time.Duration(lat.Load()) }
@@ -161,14 +162,11 @@ func TestDriftToSlow(t *testing.T) {
 func TestTailUnderLoadSettlesNearCapacity(t *testing.T) {
 	// synctest runs the goroutines of an instant in varying orders, and
 	// under this tail the limit wanders a few steps (a window closing on a
-	// burst of the slow calls, a probe's end): the median of one run's last
-	// 10 s went above 10 (11 to 13) in about one run in fifteen. The median
-	// of five runs' medians is where the controller settles (runs in one
-	// process are not independent: the medians of five were 11 in 3 of 100
-	// invocations, from runs of 4 to 14). The tail's wander is as large as
-	// Tolerance's effect here (Tolerance 2.5 and 4 gave medians of 8 and 9
-	// to 10), so the bound catches a controller that settles far above the
-	// capacity (Tolerance 10: 20 to 24), not a step or two.
+	// burst of the slow calls, a probe's end, a probe whose 10 to 13 calls
+	// held two or three slow ones). The median of five runs' medians is
+	// where the controller settles. The bound catches a controller that
+	// settles far above the capacity (Tolerance 10: 49), not a step or two
+	// (one run's median: 6 to 8 in 20 runs).
 	var medians []int
 	for range 5 {
 		synctest.Test(t, func(t *testing.T) { medians = append(medians, tailUnderLoad(t)) })
@@ -208,12 +206,17 @@ func tailUnderLoad(t *testing.T) int {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
 	defer stop()
+	// One in 8 of the calls in the order they are made, not of each
+	// caller's: 40 callers each cycling through 7 fast calls and a slow one
+	// fall into step behind the queue, and then a run of consecutive calls
+	// (a probe's) are nearly all slow.
+	var seq atomic.Int64
 	var wg sync.WaitGroup
-	for g := range 40 {
+	for range 40 {
 		wg.Go(func() {
-			for i := g; ctx.Err() == nil; i++ {
+			for ctx.Err() == nil {
 				d := 20 * time.Millisecond
-				if i%8 == 7 {
+				if seq.Add(1)%8 == 7 {
 					d = 600 * time.Millisecond
 				}
 				call(d)

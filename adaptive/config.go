@@ -40,8 +40,8 @@ type Config struct {
 	MinLimit, MaxLimit int
 
 	// InitialLimit is the limit the first adjustment starts from (the first
-	// probe caps it at 3 until it has measured the no-load latency: see the
-	// package documentation). 0 means 20, clamped to [MinLimit, MaxLimit];
+	// probe caps admission at 3 until it has measured the no-load latency:
+	// see the package documentation). 0 means 20, clamped to [MinLimit, MaxLimit];
 	// otherwise it must lie in [MinLimit, MaxLimit].
 	InitialLimit int
 
@@ -56,16 +56,18 @@ type Config struct {
 	// Negative values are invalid.
 	MaxWait time.Duration
 
-	// Tolerance is how far above the no-load latency the mean latency may
-	// rise before the limit shrinks: the limit settles where the latency is
-	// about Tolerance times the no-load latency. 0 means 1.25; otherwise it
-	// must be finite and >= 1.
+	// Tolerance is how far above the no-load latency the mean latency of
+	// calls that reach the limit may rise before the limit shrinks: the
+	// limit settles where the latency is about Tolerance times the no-load
+	// latency. 0 means 1.25; otherwise it must be finite and >= 1.
 	Tolerance float64
 
-	// ProbeInterval is how often the no-load latency is re-measured. 0 means
-	// 30 s; negative values are invalid. Probes are spaced at least 20
-	// windows apart (a second at a no-load latency of 25 ms), whatever it
-	// says, so that the limit has windows to adjust in between.
+	// ProbeInterval is how long after one measurement of the no-load
+	// latency the next is due; it runs at the next window whose calls
+	// reach the limit. 0 means 30 s; negative values are invalid. Probes
+	// are spaced at least 20 windows apart (a second at a no-load latency
+	// of 25 ms), whatever it says, so that the limit has windows to adjust
+	// in between.
 	ProbeInterval time.Duration
 
 	// MeterProvider provides the meter for the rejection counter, the

@@ -9,7 +9,7 @@ import (
 
 // The controller's constants; the package documentation explains them.
 const (
-	minSamples       = 10                    // latency samples that close a window, and that end a probe
+	minSamples       = 10                    // latency samples that close a window, and that close a probe's admissions
 	minWindow        = 50 * time.Millisecond // a window lasts at least this, and 2 x the no-load latency
 	probeConcurrency = 3                     // admission cap while the no-load latency is measured
 	maxProbeFailures = 20                    // failures that abandon a probe
@@ -72,8 +72,9 @@ type controller struct {
 	// The probe in progress, if Limiter.probing.
 	progressAt    int64 // when the probe last progressed: started, drained, or took a sample
 	drainedAt     int64 // when at most probeLimit calls were seen in flight; -1: not yet
-	samples       [minSamples]time.Duration
-	nSamples      int
+	before        int   // calls admitted before drainedAt still awaiting their answer
+	closed        bool  // the probe has its minSamples and admits no one new
+	samples       []time.Duration
 	probeFailures int
 	longest       time.Duration // longest latency seen during the probe
 	recentSlow    time.Duration // the last window's slowest sample above sampleCap, or 0
@@ -97,6 +98,9 @@ func (c *controller) init(s settings) {
 	c.tolerance = s.tolerance
 	c.probeInterval = int64(s.probeInterval)
 	c.probeLimit = min(max(probeConcurrency, s.min), s.max)
+	// A probe closes on its minSamples-th sample with at most probeLimit
+	// calls awaiting their answer: those are its last samples.
+	c.samples = make([]time.Duration, 0, minSamples+c.probeLimit)
 	c.limit = float64(s.initial)
 	c.held = s.initial
 }
@@ -277,19 +281,24 @@ func (l *Limiter) closeWindow(end time.Time) {
 // sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	c := &l.ctl
+	// The window reached the limit if one of its calls saw every slot
+	// held. One that did not ran below the limit: its latency is that of
+	// fewer calls than the limit, so it does not lower the limit (below),
+	// and it starts no periodic probe, since the no-load latency matters
+	// only to windows that reach the limit.
+	//
 	// A quiet window ran as a probe does, without capping anything: all
-	// its calls with at most probeLimit in flight (below the limit, so the
-	// cap was not what kept it there). With at most quietSamples samples
-	// every sample read the slots in flight (see observe), so peak is
-	// exact: the most calls in flight at once. Its mean moves the no-load
-	// mean a quarter of the way towards it (a mean follows the one slow
-	// call of a window, hence the smoothing), and if it agrees with the
-	// no-load mean (within Tolerance either way) it confirms it, and the
-	// periodic probe is postponed: at a few calls a second a probe would
-	// cap admission at 3 for as long as 10 calls take to arrive, and a
-	// burst in that time would meet the cap. A window that disagrees leaves
-	// the periodic probe due.
-	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && peak < int64(c.held) &&
+	// its calls with at most probeLimit in flight, below the limit. With
+	// at most quietSamples samples every sample read the slots in flight
+	// (see observe), so peak is exact: the most calls in flight at once.
+	// Its mean moves the no-load mean a quarter of the way towards it (a
+	// mean follows the one slow call of a window, hence the smoothing), and
+	// if it agrees with the no-load mean (within Tolerance either way) it
+	// confirms it: the periodic probe is postponed, so that a burst that
+	// reaches the limit after low traffic meets the learned limit, not a
+	// probe's cap.
+	reached := peak >= int64(c.held)
+	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && !reached &&
 		2*failures <= int64(count)+failures
 	if c.measured && quiet {
 		mean := float64(sumUs) / float64(count)
@@ -310,7 +319,7 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	if !c.measured {
 		interval <<= min(c.failedInRow, maxProbeBackoff)
 	}
-	if now-c.lastProbe >= interval {
+	if reached && now-c.lastProbe >= interval {
 		l.startProbe(now)
 		return
 	}
@@ -335,6 +344,11 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	target := gradient*float64(c.held) + headroom
 	// No growth while the limit is not used: the cap never lowers it.
 	target = min(target, max(c.limit, float64(2*peak+1)))
+	if !reached {
+		// Nor a fall: slow calls (a tail, hung calls) in a window whose
+		// calls never filled the limit say nothing of the limit.
+		target = max(target, c.limit)
+	}
 	if 2*failures > int64(count)+failures {
 		target = min(target, c.limit)
 	}
@@ -371,7 +385,8 @@ func (l *Limiter) setAdmission(n int) {
 
 // startProbe caps the calls awaiting their answer at probeLimit until
 // minSamples latencies of calls that started with at most probeLimit
-// awaiting have been seen, to measure the no-load latency. l.mu is held.
+// awaiting have been seen, then admits no one new until the calls it
+// admitted have answered, to measure the no-load latency. l.mu is held.
 func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
 	c.progressAt = now
@@ -379,8 +394,8 @@ func (l *Limiter) startProbe(now int64) {
 	// The stall age starts from the slowest answer of the last window: after
 	// a drift to a slower dependency (1.5 s where noLoad was 20 ms) the
 	// probe's calls answer only after that long, and are not stalled.
-	c.nSamples, c.probeFailures, c.longest = 0, 0, c.recentSlow
-	c.drainedAt = -1
+	c.samples, c.probeFailures, c.longest = c.samples[:0], 0, c.recentSlow
+	c.drainedAt, c.closed = -1, false
 	l.publishStale() // before probing is set: probeCheck reads it then
 	c.admission()    // settles held, which the probe's cap never exceeds
 	// probing is set before the answered calls are counted (in
@@ -388,17 +403,29 @@ func (l *Limiter) startProbe(now int64) {
 	// sees probing set, and sets the cap again (answersChanged).
 	l.probing.Store(true)
 	l.setAdmission(l.probeAdmission())
-	if l.awaiting() <= c.probeLimit {
-		c.drainedAt = now
+	if a := l.awaiting(); a <= c.probeLimit {
+		c.drain(now, a)
 	}
+}
+
+// drain records that the calls admitted before the probe have drained to
+// awaiting (at most probeLimit) awaiting their answer: the calls admitted
+// from now on are the probe's.
+func (c *controller) drain(now int64, awaiting int) {
+	c.drainedAt, c.progressAt, c.before = now, now, awaiting
 }
 
 // probeAdmission is the admission limit during a probe: probeLimit calls
 // awaiting their answer beside the answered ones still in flight (streams
 // whose headers arrived, through httppolicy), and never more than the
-// learned limit. l.mu is held.
+// learned limit; once the probe has closed, none awaiting beyond those
+// in flight (at least 1, the least limit there is). l.mu is held.
 func (l *Limiter) probeAdmission() int {
-	return min(l.ctl.held, l.ctl.probeLimit+l.answers.Load())
+	awaiting := l.ctl.probeLimit
+	if l.ctl.closed {
+		awaiting = 0
+	}
+	return max(1, min(l.ctl.held, awaiting+l.answers.Load()))
 }
 
 // awaiting returns the number of calls in flight that await their answer:
@@ -492,7 +519,9 @@ func (l *Limiter) probeCheck() {
 }
 
 // checkProbe is probeCheck's check, l.mu held: it abandons the probe
-// running, if any, if it is stale, and restarts it if the clock changed.
+// running, if any, if it is stale, ends it measured if it is closed and
+// its calls have answered (or stalled), and restarts it if the clock
+// changed.
 func (l *Limiter) checkProbe() {
 	if !l.probing.Load() {
 		return
@@ -501,6 +530,12 @@ func (l *Limiter) checkProbe() {
 	now, rebased := l.clock(time.Now())
 	if rebased {
 		l.restartProbe(now)
+		return
+	}
+	if c.closed {
+		if l.awaiting() <= c.before || now-c.progressAt > c.stallAge() {
+			l.finishProbe(now)
+		}
 		return
 	}
 	if now-c.progressAt > c.stallLimit(l.slots.Active()) {
@@ -541,9 +576,9 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	}
 	c := &l.ctl
 	// Abandoned after stallLimit without progress (not since the probe
-	// began): a probe at low traffic, or of streamed answers whose slots
-	// are held long after the sampled answer, progresses slowly but
-	// surely, and ends measured. Checked before this sample counts, which
+	// began), unless closed: a probe at low traffic, or of streamed answers
+	// whose slots are held long after the sampled answer, progresses slowly
+	// but surely, and ends measured. Checked before this sample counts, which
 	// would otherwise revive a probe that has long been stale, but after
 	// the sample's own latency extends the stall age: a slow dependency's
 	// first answer arrives after that latency, and is progress. A probe
@@ -556,38 +591,66 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		l.restartProbe(now)
 		return
 	}
-	if now-c.progressAt > c.stallLimit(active-1) {
+	if !c.closed && now-c.progressAt > c.stallLimit(active-1) {
 		l.endProbe(now) // abandoned: the dependency barely answers
 		return
 	}
+	if c.drainedAt >= 0 && now-int64(d) < c.drainedAt {
+		// Admitted before the drain: no sample of the probe's, but one
+		// fewer such call to wait for once it closes.
+		c.before = max(c.before-1, 0)
+	} else if !l.probeSample(now, d, failed, awaiting) {
+		return // abandoned
+	}
+	// A closed probe ends measured once no call it admitted awaits its
+	// answer (this one is ending), or once those left have stalled: a
+	// call that hangs is no no-load sample.
+	if c.closed && (awaiting-1 <= c.before || now-c.progressAt > c.stallAge()) {
+		l.finishProbe(now)
+		return
+	}
+	l.publishStale() // progressAt or longest may have moved
+}
+
+// probeSample takes the outcome of a call that was not admitted before
+// the probe drained, and reports false if the probe was abandoned.
+// awaiting counts the calls awaiting their answer, this one's included
+// unless its answer was marked. l.mu is held.
+func (l *Limiter) probeSample(now int64, d time.Duration, failed bool, awaiting int) bool {
+	c := &l.ctl
 	switch {
 	case failed:
 		c.probeFailures++
-		if c.probeFailures >= maxProbeFailures {
+		if c.probeFailures >= maxProbeFailures && !c.closed {
 			l.endProbe(now)
-			return
+			return false
 		}
 	case c.drainedAt < 0:
 		if awaiting <= c.probeLimit {
-			c.drainedAt, c.progressAt = now, now
+			c.drain(now, max(awaiting-1, 0))
 		}
-	default:
-		// Only a call that started once the calls admitted before the
-		// probe had drained (to at most probeLimit awaiting their answer)
-		// ran with at most probeLimit awaiting theirs.
-		if now-int64(d) >= c.drainedAt && awaiting <= c.probeLimit {
-			c.samples[c.nSamples] = d
-			c.nSamples++
-			c.progressAt = now
-			if c.nSamples == minSamples {
-				c.measure()
-				l.slowAbove.Store(int64(slowFactor * max(c.noLoad, latencyFloor)))
-				l.endProbe(now)
-				return
-			}
+	case awaiting <= c.probeLimit && len(c.samples) < cap(c.samples):
+		// Every call admitted since the drain is the probe's, whatever its
+		// latency: the probe takes them in the order they started, not in
+		// the order they answer, in which the fast calls come first.
+		c.samples = append(c.samples, d)
+		c.progressAt = now
+		if len(c.samples) == minSamples {
+			// Closed: no one new is admitted, so that the calls admitted
+			// so far, the slow ones too, are the probe's samples.
+			c.closed = true
+			l.setAdmission(l.probeAdmission())
 		}
 	}
-	l.publishStale() // progressAt or longest may have moved
+	return true
+}
+
+// finishProbe ends the probe measured. l.mu is held.
+func (l *Limiter) finishProbe(now int64) {
+	c := &l.ctl
+	c.measure()
+	l.slowAbove.Store(int64(slowFactor * max(c.noLoad, latencyFloor)))
+	l.endProbe(now)
 }
 
 // restartProbe ends a probe begun on another clock (see clock), whose
@@ -601,8 +664,10 @@ func (l *Limiter) restartProbe(now int64) {
 	l.startProbe(now)
 }
 
-// measure sets noLoad and base from the probe's samples. The gradient
-// compares a window's mean with base, the mean, not the median: a
+// measure sets noLoad and base from the probe's samples: of every call it
+// admitted after the drain, whatever its latency, less those still held
+// when it stalled. The gradient compares a window's mean with base, the
+// mean, not the median: a
 // dependency whose answers have a heavy tail (one in ten taking ten times
 // the others) has a mean twice its median at any load, which against the
 // median would read as congestion and drive the limit towards 1 / (1 -
@@ -610,13 +675,14 @@ func (l *Limiter) restartProbe(now int64) {
 // timeouts) still moves the mean, at full weight.
 func (c *controller) measure() {
 	s := c.samples
-	slices.Sort(s[:])
-	c.noLoad = (s[minSamples/2-1] + s[minSamples/2]) / 2
+	slices.Sort(s)
+	n := len(s)
+	c.noLoad = (s[(n-1)/2] + s[n/2]) / 2
 	var sum time.Duration
 	for _, x := range s {
 		sum += x
 	}
-	c.base = sum / minSamples
+	c.base = sum / time.Duration(n)
 	c.measured = true
 	c.failedInRow = 0
 }

@@ -81,10 +81,20 @@
 //	gradient = clamp(Tolerance x base / avg, 0.5, 1)  (both at least 10 µs)
 //	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
+//	target   = max(target, L)                     no fall if peak < N
 //	target   = min(target, L)                     if more than half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
 //
-// base is the no-load mean: the mean of a probe's 10 samples, moved a
+// peak is the most calls in flight that the window's samples read, each
+// counting itself. A window with peak < N never reached the limit: its
+// calls ran at a lower concurrency than N, so its latency says nothing of
+// N. Slow calls in it (a tail, calls that hang until their deadline) do
+// not lower the limit, and it starts no probe (below). After the first
+// probe, a dependency whose calls stay below the limit is thus never
+// limited, whatever the shape of its latency: the limit comes down only
+// in windows that reach it.
+//
+// base is the no-load mean: the mean of a probe's samples, moved a
 // quarter of the way towards each quiet window's mean (below). It is a mean
 // because avg is one: a dependency whose answers have a heavy tail (one in
 // ten taking ten times the others) has a mean twice its median at any
@@ -92,8 +102,8 @@
 // limit towards 1 / (1 - gradient), about 3; while congestion that shows
 // as a tail (a LIFO server whose oldest calls starve, timeouts) moves avg
 // at full weight. A window of 10 to 15 samples of such a tail has a mean
-// that varies by a third around base, so the limit wanders below where a
-// steady dependency would hold it.
+// that varies by a third or more around base, so in windows that reach
+// the limit it wanders below where a steady dependency would hold it.
 //
 // The learned limit, which admission enforces outside probes and
 // [Limiter.Limit] and the gauge report, is L rounded, with hysteresis: it
@@ -144,14 +154,19 @@
 //
 // noLoad is measured, not inferred: during a probe the calls awaiting their
 // answer are capped at 3 (clamped to [MinLimit, MaxLimit]; Envoy measures
-// its minRTT the same way, at concurrency 3) until 10 samples of calls that
-// started with at most 3 awaiting have arrived; noLoad is their median
-// (robust to the one lucky or unlucky call that a minimum would follow),
-// which sets the window's length and a probe's patience, and base is their
-// mean. A probe runs when the Limiter is created (admission starts at
-// min(3, InitialLimit), and the first adjustment starts from InitialLimit),
-// then every ProbeInterval (30 s), and early when the limit has fallen by
-// more than a third within 2 s.
+// its minRTT the same way, at concurrency 3). Once the calls admitted
+// before the probe have drained to 3 awaiting, every call admitted is the
+// probe's. At its 10th sample the probe closes: it admits no one new until
+// its calls still awaiting (3 at most) have answered. Its samples are then
+// those of every call it admitted that answered, the slow ones too, not
+// the first 10 to answer, which are the fast ones. noLoad is their median (robust to the
+// one lucky or unlucky call that a minimum would follow), which sets the
+// window's length and a probe's patience, and base is their mean. A probe
+// runs when the Limiter is created (admission starts at min(3,
+// InitialLimit), and the first adjustment starts from InitialLimit). After
+// that a probe starts only from a window that reaches the limit: one due
+// ProbeInterval (30 s) after the last, or one early when the limit has
+// fallen by more than a third within 2 s.
 //
 // A call awaits its answer from its admission until its answer is marked
 // (through httppolicy: its response headers) or, without such a mark,
@@ -159,22 +174,22 @@
 // headers arrived no longer counts against the probe's cap, though it
 // holds its slot against the limit for the whole body: admission during a
 // probe is min(learned limit, 3 + answered calls in flight), moved as each
-// answer arrives and each answered call ends. A probe of streams then
-// admits streams up to the limit, 3 at a time awaiting their headers, and
-// takes its samples as their bodies end: with the cap counting slots it
-// admitted 3, got a sample only as one of those bodies ended, and was
-// abandoned unmeasured when bodies lasted more than 20 x the time to
-// headers. Calls without a mark (any call not made through httppolicy)
-// are capped at 3 slots, as before.
+// answer arrives and each answered call ends; once the probe has closed it
+// is min(learned limit, answered calls in flight), and at least 1. A
+// probe of streams then admits streams up to the limit, 3 at a time
+// awaiting their headers, and takes its samples as their bodies end. A
+// closed probe waits for the calls awaiting their answer, not for bodies:
+// a stream still streaming when the probe ends gives it no sample. Calls
+// without a mark (any call not made through httppolicy) are capped at 3
+// slots.
 //
-// Low steady traffic needs no periodic probe: a quiet window, of at most 16
-// samples whose calls all ran with at most 3 slots held (answered streams
-// included), below the limit, and mostly succeeded, ran as a probe does,
-// without capping anything. Its mean moves base a quarter of the way
-// towards it, and if it agrees with base (within Tolerance either way) it
-// confirms it: the next periodic probe is due ProbeInterval later. At a few
-// calls a second a probe caps admission at 3 for as long as 10 calls take
-// to arrive, and a burst in that time meets the cap. A quiet window never
+// A quiet window, of at most 16 samples whose calls all ran with at most 3
+// slots held (answered streams included), below the limit, and mostly
+// succeeded, ran as a probe does, without capping anything. Its mean moves
+// base a quarter of the way towards it, and if it agrees with base (within
+// Tolerance either way) it confirms it: the next periodic probe is due
+// ProbeInterval later, so that a burst that reaches the limit after low
+// traffic meets the learned limit, not a probe's cap. A quiet window never
 // moves the limit: with at most 3 in flight no queueing is this limiter's
 // doing.
 //
@@ -193,12 +208,14 @@
 // calls; a minimum is biased low by one lucky sample, hence a probe's
 // median and mean here.
 //
-// A probe that sees 20 failures, or makes no progress (no call drained, no
+// A probe that sees 20 failures before it closes, or makes no progress (no call drained, no
 // sample taken) for max(1 s, 20 x the no-load or the longest latency it
 // saw, or the slowest answer of the window before it, so that after a
 // drift to a slow dependency the probe waits for its answers), is
-// abandoned: the limit is restored and the next probe comes after
-// ProbeInterval. Progress, not age, is what counts: a probe at low traffic,
+// abandoned: the limit is restored and the next probe is due ProbeInterval
+// later. A closed probe is not abandoned: once its calls still awaiting
+// have made no progress for that long, it ends measured with the samples
+// it has. Progress, not age, is what counts: a probe at low traffic,
 // or of streams (whose samples come as their bodies end), is slow but ends
 // measured. Calls held in flight meanwhile (hung calls, long streams) do
 // not keep a probe alive: they are no no-load samples. Only the first
@@ -212,8 +229,8 @@
 // Each admission during a probe, and each sample, checks whether the probe
 // is stale, so that an idle spell or a few hung calls do not keep
 // admission at 3 for the next burst. Until a first probe succeeds the
-// limit stays at InitialLimit, and the next window of mostly successes
-// starts another probe.
+// limit stays at InitialLimit, and the next window that reaches it starts
+// another probe once the wait above has passed.
 //
 // The controller's clock is the monotonic clock. A Limiter built outside a
 // testing/synctest bubble and used inside one (or in two bubbles in turn)
@@ -227,9 +244,25 @@
 //
 // # Limitations
 //
-//   - A probe caps the calls awaiting their answer at 3 for a few round
-//     trips every ProbeInterval: calls beyond that wait or are rejected, so
-//     give the Limiter a queue (MaxQueue, MaxWait) if that matters.
+//   - A probe waits for the calls in flight to drain to 3 awaiting their
+//     answer, caps them at 3 until it has 10 samples, and then admits no
+//     one new until its own calls have answered: it lasts about as long
+//     as the slowest calls in flight take, up to their deadline. Calls
+//     arriving meanwhile wait or are rejected, so give the Limiter a queue
+//     (MaxQueue, MaxWait) if that matters. After the first, probes run
+//     only while the calls reach the limit.
+//   - A limit that the calls do not reach does not come down, and while
+//     unused it grows to at most 2 x peak + 1. Callers fewer than the
+//     limit, in a closed loop, that congest the dependency are therefore
+//     not limited: the limit stays above them whatever the latency.
+//   - Once the calls reach the limit, a tail of slow or hung calls that a
+//     probe's 10 to 13 samples did not include reads as congestion, and
+//     the limit falls below what a healthy dependency is offered. A probe
+//     misses a tail of one call in twenty more than half the time: telling
+//     such a tail from congestion takes more calls at low concurrency than
+//     a probe makes. A dependency with such a tail whose load exceeds
+//     InitialLimit from the start is exposed to this; below the limit the
+//     tail lowers nothing.
 //   - The probe sees the dependency under this process's load only: if
 //     other clients congest it, the congested latency is taken for the
 //     no-load latency. A dependency that queues below 3 calls in flight reads
@@ -259,15 +292,6 @@
 //     the no-load latency. Give each kind its own Limiter. (A long poll's
 //     headers usually come with its answer, at the end: marking answers
 //     does not help it.)
-//   - Bursts with a latency tail read as mild congestion. A window closes
-//     on its 10th sample in the order calls end, so a burst's fast answers
-//     close one window and its slow answers land in the next beside the
-//     steady calls, whose mean then reads above the no-load mean. Against
-//     low traffic whose calls take 20 ms, 1 in 10 of them 200 ms, with a
-//     burst of 15 every 7 s, the limit wanders around 13 rather than
-//     staying at 20, and about a sixth of the burst calls are rejected
-//     (TestTailIsNotCongestion: 15% to 20% over 8 runs of 300 s); a queue
-//     (MaxQueue, MaxWait) lets them wait instead.
 //
 // # Cost
 //

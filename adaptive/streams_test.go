@@ -31,13 +31,14 @@ func streamCall(ctx context.Context, p *compose.Pipeline, hdr, body time.Duratio
 }
 
 // streamsDrift runs workers callers of streamed answers for total (the
-// limiter in a pipeline's Bulkhead slot), the headers taking hdr1 and the
-// bodies body1 for the first half, hdr2 and body2 for the second. The
-// no-load latency must then be hdr2: probes must measure streams however
-// long their bodies last.
+// limiter in a pipeline's Bulkhead slot, its MaxLimit the callers' number,
+// so that they reach it and periodic probes run), the headers taking hdr1
+// and the bodies body1 for the first half, hdr2 and body2 for the second.
+// The no-load latency must then be hdr2: probes must measure streams
+// however long their bodies last.
 func streamsDrift(t *testing.T, workers int, hdr1, hdr2, body1, body2, total time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, adaptive.Config{})
+		l := mustNew(t, adaptive.Config{MaxLimit: workers})
 		p, err := compose.New("llm", compose.Policies{Bulkhead: l})
 		if err != nil {
 			t.Fatal(err)
@@ -115,14 +116,15 @@ func TestStreamsDrift(t *testing.T) {
 	}
 }
 
-// A slow dependency (1 to 5 s) under steady load drifts to 2 to 10 s: the
-// periodic probe re-measures noLoad. The latencies cycle through 1, 1.5,
+// A slow dependency (1 to 5 s) under steady load that reaches the limit
+// (12 callers, MaxLimit 12) drifts to 2 to 10 s: the periodic probe
+// re-measures noLoad. The latencies cycle through 1, 1.5,
 // ..., 5 s (times 2 after the drift), so that any 10 consecutive calls
 // have a median of about 3 s (6 s): a reviewer's scenario, with uniform
 // random latencies whose medians of 10 overlapped in one run in six.
 func TestSlowSteadyDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
+		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded, MaxLimit: 12})
 		var scale, n atomic.Int64
 		scale.Store(1)
 		lat := func() time.Duration {
