@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,6 +76,18 @@ import (
 // p99_uncongested_ms is the p99 of 1000 calls made one at a time, with no
 // limiter, at B = 20 ms.
 //
+// Beside that run, each limiter meets healthy dependencies with a tail
+// (simShapes): latency independent of the calls in flight, no capacity
+// limit, offered 200 calls/s open loop for 120 s, each call with a
+// deadline of 1 s. The shapes: bimodal (90% 5 ms, 10% 500 ms), lognormal
+// (median 20 ms, sigma 1), and 20 ms calls of which 1% or 5% hang until
+// their deadline. No call need be rejected: per shape and arm
+// (watertight's and failsafe-go's limiters at their defaults), the share
+// of the calls offered from 5 s on that were rejected
+// (healthy_<shape>_rejected_pct_<arm>) and the least limit sampled every
+// 100 ms from 5 s on (healthy_<shape>_limit_min_<arm>), and the most calls
+// in flight with no limiter at all (healthy_<shape>_inflight_max).
+//
 // The test prints one JSON object on a line of its own (fmt.Println) and
 // writes it to out/sim-adaptive.json; it draws the limits over time to
 // out/adaptive-limit.svg and copies that to adaptive-limit.svg, and writes
@@ -97,6 +110,12 @@ func TestSimAdaptive(t *testing.T) {
 	}
 	fs, ours := failsafeArm(), oursArm()
 	arms = append(arms, fs, ours)
+	var shapeArms []*shapeArm
+	for _, sh := range simShapes {
+		for _, a := range []*simArm{{name: "unlimited", build: func(*testing.T) limiterArm { return unlimited{} }}, ours, fs} {
+			shapeArms = append(shapeArms, &shapeArm{shape: sh, arm: a.name, build: a.build})
+		}
+	}
 	var uncongested *latHist
 	t.Run("arms", func(t *testing.T) {
 		t.Run("uncongested", func(t *testing.T) {
@@ -105,6 +124,12 @@ func TestSimAdaptive(t *testing.T) {
 		})
 		for _, a := range arms {
 			t.Run(a.name, func(t *testing.T) {
+				t.Parallel()
+				a.simulate(t)
+			})
+		}
+		for _, a := range shapeArms {
+			t.Run(a.shape.name+"/"+a.arm, func(t *testing.T) {
 				t.Parallel()
 				a.simulate(t)
 			})
@@ -160,11 +185,16 @@ func TestSimAdaptive(t *testing.T) {
 		DriftPctFailsafe:     round(fs.drift(), 1),
 		WallS:                round(time.Since(wallStart).Seconds(), 1),
 	}
-	js, err := json.Marshal(r)
+	js, err := r.json(shapeArms)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println(string(js))
+	for i := 0; i < len(shapeArms); i += 3 {
+		u, o, f := shapeArms[i], shapeArms[i+1], shapeArms[i+2]
+		t.Logf("healthy %-9s: %d in flight at most with no limiter; ours %.2f%% rejected (limit at least %d), failsafe %.2f%% rejected (limit at least %d)",
+			u.shape.name, u.maxInFlight, o.rejectedPct(), o.limitMin, f.rejectedPct(), f.limitMin)
+	}
 
 	for _, a := range []*simArm{ours, fs} {
 		t.Logf("%s: settling time at each change %v s (with a band of 10%% or 1, whichever is wider: %v s); "+
@@ -225,6 +255,29 @@ type simReport struct {
 	DriftPctOurs         float64 `json:"drift_pct_ours"`
 	DriftPctFailsafe     float64 `json:"drift_pct_failsafe"`
 	WallS                float64 `json:"wall_s"`
+}
+
+// json is r as one JSON object, with the healthy shapes' figures of arms
+// (see TestSimAdaptive) as keys of their own: cmd/benchtable reads a flat
+// object of numbers.
+func (r simReport) json(arms []*shapeArm) ([]byte, error) {
+	js, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]float64
+	if err := json.Unmarshal(js, &m); err != nil {
+		return nil, err
+	}
+	for _, a := range arms {
+		if a.arm == "unlimited" {
+			m["healthy_"+a.shape.name+"_inflight_max"] = float64(a.maxInFlight)
+			continue
+		}
+		m["healthy_"+a.shape.name+"_rejected_pct_"+a.arm] = round(a.rejectedPct(), 2)
+		m["healthy_"+a.shape.name+"_limit_min_"+a.arm] = float64(a.limitMin)
+	}
+	return json.Marshal(m)
 }
 
 type simVerdict struct {
@@ -338,8 +391,8 @@ type failsafeLimiter struct {
 	exec failsafe.Executor[any]
 }
 
-func (f failsafeLimiter) run(_ context.Context, fn policy.Func) (bool, error) {
-	err := f.exec.RunWithExecution(func(e failsafe.Execution[any]) error { return fn(e.Context()) })
+func (f failsafeLimiter) run(ctx context.Context, fn policy.Func) (bool, error) {
+	err := f.exec.WithContext(ctx).RunWithExecution(func(e failsafe.Execution[any]) error { return fn(e.Context()) })
 	return admittedOr(err, fsadaptive.ErrExceeded)
 }
 func (f failsafeLimiter) limit() int { return f.l.Limit() }
@@ -448,6 +501,125 @@ func (a *simArm) simulate(t *testing.T) {
 	a.wall = time.Since(start)
 	t.Logf("%s: goodput %.1f/s, admitted %d, rejected %d, p99 %.1f ms, wall %v",
 		a.name, a.goodput(), a.admitted.Load(), a.rejected.Load(), a.p99ms(), a.wall.Round(time.Millisecond))
+}
+
+// unlimited runs every call: the reference for the calls in flight that a
+// healthy dependency is offered.
+type unlimited struct{}
+
+func (unlimited) run(ctx context.Context, fn policy.Func) (bool, error) { return true, fn(ctx) }
+func (unlimited) limit() int                                            { return 0 }
+func (unlimited) close()                                                {}
+
+// simShape is a healthy dependency: its latency does not depend on the
+// calls in flight, and it has no capacity limit. draw returns a call's
+// latency, or -1 for a call that hangs until its caller's deadline.
+type simShape struct {
+	name string
+	draw func(r *rand.Rand) time.Duration
+}
+
+var simShapes = []simShape{
+	{"bimodal", func(r *rand.Rand) time.Duration {
+		if r.IntN(10) == 0 {
+			return 500 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	}},
+	{"lognormal", func(r *rand.Rand) time.Duration {
+		return time.Duration(float64(20*time.Millisecond) * math.Exp(r.NormFloat64()))
+	}},
+	{"hung1pct", simHung(100)},
+	{"hung5pct", simHung(20)},
+}
+
+// simHung: 20 ms calls, one in n of them hung.
+func simHung(n int) func(r *rand.Rand) time.Duration {
+	return func(r *rand.Rand) time.Duration {
+		if r.IntN(n) == 0 {
+			return -1
+		}
+		return 20 * time.Millisecond
+	}
+}
+
+// The healthy shapes' run: simShapeRate calls/s for simShapeDur, counted
+// from simShapeFrom (after the first probe), each with simShapeDeadline.
+const (
+	simShapeRate     = 200
+	simShapeDur      = 120 * time.Second
+	simShapeFrom     = 5 * time.Second
+	simShapeDeadline = time.Second
+)
+
+// shapeArm is one limiter against one healthy shape, and what it measured.
+type shapeArm struct {
+	shape simShape
+	arm   string
+	build func(t *testing.T) limiterArm
+
+	offered, rejected int64
+	limitMin          int   // the least limit sampled from simShapeFrom on
+	maxInFlight       int64 // the most calls in flight at the dependency
+}
+
+func (a *shapeArm) rejectedPct() float64 {
+	return 100 * float64(a.rejected) / float64(max(a.offered, 1))
+}
+
+// simulate offers the shape simShapeRate calls/s through the limiter, in a
+// bubble of its own, the latencies drawn from one seed for every arm.
+func (a *shapeArm) simulate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := a.build(t)
+		defer lim.close()
+		r := rand.New(rand.NewPCG(1, 2))
+		var offered, rejected, failed, inflight, most atomic.Int64
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		a.limitMin = math.MaxInt
+		every := time.Second / simShapeRate
+		for i := range int(simShapeDur / every) {
+			d := a.shape.draw(r)
+			counted := time.Since(t0) >= simShapeFrom
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(bg, simShapeDeadline)
+				defer cancel()
+				admitted, err := lim.run(ctx, func(ctx context.Context) error {
+					n := inflight.Add(1)
+					defer inflight.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					if d < 0 {
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					time.Sleep(d)
+					return nil
+				})
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					failed.Add(1)
+				}
+				if counted {
+					offered.Add(1)
+					if !admitted {
+						rejected.Add(1)
+					}
+				}
+			})
+			if counted && i%20 == 0 {
+				a.limitMin = min(a.limitMin, lim.limit())
+			}
+			time.Sleep(every)
+		}
+		wg.Wait()
+		if n := failed.Load(); n > 0 {
+			t.Errorf("%s, %s: %d calls failed other than by rejection or their deadline", a.shape.name, a.arm, n)
+		}
+		a.offered, a.rejected, a.maxInFlight = offered.Load(), rejected.Load(), most.Load()
+	})
+	t.Logf("%s, %s: %d of %d rejected (%.2f%%), limit at least %d, at most %d in flight",
+		a.shape.name, a.arm, a.rejected, a.offered, a.rejectedPct(), a.limitMin, a.maxInFlight)
 }
 
 // simUncongested times 1000 calls to the dependency made one at a time in
