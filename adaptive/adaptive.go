@@ -113,9 +113,10 @@ func New(cfg Config) (*Limiter, error) {
 // learns from its latency: see "What it samples" in the package
 // documentation. It
 // returns fn's error unchanged; a rejection (errors.Is ErrFull and
-// policy.ErrRejected) if the limit is reached and the queue is full, or the
-// call waited Config.MaxWait in vain; or ctx.Err() if ctx is done on entry
-// or while waiting, in which case fn is not run. Execute panics if ctx or
+// policy.ErrRejected) if the limit is reached and the queue is full, the
+// call waited Config.MaxWait in vain, or a Deadline's timer ended its wait;
+// or ctx.Err() if the caller's ctx is done on entry or while waiting, in
+// which case fn is not run. Execute panics if ctx or
 // fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {

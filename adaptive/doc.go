@@ -18,7 +18,10 @@
 //	admitted at once, or while waiting      fn's error, unchanged             -
 //	queue full (or MaxQueue 0) at the limit rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
-//	ctx done on entry or while waiting      ctx.Err(); fn not run             not counted: not a rejection
+//	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	or while waiting
+//	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
+//	while waiting
 //
 // A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is, and
 // is a *[policy.RejectedError] with Kind "adaptive", the Config.Name and the
