@@ -39,7 +39,7 @@ func (s *sentinel) Error() string { return s.msg }
 func (s *sentinel) Is(target error) bool {
 	return target == ErrExceeded || target == context.DeadlineExceeded
 }
-func (s *sentinel) Timeout() bool        { return true }
+func (s *sentinel) Timeout() bool { return true }
 
 // ExceededError is the error a [Deadline] returns when its own timeout fired
 // and fn returned an error. It matches [ErrExceeded] and
