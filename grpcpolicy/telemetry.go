@@ -7,25 +7,22 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/watertight/watertight/internal/telemetry"
 )
 
 // The stream timeouts add to the same counter, and the same span event,
-// as every other watertight timeout: the names are the core module's
-// (its internal/telemetry package, which this module may import, its
-// import path being under the core module's), under a scope of this
-// package's own.
+// as every other watertight timeout, under a scope of this package's own.
+// The names are the documented ones (the core module's telemetry), spelled
+// here so that this module uses only the core's public API.
 const (
 	scopeName     = "github.com/watertight/watertight/grpcpolicy"
-	version       = telemetry.Version
-	metricTimeout = telemetry.MetricTimeouts
-	eventTimeout  = telemetry.EventTimeout
+	version       = "0.1.0-dev"
+	metricTimeout = "watertight.timeouts"
+	eventTimeout  = "watertight.timeout"
 )
 
 var (
-	keyKind = telemetry.KeyKind
-	keyName = telemetry.KeyName
+	keyKind = attribute.Key("watertight.policy.kind")
+	keyName = attribute.Key("watertight.policy.name")
 )
 
 // timeoutCounter returns the watertight.timeouts counter of mp (of the
