@@ -68,44 +68,60 @@ var _ policy.Concurrent = (*Bulkhead)(nil)
 // on entry or while waiting, in which case fn is not run.
 // Execute panics if ctx or fn is nil.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
-	// The two phases compose runs (enter, exit), written out so that the
-	// success path costs one deferred call and no interface dispatch.
-	if ctx == nil {
-		panic("bulkhead: nil Context")
-	}
 	if fn == nil {
 		panic("bulkhead: nil fn")
 	}
-	if o, err := b.slots.Acquire(ctx); o != slots.Admitted {
-		return b.refused(ctx, o, err)
+	p, err := b.Acquire(ctx)
+	if err != nil {
+		return err
 	}
 	// A deferred release also runs if fn panics or calls runtime.Goexit,
 	// so the slot is never lost; the panic is not recovered.
-	defer b.slots.Release()
+	defer p.Release()
 	return fn(ctx)
 }
 
-// enter is the first phase compose runs (see internal/stage): it takes a slot, waiting for
-// one if the queue allows, with the same outcomes as Execute. On success it
-// returns ctx unchanged and a nil token, and the caller must call exit
-// exactly once. It panics if ctx is nil.
-func (b *Bulkhead) enter(ctx context.Context) (context.Context, stage.Token, error) {
+// Permit is a slot of a [Bulkhead], held from [Bulkhead.Acquire] until
+// [Permit.Release]. It is a small value: copy it freely, and release it
+// exactly once. The zero Permit holds nothing.
+type Permit struct{ b *Bulkhead }
+
+// Release frees the slot, handing it to the oldest waiter if there is one.
+// Call it exactly once per Permit Acquire returned with a nil error: a
+// second call frees a slot another call holds (or panics if no slot at all
+// is held). Release of the zero Permit does nothing, so a deferred Release
+// is safe after a failed Acquire.
+func (p Permit) Release() {
+	if p.b != nil {
+		p.b.slots.Release()
+	}
+}
+
+// Acquire takes a slot, waiting for one in the queue if need be, for a call
+// that holds it longer than one function call: a websocket, a stream read
+// by the caller. Its outcomes are those of [Bulkhead.Execute]: on a nil
+// error the caller holds the slot until it calls [Permit.Release]; on any
+// other error (a rejection, or the caller's ctx.Err()) it holds nothing.
+// A rejection allocates nothing. It panics if ctx is nil.
+func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("bulkhead: nil Context")
 	}
 	if o, err := b.slots.Acquire(ctx); o != slots.Admitted {
-		return ctx, nil, b.refused(ctx, o, err)
+		return Permit{}, b.refused(ctx, o, err)
 	}
-	return ctx, nil, nil
+	return Permit{b}, nil
 }
 
-// exit is the second phase: it frees the slot enter took
-// (handing it to the oldest waiter, if any) and returns err unchanged. Each
-// enter must be matched by exactly one exit; exit panics if no slot at all
-// is held, which is such a programmer error caught (a second exit while
-// other calls hold slots cannot be told apart and frees one of theirs).
+// enter and exit are the two phases compose runs (see internal/stage):
+// Acquire, then Release.
+func (b *Bulkhead) enter(ctx context.Context) (context.Context, stage.Token, error) {
+	_, err := b.Acquire(ctx)
+	return ctx, nil, err
+}
+
 func (b *Bulkhead) exit(_ context.Context, _ stage.Token, err error) error {
-	b.slots.Release()
+	Permit{b}.Release()
 	return err
 }
 

@@ -38,6 +38,10 @@
 // watertight.bulkhead.queued report [Bulkhead.Active] and [Bulkhead.Queued]
 // at each collection until [Bulkhead.Close].
 //
+// [Bulkhead.Acquire] takes a slot for longer than one function call (a
+// websocket, a stream the caller reads), with the outcomes above; the
+// [Permit] it returns frees the slot when released.
+//
 // A panic or runtime.Goexit in fn frees its slot; the panic goes on up the
 // stack. Package compose runs a Bulkhead in two phases (take a slot, then
 // free it), without a closure per call.

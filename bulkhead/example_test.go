@@ -107,3 +107,28 @@ func ExampleNew_invalid() {
 	// Output:
 	// bulkhead: Config.Limit must be >= 1, got 0
 }
+
+// A slot can be held beyond one function call, for as long as a websocket
+// or a stream read by the caller lasts: Acquire takes it, Release frees it.
+func ExampleBulkhead_Acquire() {
+	b, err := bulkhead.New(bulkhead.Config{Name: "ws", Limit: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+
+	conn, err := b.Acquire(context.Background()) // a websocket opens
+	if err != nil {
+		panic(err)
+	}
+	_, err = b.Acquire(context.Background()) // a second one finds no slot
+	fmt.Println(err)
+
+	conn.Release() // the first closes
+	next, err := b.Acquire(context.Background())
+	fmt.Println(err, b.Active())
+	next.Release()
+	// Output:
+	// bulkhead "ws" rejected the call: full
+	// <nil> 1
+}
