@@ -258,14 +258,13 @@
 //     unused it grows to at most 2 x peak + 1. Callers fewer than the
 //     limit, in a closed loop, that congest the dependency are therefore
 //     not limited: the limit stays above them whatever the latency.
-//   - Once the calls reach the limit, a tail of slow or hung calls that a
-//     probe's 10 to 13 samples did not include reads as congestion, and
-//     the limit falls below what a healthy dependency is offered. A probe
-//     misses a tail of one call in twenty more than half the time: telling
-//     such a tail from congestion takes more calls at low concurrency than
-//     a probe makes. A dependency with such a tail whose load exceeds
-//     InitialLimit from the start is exposed to this; below the limit the
-//     tail lowers nothing.
+//   - Once the calls reach the limit, a tail of slow or hung calls can
+//     read as congestion, and the limit can fall below what a healthy
+//     dependency is offered. A probe's 10 to 13 samples miss a tail of one
+//     call in twenty more than half the time, and a window's mean follows
+//     the few slow calls it happens to hold. A dependency with such a tail
+//     whose load exceeds InitialLimit from the start is exposed to this;
+//     below the limit the tail lowers nothing.
 //   - The probe sees the dependency under this process's load only: if
 //     other clients congest it, the congested latency is taken for the
 //     no-load latency. A dependency that queues below 3 calls in flight reads

@@ -78,15 +78,16 @@ import (
 //
 // Beside that run, each limiter meets healthy dependencies with a tail
 // (simShapes): latency independent of the calls in flight, no capacity
-// limit, offered 200 calls/s open loop for 120 s, each call with a
-// deadline of 1 s. The shapes: bimodal (90% 5 ms, 10% 500 ms), lognormal
+// limit, offered 200, 400 and 800 calls/s open loop for 120 s, each call
+// with a deadline of 1 s. The shapes: bimodal (90% 5 ms, 10% 500 ms), lognormal
 // (median 20 ms, sigma 1), and 20 ms calls of which 1% or 5% hang until
-// their deadline. No call need be rejected: per shape and arm
+// their deadline. No call need be rejected: per shape, rate and arm
 // (watertight's and failsafe-go's limiters at their defaults), the share
 // of the calls offered from 5 s on that were rejected
-// (healthy_<shape>_rejected_pct_<arm>) and the least limit sampled every
-// 100 ms from 5 s on (healthy_<shape>_limit_min_<arm>), and the most calls
-// in flight with no limiter at all (healthy_<shape>_inflight_max).
+// (<key>_rejected_pct_<arm>) and the least limit sampled every 100 ms
+// from 5 s on (<key>_limit_min_<arm>), and the most calls in flight with
+// no limiter at all (<key>_inflight_max). The key is healthy_<shape> at
+// 200 calls/s and healthy_<rate>_<shape> at 400 and 800.
 //
 // The test prints one JSON object on a line of its own (fmt.Println) and
 // writes it to out/sim-adaptive.json; it draws the limits over time to
@@ -111,9 +112,11 @@ func TestSimAdaptive(t *testing.T) {
 	fs, ours := failsafeArm(), oursArm()
 	arms = append(arms, fs, ours)
 	var shapeArms []*shapeArm
-	for _, sh := range simShapes {
-		for _, a := range []*simArm{{name: "unlimited", build: func(*testing.T) limiterArm { return unlimited{} }}, ours, fs} {
-			shapeArms = append(shapeArms, &shapeArm{shape: sh, arm: a.name, build: a.build})
+	for _, rate := range simShapeRates {
+		for _, sh := range simShapes {
+			for _, a := range []*simArm{{name: "unlimited", build: func(*testing.T) limiterArm { return unlimited{} }}, ours, fs} {
+				shapeArms = append(shapeArms, &shapeArm{shape: sh, rate: rate, arm: a.name, build: a.build})
+			}
 		}
 	}
 	var uncongested *latHist
@@ -129,7 +132,7 @@ func TestSimAdaptive(t *testing.T) {
 			})
 		}
 		for _, a := range shapeArms {
-			t.Run(a.shape.name+"/"+a.arm, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%d/%s", a.shape.name, a.rate, a.arm), func(t *testing.T) {
 				t.Parallel()
 				a.simulate(t)
 			})
@@ -192,8 +195,8 @@ func TestSimAdaptive(t *testing.T) {
 	fmt.Println(string(js))
 	for i := 0; i < len(shapeArms); i += 3 {
 		u, o, f := shapeArms[i], shapeArms[i+1], shapeArms[i+2]
-		t.Logf("healthy %-9s: %d in flight at most with no limiter; ours %.2f%% rejected (limit at least %d), failsafe %.2f%% rejected (limit at least %d)",
-			u.shape.name, u.maxInFlight, o.rejectedPct(), o.limitMin, f.rejectedPct(), f.limitMin)
+		t.Logf("healthy %-9s at %d calls/s: %d in flight at most with no limiter; ours %.2f%% rejected (limit at least %d), failsafe %.2f%% rejected (limit at least %d)",
+			u.shape.name, u.rate, u.maxInFlight, o.rejectedPct(), o.limitMin, f.rejectedPct(), f.limitMin)
 	}
 
 	for _, a := range []*simArm{ours, fs} {
@@ -270,12 +273,13 @@ func (r simReport) json(arms []*shapeArm) ([]byte, error) {
 		return nil, err
 	}
 	for _, a := range arms {
+		k := a.key()
 		if a.arm == "unlimited" {
-			m["healthy_"+a.shape.name+"_inflight_max"] = float64(a.maxInFlight)
+			m[k+"_inflight_max"] = float64(a.maxInFlight)
 			continue
 		}
-		m["healthy_"+a.shape.name+"_rejected_pct_"+a.arm] = round(a.rejectedPct(), 2)
-		m["healthy_"+a.shape.name+"_limit_min_"+a.arm] = float64(a.limitMin)
+		m[k+"_rejected_pct_"+a.arm] = round(a.rejectedPct(), 2)
+		m[k+"_limit_min_"+a.arm] = float64(a.limitMin)
 	}
 	return json.Marshal(m)
 }
@@ -543,18 +547,25 @@ func simHung(n int) func(r *rand.Rand) time.Duration {
 	}
 }
 
-// The healthy shapes' run: simShapeRate calls/s for simShapeDur, counted
-// from simShapeFrom (after the first probe), each with simShapeDeadline.
+// simShapeRates are the loads each healthy shape is offered, in calls/s:
+// at 200 every shape keeps fewer calls in flight than the initial limit
+// (20); at 400 and 800 most shapes exceed it from the start.
+var simShapeRates = []int{200, 400, 800}
+
+// The healthy shapes' run: a rate of simShapeRates for simShapeDur,
+// counted from simShapeFrom (after the first probe), each call with
+// simShapeDeadline.
 const (
-	simShapeRate     = 200
 	simShapeDur      = 120 * time.Second
 	simShapeFrom     = 5 * time.Second
 	simShapeDeadline = time.Second
 )
 
-// shapeArm is one limiter against one healthy shape, and what it measured.
+// shapeArm is one limiter against one healthy shape at one rate, and what
+// it measured.
 type shapeArm struct {
 	shape simShape
+	rate  int // calls/s
 	arm   string
 	build func(t *testing.T) limiterArm
 
@@ -563,11 +574,20 @@ type shapeArm struct {
 	maxInFlight       int64 // the most calls in flight at the dependency
 }
 
+// key is the prefix of a's figures in the JSON: healthy_<shape> at 200
+// calls/s, healthy_<rate>_<shape> at the other rates.
+func (a *shapeArm) key() string {
+	if a.rate == 200 {
+		return "healthy_" + a.shape.name
+	}
+	return fmt.Sprintf("healthy_%d_%s", a.rate, a.shape.name)
+}
+
 func (a *shapeArm) rejectedPct() float64 {
 	return 100 * float64(a.rejected) / float64(max(a.offered, 1))
 }
 
-// simulate offers the shape simShapeRate calls/s through the limiter, in a
+// simulate offers the shape a.rate calls/s through the limiter, in a
 // bubble of its own, the latencies drawn from one seed for every arm.
 func (a *shapeArm) simulate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -578,7 +598,7 @@ func (a *shapeArm) simulate(t *testing.T) {
 		var wg sync.WaitGroup
 		t0 := time.Now()
 		a.limitMin = math.MaxInt
-		every := time.Second / simShapeRate
+		every := time.Second / time.Duration(a.rate)
 		for i := range int(simShapeDur / every) {
 			d := a.shape.draw(r)
 			counted := time.Since(t0) >= simShapeFrom
@@ -607,7 +627,7 @@ func (a *shapeArm) simulate(t *testing.T) {
 					}
 				}
 			})
-			if counted && i%20 == 0 {
+			if counted && i%(a.rate/10) == 0 { // every 100 ms
 				a.limitMin = min(a.limitMin, lim.limit())
 			}
 			time.Sleep(every)
@@ -618,8 +638,8 @@ func (a *shapeArm) simulate(t *testing.T) {
 		}
 		a.offered, a.rejected, a.maxInFlight = offered.Load(), rejected.Load(), most.Load()
 	})
-	t.Logf("%s, %s: %d of %d rejected (%.2f%%), limit at least %d, at most %d in flight",
-		a.shape.name, a.arm, a.rejected, a.offered, a.rejectedPct(), a.limitMin, a.maxInFlight)
+	t.Logf("%s at %d calls/s, %s: %d of %d rejected (%.2f%%), limit at least %d, at most %d in flight",
+		a.shape.name, a.rate, a.arm, a.rejected, a.offered, a.rejectedPct(), a.limitMin, a.maxInFlight)
 }
 
 // simUncongested times 1000 calls to the dependency made one at a time in
