@@ -59,6 +59,8 @@ func rowsOf(err error, callerDone bool) []row {
 		rows = append(rows, rowDeadline)
 	}
 	if exhausted {
+		// The rows are read from the top: an ExhaustedError wraps the last
+		// attempt's error, which may be a timeout.
 		rows = append(rows, rowExhausted)
 	}
 	if ctxErr && !exceeded && !exhausted {
@@ -116,8 +118,8 @@ func stormRows(t *testing.T, p policy.Policy, calls int) map[row]int {
 					bad[fmt.Sprintf("%v: %v", rows, err)]++
 				case rows[0] == rowRejected && ran.Load() && !errors.Is(err, retry.ErrExhausted):
 					bad[fmt.Sprintf("rejected after fn ran: %v", err)]++
-				case rows[0] == rowDeadline && !ran.Load():
-					bad[fmt.Sprintf("deadline.ErrExceeded though fn never ran: %v", err)]++
+				case (rows[0] == rowDeadline || rows[0] == rowExhausted) && !ran.Load():
+					bad[fmt.Sprintf("%s though fn never ran: %v", rows[0], err)]++
 				default:
 					counts[rows[0]]++
 					var rej *policy.RejectedError

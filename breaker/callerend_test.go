@@ -26,9 +26,10 @@ func newTripOnFirst(t *testing.T) *breaker.Breaker {
 }
 
 // TestCallersEndIsExcluded checks that the end of the caller's own context,
-// canceled or past its deadline, is neither a success nor a failure,
-// whatever fn returns once it has ended: a breaker that trips on the first
-// failure stays closed with nothing counted.
+// canceled or past its deadline, and a hedge's lost attempt, are neither a
+// success nor a failure, whatever fn returns once the ctx has ended: a
+// breaker that trips on the first failure stays closed with nothing
+// counted.
 func TestCallersEndIsExcluded(t *testing.T) {
 	ends := []struct {
 		name string
@@ -47,6 +48,18 @@ func TestCallersEndIsExcluded(t *testing.T) {
 			time.AfterFunc(time.Second, func() { cancel(errors.New("client went away")) })
 			return ctx, func() { cancel(nil) }
 		}},
+		// errgroup.WithContext cancels the group with a sibling's error,
+		// which may be a Deadline's: still the caller's end, not our timer.
+		{"canceled with a Deadline's error as cause", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			time.AfterFunc(time.Second, func() { cancel(&deadline.ExceededError{Name: "sibling", Duration: time.Second}) })
+			return ctx, func() { cancel(nil) }
+		}},
+		{"hedge lost", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			time.AfterFunc(time.Second, func() { cancel(retry.ErrHedgeLost) })
+			return ctx, func() { cancel(nil) }
+		}},
 	}
 	returns := []struct {
 		name string
@@ -54,6 +67,7 @@ func TestCallersEndIsExcluded(t *testing.T) {
 	}{
 		{"ctx.Err()", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
 		{"its own error", func(ctx context.Context) error { <-ctx.Done(); return errOwn }},
+		{"nil", func(ctx context.Context) error { <-ctx.Done(); return nil }},
 	}
 	for _, end := range ends {
 		for _, ret := range returns {

@@ -27,19 +27,21 @@
 //
 //	what happened                          Execute returns                  counted as
 //	-------------------------------------  -------------------------------  ---------------------------------
+//	ctx ended, not by a Deadline's timer   fn's result, unchanged           excluded: neither, always
+//	(the caller's cancel or deadline, a
+//	hedge's losing attempt), whatever fn
+//	returned, nil included
 //	fn returned nil                        nil                              success
 //	fn returned err, IsFailure(err)        err, unchanged                   failure
 //	fn returned err, !IsFailure(err)       err, unchanged                   success
 //	fn returned a rejection (an inner      err, unchanged                   excluded: neither, always
 //	policy's) or context.Canceled
-//	ctx ended, not by a Deadline's timer   err, unchanged                   excluded: neither, always
-//	(the caller's cancel or deadline, a
-//	hedge's losing attempt), fn returned
-//	any error
+//	fn returned a throttled error          err, unchanged                   excluded, with the default
+//	(policy.ErrThrottled, a 429)                                            IsFailure
 //	ctx ended by a Deadline's timer        err, unchanged                   failure (by DefaultIsFailure)
-//	(whole-call), or fn returned a timeout
-//	of its own (an attempt Deadline,
-//	ErrExceeded, DeadlineExceeded)
+//	(deadline.Fired), or fn returned a
+//	timeout of its own (an attempt
+//	Deadline, DeadlineExceeded)
 //	fn panicked or called runtime.Goexit   the panic goes on up             failure, always
 //	IsFailure panicked or called           the panic goes on up             excluded
 //	runtime.Goexit
@@ -48,10 +50,16 @@
 //	half-open, all probes taken            *policy.RejectedError, Reason    watertight.rejections
 //	                                       "half_open_full"; fn not called  {reason=half_open_full}
 //
-// The end of the caller's own context is told from our timeouts by its
-// cause ([context.Cause]), not by the error fn returned: a Deadline's
-// cause matches deadline.ErrExceeded, a hedge's loser's matches
-// retry.ErrHedgeLost, a caller's does neither.
+// The first row that applies decides. The end of the caller's own context
+// is told from our timeouts by deadline.Fired, not by the error fn
+// returned: a Deadline's timer ends a context at its deadline with a cause
+// matching deadline.ErrExceeded; a hedge's loser's cause is
+// retry.ErrHedgeLost; a caller's is neither, even when the caller cancels
+// with a Deadline's error as the cause (as errgroup.WithContext does). Any
+// watertight Deadline's timer counts, this pipeline's or an enclosing one's.
+// A caller whose own deadline comes before the pipeline's Deadline hides a
+// hanging dependency from the breaker: give the pipeline an Attempt
+// timeout shorter than its callers' deadlines.
 //
 // Every rejection matches [ErrOpen] and [policy.ErrRejected] with
 // [errors.Is], is prepared at [New] (rejecting allocates nothing), adds a

@@ -53,17 +53,13 @@ func excluded(err error) bool {
 
 // judged returns the outcome a call reports for fn's error err, given the
 // ctx fn ran with. It is the one place where the breaker decides that an
-// outcome is the caller's and not the dependency's: when ctx has ended and
-// its cause is not one of our timeouts (a Deadline's, which matches
-// deadline.ErrExceeded), the caller gave up, or a hedge's attempt lost, and
-// the outcome is excluded (errNotRun) whatever fn returned. The cause, not
-// the error's text, tells them apart. A success, a panic and a Goexit keep
-// their own outcome.
+// outcome is the caller's and not the dependency's: once ctx has ended, and
+// not because a Deadline's timer fired (deadline.Fired), the caller gave up
+// or a hedge's attempt lost, and the outcome is excluded (errNotRun)
+// whatever fn returned, nil included. The cause, not the error's text,
+// tells them apart. A panic and a Goexit keep their own outcome.
 func judged(ctx context.Context, err error) error {
-	if err == nil || err == stage.ErrAborted || ctx.Err() == nil {
-		return err
-	}
-	if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+	if err == stage.ErrAborted || ctx.Err() == nil || deadline.Fired(ctx) {
 		return err
 	}
 	return errNotRun

@@ -44,3 +44,22 @@ func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitEndedByCallerWithDeadlineCause checks that a wait the caller's
+// cancel ends stays ctx.Err() even when the cause is a Deadline's error (as
+// errgroup.WithContext cancels a group with a sibling's error).
+func TestWaitEndedByCallerWithDeadlineCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{Limit: 1, MaxQueue: 1})
+		if _, _, err := b.Enter(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer b.Exit(context.Background(), nil, nil)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(time.Second, func() { cancel(&deadline.ExceededError{Name: "sibling"}) })
+		err := b.Execute(ctx, func(context.Context) error { return nil })
+		if err != context.Canceled {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	})
+}

@@ -79,7 +79,8 @@
 // settled under the mutex, by the waiter's granted flag: a waiter that was
 // not granted is unlinked and can never be handed a slot afterwards; a waiter
 // woken by its ctx that was granted passes the slot on as a release would
-// and returns ctx.Err(); a waiter woken by MaxWait that was granted got its
+// and returns ctx.Err() (the wait_timeout rejection if a Deadline's timer
+// ended the ctx); a waiter woken by MaxWait that was granted got its
 // slot in time, so it keeps it and runs fn.
 //
 // The uncontended path is a load, a compare-and-swap and, on release, a

@@ -37,8 +37,9 @@
 //     call, so time queued in the bulkhead is bounded by the bulkhead's own
 //     MaxWait (and the caller's ctx), not by the Deadline. When it fires, the
 //     retry loop ends because its ctx is done, and the call returns an error
-//     matching deadline.ErrExceeded; or, if fn never ran (the attempt was
-//     held in the RateLimit), the RateLimit's rejection.
+//     matching deadline.ErrExceeded (wrapping fn's last error); or, if fn
+//     never ran (the attempt was held in the RateLimit), the RateLimit's
+//     rejection.
 //   - The RateLimit sits inside the retry so that every attempt, retries
 //     included, waits out the provider's hold (package ratelimit), and
 //     outside the breaker so that a held attempt does not hold a half-open

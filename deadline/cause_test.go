@@ -71,3 +71,34 @@ func TestRejectionKeepsItsRow(t *testing.T) {
 		}
 	})
 }
+
+// TestFired checks that Fired is true only for a ctx a Deadline's timer
+// ended: not for the caller's own deadline, nor for a cancel whose cause is
+// a Deadline's error (as errgroup.WithContext cancels a group), nor for a
+// live ctx.
+func TestFired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := mustNew(t, Config{Timeout: time.Second})
+		var fired, live bool
+		d.Execute(context.Background(), func(ctx context.Context) error {
+			live = Fired(ctx)
+			<-ctx.Done()
+			fired = Fired(ctx)
+			return ctx.Err()
+		})
+		if !fired || live {
+			t.Errorf("Fired = %v while live, %v once the Deadline fired; want false, true", live, fired)
+		}
+		own, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		<-own.Done()
+		if Fired(own) {
+			t.Error("Fired is true for the caller's own context.WithTimeout")
+		}
+		group, cancelGroup := context.WithCancelCause(context.Background())
+		cancelGroup(&ExceededError{Name: "sibling", Duration: time.Second})
+		if Fired(group) {
+			t.Error("Fired is true for a cancel whose cause is a Deadline's error")
+		}
+	})
+}

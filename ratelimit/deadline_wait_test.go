@@ -34,11 +34,12 @@ func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := newLimiter(t, w.cfg)
 				w.prepare(l)
-				// A ctx ended as a Deadline's timer ends it, and whose
-				// deadline the Limiter cannot see in advance.
-				ctx, cancel := context.WithCancelCause(context.Background())
-				time.AfterFunc(time.Second, func() { cancel(deadline.ErrExceeded) })
-				err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
+				// A ctx ended as a Deadline's timer ends it, whose deadline
+				// the Limiter does not see in advance (as when the timer's
+				// goroutine wins the race against the Limiter's own).
+				ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(time.Second), deadline.ErrExceeded)
+				defer cancel()
+				err := l.Execute(lateDeadline{ctx}, func(context.Context) error { t.Error("fn ran"); return nil })
 				checkRejection(t, err, w.reason)
 				if errors.Is(err, deadline.ErrExceeded) || errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("err = %v matches a timeout", err)
@@ -48,19 +49,35 @@ func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
 	}
 }
 
+// lateDeadline hides its deadline until it is done.
+type lateDeadline struct{ context.Context }
+
+func (c lateDeadline) Deadline() (time.Time, bool) {
+	if c.Err() == nil {
+		return time.Time{}, false
+	}
+	return c.Context.Deadline()
+}
+
 // TestWaitEndedByCallerIsCtxErr checks the caller's side: a wait that the
-// caller's own deadline ends returns ctx.Err(), not a rejection.
+// caller's own context ends returns ctx.Err(), not a rejection, even when
+// the caller cancels with a Deadline's error as the cause (as
+// errgroup.WithContext does with a sibling's error).
 func TestWaitEndedByCallerIsCtxErr(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "10"))
-		ctx, cancel := context.WithCancelCause(context.Background())
-		time.AfterFunc(time.Second, func() { cancel(context.DeadlineExceeded) })
-		err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
-		if !errors.Is(err, context.Canceled) || errors.Is(err, policy.ErrRejected) {
-			t.Errorf("err = %v, want ctx.Err()", err)
-		}
-	})
+	for _, cause := range []error{context.DeadlineExceeded, deadline.ErrExceeded} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := newLimiter(t, ratelimit.Config{})
+				l.Observe(resp(429, "Retry-After", "10"))
+				ctx, cancel := context.WithCancelCause(context.Background())
+				time.AfterFunc(time.Second, func() { cancel(cause) })
+				err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
+				if !errors.Is(err, context.Canceled) || errors.Is(err, policy.ErrRejected) {
+					t.Errorf("err = %v, want ctx.Err()", err)
+				}
+			})
+		})
+	}
 }
 
 // TestNoRateNoRateReason checks that a Limiter with no client-side rate

@@ -449,7 +449,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+			if deadline.Fired(ctx) {
 				return false, l.reject(ctx, rej)
 			}
 			return false, ctx.Err()

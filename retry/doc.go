@@ -124,10 +124,12 @@
 //
 // and the caller's context ending stops the call at once, with an error
 // matching ctx.Err() (and the latest failure, if any). A Deadline's timer
-// ending it (its cause matches deadline.ErrExceeded) stops new hedges, and
-// the call ends as the attempts running report, as a Deadline waits for
-// fn: an attempt held by a policy below until then ends as that policy's
-// rejection, never as a timeout. While another
+// ending it (deadline.Fired) stops new hedges, and the call ends as the
+// attempts running report, as a Deadline waits for fn: an attempt held by
+// a policy below until then ends as that policy's rejection, never as a
+// timeout. Once the timer has fired, the caller's cancel changes nothing:
+// the call still waits for its attempts. Each attempt the timer cuts is a
+// timeout of its own, which a breaker below counts as a failure. While another
 // attempt holds the claim (policy.Claim: its result is being published),
 // no hedge starts and a failure decides nothing yet: a refusal stops
 // further hedges, and the first failure marked Permanent or refused by

@@ -37,7 +37,9 @@ var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another at
 // concurrently with itself: policy.Do publishes only the winner's value.
 // Execute returns as soon as the call has its outcome, without waiting for
 // the attempts it canceled: one that ignores its context keeps running
-// until fn returns, and frees what it holds then.
+// until fn returns, and frees what it holds then. The exception is a call
+// whose context a Deadline's timer ended (deadline.Fired): it ends as its
+// running attempts report, as a Deadline waits for fn.
 //
 // The claim: an attempt that holds it (policy.Do claims as fn succeeds; an
 // attempt that must run alone claims as it starts) is the call's winner
@@ -366,7 +368,7 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 				arm()
 			}
 		case <-done:
-			if !errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+			if !deadline.Fired(ctx) {
 				// The caller gave up: stop at once.
 				end()
 				if last != nil {

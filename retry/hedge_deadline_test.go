@@ -52,3 +52,21 @@ func TestHedgeStopsAtOnceOnCallersEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeStopsAtOnceOnCancelWithDeadlineCause checks that a caller's
+// cancel whose cause is a Deadline's error (as errgroup.WithContext cancels
+// a group) still stops the call at once.
+func TestHedgeStopsAtOnceOnCancelWithDeadlineCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{MaxHedges: 1, Delay: 100 * time.Millisecond})
+		release := make(chan struct{})
+		defer close(release)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(time.Second, func() { cancel(&deadline.ExceededError{Name: "sibling"}) })
+		start := time.Now()
+		err := h.Execute(ctx, func(context.Context) error { <-release; return nil })
+		if !errors.Is(err, context.Canceled) || time.Since(start) != time.Second {
+			t.Errorf("err = %v after %v, want context.Canceled after 1s", err, time.Since(start))
+		}
+	})
+}

@@ -143,6 +143,12 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	// context's rule, which would return the rejection unchanged.
 	if errors.Is(err, policy.ErrRejected) {
 		if c != nil && c.last != nil && !errors.Is(c.last, policy.ErrRejected) {
+			if ctx.Err() != nil {
+				// The call's ctx ended the wait that refused the attempt
+				// (a Deadline's timer): the context's rule, with fn's last
+				// error, which an outer Deadline makes its own.
+				return false, state, Unmark(c.last)
+			}
 			return false, state, r.rejected(ctx, n, err, c.last)
 		}
 		return false, state, Unmark(err)

@@ -2,7 +2,6 @@ package slots
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -192,7 +191,7 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 // timer, not the caller, ended it, the call never ran: it is a rejection
 // of this wait, not a timeout.
 func ended(ctx context.Context) (Outcome, error) {
-	if errors.Is(context.Cause(ctx), deadline.ErrExceeded) {
+	if deadline.Fired(ctx) {
 		return RejectedWaitTimeout, nil
 	}
 	return CtxDone, ctx.Err()
