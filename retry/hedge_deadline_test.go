@@ -70,3 +70,35 @@ func TestHedgeStopsAtOnceOnCancelWithDeadlineCause(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryAttemptRefusedByDeadlineEndsAsTimeout checks a Retry under a
+// Deadline whose second attempt a policy below holds until the Deadline's
+// timer fires and then refuses: the call ends as our deadline, wrapping fn's
+// last error, and not also as a retry that gave up.
+func TestRetryAttemptRefusedByDeadlineEndsAsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: NoJitter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := deadline.New(deadline.Config{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rej := policy.NewRejectedError("ratelimit", "llm", "throttled", policy.NewSentinel("ratelimit: limited"))
+		n := 0
+		err = d.Execute(context.Background(), func(ctx context.Context) error {
+			return r.Execute(ctx, func(ctx context.Context) error {
+				n++
+				if n == 1 {
+					return errBoom
+				}
+				<-ctx.Done() // held below until the Deadline fires
+				return rej
+			})
+		})
+		if !errors.Is(err, deadline.ErrExceeded) || !errors.Is(err, errBoom) || errors.Is(err, ErrExhausted) || errors.Is(err, policy.ErrRejected) {
+			t.Errorf("err = %v, want our deadline around fn's last error, and nothing else", err)
+		}
+	})
+}
