@@ -23,6 +23,9 @@
 //	condition                                  outcome                                      error returned
 //	errors.Is(err, policy.ErrRejected),        stop: rejections are never retried           err, unchanged
 //	  on attempt 1 (fn never ran)
+//	errors.Is(err, policy.ErrRejected),        stop: the call is not a rejection, since     fn's last error
+//	  after attempts that ran fn, the call's     fn ran; the context ended it
+//	  ctx done
 //	errors.Is(err, policy.ErrRejected),        stop, exhausted: the call is not a           *ExhaustedError, Reason "rejected",
 //	  after attempts that ran fn                 rejection, since fn ran                      wrapping fn's last error
 //	the call's ctx is done                     stop                                         err, unchanged
