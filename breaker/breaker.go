@@ -32,6 +32,9 @@ type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
 type Breaker struct {
 	settings gobreaker.Settings // template for every machine, less OnStateChange
 
+	isFailure func(error) bool // Config.IsFailure, or DefaultIsFailure
+	throttled bool             // the default classification: a throttled error is excluded
+
 	cb       atomic.Pointer[machine] // the current machine; Reset swaps in a new one
 	forced   atomic.Bool             // ForceOpen until Reset; written under mu
 	openFast atomic.Bool             // the machine is open and will be for a while; written under mu
@@ -71,6 +74,8 @@ func New(cfg Config) (*Breaker, error) {
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	b := &Breaker{
 		settings:      r.settings(cfg.Name),
+		isFailure:     r.isFailure,
+		throttled:     r.throttled,
 		rejOpen:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonOpen, ErrOpen),
 		rejFull:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonHalfOpenFull, ErrOpen),
 		onReject:      cfg.OnReject,
@@ -160,38 +165,11 @@ func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, erro
 // a half-open probe's place). A token that is not one of enter's is
 // ignored.
 func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
-	outcome := judged(ctx, err)
-	if done, ok := token.(func(error)); ok && done != nil {
-		reportOutcome(done, outcome)
-	} else if p, ok := token.(*heldProbe); ok && p != nil {
-		b.exitHeld(ctx, p, outcome)
-	}
+	b.report(ctx, token, err)
 	if b.queued.Load() {
 		b.flush(ctx)
 	}
 	return err
-}
-
-// reportOutcome gives gobreaker the outcome err through done.
-//
-// done calls Config.IsFailure under gobreaker's lock. If IsFailure panics
-// or calls runtime.Goexit, gobreaker has counted nothing (it asks
-// IsExcluded, then IsSuccessful, and counts after both answer) and its own
-// deferred Unlock has freed the lock by the time the deferred call below
-// runs. That call reports the call again, as excluded (errNotRun), so that
-// it frees a half-open probe's place instead of holding it for ever, and
-// the panic or Goexit goes on up. Nothing is recovered, so there is no
-// need to tell a panic from a Goexit, panic(nil) included, whatever
-// GODEBUG=panicnil says. errNotRun never reaches IsFailure: it is excluded.
-func reportOutcome(done func(error), err error) {
-	finished := false
-	defer func() {
-		if !finished {
-			done(errNotRun)
-		}
-	}()
-	done(err)
-	finished = true
 }
 
 // rejectRefused records the rejection of a call gobreaker refused with err

@@ -162,3 +162,35 @@ func TestHedgeLosersAreExcluded(t *testing.T) {
 		}
 	})
 }
+
+// TestIsFailureMayCallTheBreaker checks that IsFailure runs outside every
+// lock: it may read the Breaker's state and counts.
+func TestIsFailureMayCallTheBreaker(t *testing.T) {
+	var b *breaker.Breaker
+	seen := 0
+	b, err := breaker.New(breaker.Config{ConsecutiveFailures: 2, IsFailure: func(error) bool {
+		if b.State() == breaker.Closed {
+			seen += int(b.Counts().TotalFailures) + 1
+		}
+		return true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2 {
+			b.Execute(context.Background(), func(context.Context) error { return errOwn })
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("IsFailure calling the Breaker deadlocked")
+	}
+	if seen != 3 || b.State() != breaker.Open {
+		t.Errorf("seen %d, state %v; want 1 + 2 and open", seen, b.State())
+	}
+}

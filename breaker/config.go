@@ -2,7 +2,6 @@ package breaker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -90,10 +88,11 @@ type Config struct {
 	// dependency. So is any error once the ctx the breaker was given has
 	// ended, unless a Deadline's timer ended it (the caller gave up, or a
 	// hedge's attempt lost). A panic or runtime.Goexit in fn is always a
-	// failure. IsFailure is not asked about any of these. It is called under gobreaker's
-	// lock: it must be fast and must not call the Breaker. If it panics or
-	// calls runtime.Goexit, the call is not counted (a half-open probe's
-	// place is freed) and the panic or Goexit goes on up through the call.
+	// failure. IsFailure is not asked about any of these. It is called on
+	// the caller's goroutine, outside every lock, and may call the Breaker.
+	// If it panics or calls runtime.Goexit, the call is not counted (a
+	// half-open probe's place is freed) and the panic or Goexit goes on up
+	// through the call.
 	IsFailure func(err error) bool
 
 	// MeterProvider provides the breaker's instruments. Nil means the global
@@ -190,32 +189,19 @@ func (r *resolved) readyToTrip(c gobreaker.Counts) bool {
 	return false
 }
 
-// isSuccessful is gobreaker's IsSuccessful, called under its lock after
-// isExcluded said no. If IsFailure panics or calls runtime.Goexit, exit's
-// reportOutcome reports the call again as excluded.
-func (r *resolved) isSuccessful(err error) bool {
-	return err == nil || (err != stage.ErrAborted && !r.isFailure(err))
-}
-
-// isExcluded is gobreaker's IsExcluded: a rejection or a cancellation,
-// and with the default classification a throttled answer (a 429 says the
-// provider is pacing this client, not that it is broken; counted as a
-// success it would reset a run of consecutive 503s).
-func (r *resolved) isExcluded(err error) bool {
-	return err != nil && (excluded(err) || r.throttled && errors.Is(err, policy.ErrThrottled))
-}
-
 // maxWindow caps the rolling window handed to gobreaker: see settings.
 const maxWindow = 100 * 365 * 24 * time.Hour
 
 // settings returns the gobreaker settings of r, without OnStateChange.
 func (r *resolved) settings(name string) gobreaker.Settings {
 	st := gobreaker.Settings{
-		Name:         name,
-		MaxRequests:  r.halfOpen,
-		ReadyToTrip:  r.readyToTrip,
-		IsSuccessful: r.isSuccessful,
-		IsExcluded:   r.isExcluded,
+		Name:        name,
+		MaxRequests: r.halfOpen,
+		ReadyToTrip: r.readyToTrip,
+		// The Breaker judges each call itself (outcome.go) and reports
+		// the verdict: these only read it back.
+		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded:   func(err error) bool { return err == errNotRun },
 		// gobreaker turns half-open once now is strictly after
 		// opened + Timeout; one nanosecond less makes that exactly
 		// OpenTimeout after it opened. Timeout 0 would mean 60 s to it, so a

@@ -105,9 +105,10 @@
 // [Config.OnStateChange].
 // One goroutine flushes at a time, so hooks run in the order of the changes
 // and never concurrently; a goroutine that finds a flush under way leaves
-// its changes to it, which is what lets a hook call the Breaker. IsFailure
-// still runs under gobreaker's mutex: it must be quick and must not call the
-// Breaker.
+// its changes to it, which is what lets a hook call the Breaker. The
+// Breaker judges each call itself, outside every lock, and reports only the
+// verdict to gobreaker: IsFailure runs on the caller's goroutine and may call
+// the Breaker.
 //
 // A call admitted by gobreaker must report its outcome, or a half-open
 // breaker waits for its probe forever. When fn panics or calls
@@ -116,8 +117,7 @@
 // opens the breaker again instead of wedging it. That deferred call
 // recovers nothing: the panic goes on with fn's own value, and a crash
 // report still shows where fn panicked. A panic or Goexit in IsFailure
-// (which gobreaker calls while the outcome is reported) leaves the call
-// uncounted: the call is reported again as excluded, which frees a
+// leaves the call uncounted: it is reported as excluded, which frees a
 // half-open probe's place, and the panic or Goexit goes on too. Since
 // nothing is recovered, a panic need never be told from a Goexit, and
 // panic(nil) behaves the same whatever GODEBUG=panicnil says. No lock is

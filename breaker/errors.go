@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -49,18 +47,4 @@ func DefaultIsFailure(err error) bool {
 // Config.IsFailure says.
 func excluded(err error) bool {
 	return errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled)
-}
-
-// judged returns the outcome a call reports for fn's error err, given the
-// ctx fn ran with. It is the one place where the breaker decides that an
-// outcome is the caller's and not the dependency's: once ctx has ended, and
-// not because a Deadline's timer fired (deadline.Fired), the caller gave up
-// or a hedge's attempt lost, and the outcome is excluded (errNotRun)
-// whatever fn returned, nil included. The cause, not the error's text,
-// tells them apart. A panic and a Goexit keep their own outcome.
-func judged(ctx context.Context, err error) error {
-	if err == stage.ErrAborted || ctx.Err() == nil || deadline.Fired(ctx) {
-		return err
-	}
-	return errNotRun
 }

@@ -185,38 +185,14 @@ func (b *Breaker) enterHeld(ctx context.Context) (context.Context, stage.Token, 
 	return ctx, &heldProbe{gen: gen}, nil
 }
 
-// exitHeld judges a probe admitted by enterHeld: a failure opens the hold
-// again for OpenTimeout, HalfOpenRequests successes end it (the breaker
-// closes with a fresh machine), an excluded outcome frees its place. The
-// outcome of a probe from an earlier period is ignored.
-func (b *Breaker) exitHeld(ctx context.Context, p *heldProbe, err error) {
-	verdict := 0 // -1 failure, 0 excluded, 1 success
-	// If IsFailure panics or calls runtime.Goexit, the deferred call frees
-	// the probe's place (as if excluded) and the panic goes on.
-	judged := false
-	defer func() {
-		if !judged {
-			b.settleProbe(ctx, p, 0)
-		}
-	}()
-	switch {
-	case err == stage.ErrAborted:
-		verdict = -1
-	case b.settings.IsExcluded(err):
-		verdict = 0
-	case b.settings.IsSuccessful(err):
-		verdict = 1
-	default:
-		verdict = -1
-	}
-	judged = true
-	b.settleProbe(ctx, p, verdict)
-}
-
-// settleProbe applies a probe's verdict (see exitHeld).
-func (b *Breaker) settleProbe(ctx context.Context, p *heldProbe, verdict int) {
+// settleProbe applies the verdict of a probe admitted by enterHeld: a
+// failure opens the hold again for OpenTimeout, HalfOpenRequests successes
+// end it (the breaker closes with a fresh machine), an excluded outcome
+// frees its place. The outcome of a probe from an earlier period is
+// ignored.
+func (b *Breaker) settleProbe(ctx context.Context, p *heldProbe, v verdict) {
 	var fresh *machine
-	if verdict > 0 {
+	if v == succeeded {
 		fresh = b.newMachine() // built outside the lock, as Reset does
 	}
 	b.mu.Lock()
@@ -226,10 +202,10 @@ func (b *Breaker) settleProbe(ctx context.Context, p *heldProbe, verdict int) {
 		return
 	}
 	h.probes--
-	switch {
-	case verdict < 0:
+	switch v {
+	case failed:
 		b.startHold(time.Now().Add(b.holdFor()).UnixNano())
-	case verdict > 0:
+	case succeeded:
 		h.successes++
 		if h.successes >= b.settings.MaxRequests {
 			b.endHold()

@@ -16,14 +16,12 @@ func (b *Breaker) queue(to State) {
 	b.queued.Store(true)
 }
 
-// errNotRun is the outcome reported for a call the breaker admitted but that
-// never ran, because a hook panicked in enter; for a call whose outcome
-// could not be classified, because IsFailure panicked or called
-// runtime.Goexit (see reportOutcome); and for a call whose ctx ended for a
-// reason of the caller's (see judged). It matches policy.ErrRejected, so it is excluded: it
-// frees a half-open probe's place without counting as a failure of the
-// dependency (a hook that always panics must not keep the breaker open
-// forever).
+// errNotRun is the outcome with which an excluded call is reported to
+// gobreaker (see verdict.err): one whose outcome says nothing about the
+// dependency, one whose IsFailure panicked, and one the breaker admitted but
+// that never ran, because a hook panicked in enter. It frees a half-open
+// probe's place without counting as a failure of the dependency (a hook
+// that always panics must not keep the breaker open forever).
 var errNotRun = policy.NewSentinel("breaker: admitted call not run")
 
 // flushAdmitted flushes the changes queued by an Allow that admitted the call
