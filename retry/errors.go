@@ -3,7 +3,6 @@ package retry
 import (
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -152,34 +151,28 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// permanentError is the marker [Permanent] puts on an error. spent is set
-// once a Retry (or Unmark) has honoured it: a marker stops the nearest
-// Retry only, not another one further out that sees the same error wrapped
-// (an attempt deadline's ExceededError around it, say).
-type permanentError struct {
-	err   error
-	spent atomic.Bool
-}
+// permanentError is the marker [Permanent] puts on an error.
+type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Unmark returns the error that err marks as permanent, if err itself is a
 // marker made by [Permanent] (or by backoff/v4's Permanent, which a Retry
-// also honours), and err unchanged otherwise, nil included. A marker of
-// Permanent's deeper in err's chain cannot be taken off, because what wraps
-// it carries meaning of its own (an attempt deadline's ExceededError around
-// a permanent failure must still match deadline.ErrExceeded): Unmark spends
-// it instead, so that no Retry honours it any more. A Retry unmarks every
-// error it returns this way, so a marker fn put on its error stops that
-// Retry and no other: an outer Retry (one around a whole request and the
-// reading of its body, say) sees the error as any other. Code that runs an
-// fn which may mark its errors without a Retry above it (an HTTP transport
-// whose policy may have no retry) calls Unmark for the same reason.
-// backoff/v4's markers deeper in the chain cannot be spent. Unmark is safe
-// for concurrent use.
+// also honours); err wrapped so that no Retry honours a marker inside it,
+// if a marker lies deeper in err's chain; and err unchanged otherwise, nil
+// included. A marker deeper in the chain cannot be taken off, because what
+// wraps it carries meaning of its own (an attempt deadline's ExceededError
+// around a permanent failure must still match deadline.ErrExceeded); the
+// wrapper keeps err's message, and errors.Is and errors.As see through it.
+// err itself is never modified. A Retry unmarks every error it returns
+// this way, so a marker fn put on its error stops that Retry and no other:
+// an outer Retry (one around a whole request and the reading of its body,
+// say) sees the error as any other. Code that runs an fn which may mark
+// its errors without a Retry above it (an HTTP transport whose policy may
+// have no retry) calls Unmark for the same reason. Unmark is safe for
+// concurrent use.
 func Unmark(err error) error {
-	spend(err)
 	for {
 		switch p := err.(type) {
 		case *permanentError:
@@ -192,60 +185,45 @@ func Unmark(err error) error {
 			}
 			err = p.Err
 		default:
+			if isPermanent(err) {
+				return &settled{err}
+			}
 			return err
 		}
 	}
 }
 
-// isPermanent reports whether a Permanent marker not yet spent (retry's) or
-// backoff's marker is anywhere in err's chain.
+// settled is an error a Retry has ended on: the markers inside it are
+// honoured no more (see Unmark).
+type settled struct{ err error }
+
+func (e *settled) Error() string { return e.err.Error() }
+func (e *settled) Unwrap() error { return e.err }
+
+// isPermanent reports whether a marker, Permanent's or backoff's, is in
+// err's chain (through Unwrap() error and Unwrap() []error, as errors.Is
+// walks it) and not inside an error a Retry has settled.
 func isPermanent(err error) bool {
-	found := false
-	walk(err, func(e error) bool {
-		switch p := e.(type) {
-		case *permanentError:
-			found = !p.spent.Load()
-		case *backoff.PermanentError:
-			found = true
-		}
-		return !found
-	})
-	return found
-}
-
-// spend marks every marker of Permanent's in err's chain as spent.
-func spend(err error) {
-	walk(err, func(e error) bool {
-		if p, ok := e.(*permanentError); ok {
-			p.spent.Store(true)
-		}
-		return true
-	})
-}
-
-// walk calls visit for err and every error in its chain (through Unwrap()
-// error and Unwrap() []error, depth first, as errors.Is does) while visit
-// returns true.
-func walk(err error, visit func(error) bool) bool {
 	for err != nil {
-		if !visit(err) {
+		switch e := err.(type) {
+		case *permanentError, *backoff.PermanentError:
+			return true
+		case *settled:
 			return false
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if !walk(e, visit) {
-					return false
+			for _, x := range e.Unwrap() {
+				if isPermanent(x) {
+					return true
 				}
 			}
-			return true
+			return false
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
 		default:
-			return true
+			return false
 		}
 	}
-	return true
+	return false
 }
 
 // retryAfterError is the shape of an error that asks for the next wait, such

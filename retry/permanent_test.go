@@ -46,16 +46,22 @@ func TestPermanentStopsOnlyTheNearestRetry(t *testing.T) {
 	}
 }
 
-// Unmark takes off a marker on the outside and spends one inside a
-// wrapper: a Retry no longer honours it.
-func TestUnmarkSpendsWrappedMarkers(t *testing.T) {
+// Unmark takes off a marker on the outside, and settles one inside a
+// wrapper: a Retry given Unmark's result no longer honours it, while the
+// error fn returned is left unchanged (a Retry given it again still stops).
+func TestUnmarkLeavesTheErrorUnchanged(t *testing.T) {
 	boom := errors.New("boom")
 	if got := retry.Unmark(retry.Permanent(boom)); got != boom {
 		t.Errorf("Unmark(Permanent(boom)) = %v; want boom itself", got)
 	}
+	if got := retry.Unmark(boom); got != boom {
+		t.Errorf("Unmark(boom) = %v; want boom itself", got)
+	}
 	w := &wrapped{retry.Permanent(boom)}
-	if got := retry.Unmark(w); got != w {
-		t.Errorf("Unmark(wrapped) = %v; want the wrapper unchanged", got)
+	got := retry.Unmark(w)
+	var as *wrapped
+	if got.Error() != w.Error() || !errors.Is(got, boom) || !errors.As(got, &as) || as != w {
+		t.Errorf("Unmark(wrapped) = %v; want w's message, matching boom and w", got)
 	}
 	r, err := retry.New(retry.Config{MaxAttempts: 2, NewSchedule: func() retry.Schedule {
 		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
@@ -64,8 +70,13 @@ func TestUnmarkSpendsWrappedMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	err = r.Execute(context.Background(), func(context.Context) error { calls++; return w })
+	err = r.Execute(context.Background(), func(context.Context) error { calls++; return got })
 	if calls != 2 || !errors.Is(err, retry.ErrExhausted) {
-		t.Errorf("after Unmark, the spent marker still stopped a Retry: %d calls, %v", calls, fmt.Sprint(err))
+		t.Errorf("a Retry honoured a settled marker: %d calls, %v", calls, fmt.Sprint(err))
+	}
+	calls = 0
+	r.Execute(context.Background(), func(context.Context) error { calls++; return w })
+	if calls != 1 {
+		t.Errorf("after Unmark, w's own marker no longer stopped a Retry: %d calls", calls)
 	}
 }
