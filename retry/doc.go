@@ -162,10 +162,12 @@
 //
 // [Permanent] marks an error as not to be retried; [Unmark] takes the
 // marker off, and a Retry does so on every error it returns. A marker that
-// a policy's error wraps (an attempt deadline's) cannot be taken off: it is
-// spent instead, so that it stops the nearest Retry and no other, and a
-// Retry further out (around a whole request and the reading of its body,
-// say) sees the error as any other. A Retry also honours
+// a policy's error wraps (an attempt deadline's) cannot be taken off: the
+// error is returned in a wrapper that keeps its message and that errors.Is
+// and errors.As see through, so that the marker stops the nearest Retry and
+// no other, and a Retry further out (around a whole request and the
+// reading of its body, say) sees the error as any other. No error is
+// modified once returned. A Retry also honours
 // (and takes off) the markers of github.com/cenkalti/backoff/v4's
 // Permanent, so errors marked for backoff keep working.
 //
