@@ -170,45 +170,13 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	if n >= r.s.maxAttempts {
 		return false, state, r.exhaust(ctx, n, ReasonMaxAttempts, 0, err)
 	}
-	// 6. The wait: asked for by the error, or from the schedule, built only
-	// now that an attempt has failed, once per call.
-	var wait time.Duration
-	if ra, ok := errors.AsType[retryAfterError](err); ok && ra.RetryAfter() > 0 {
-		wait = ra.RetryAfter()
-		if wait > r.s.max {
-			return false, state, r.exhaust(ctx, n, ReasonRetryAfter, wait, err)
-		}
-	} else {
-		if c == nil {
-			c = new(call)
-			state = c // a pointer converted to a Token: no allocation
-		}
-		if r.s.newSchedule == nil {
-			if !c.built {
-				c.expo = r.expo
-				c.expo.Reset()
-				c.built = true
-			}
-			// backoff caps its interval before randomising it: the result
-			// is capped below. It randomises in float64, and near
-			// math.MaxInt64 the conversion back overflows to a negative
-			// Duration: such a wait is as long as allowed, not none.
-			if wait = c.expo.NextBackOff(); wait < 0 {
-				wait = r.s.max
-			}
-		} else {
-			if c.sched == nil {
-				if c.sched = r.s.newSchedule(); c.sched == nil {
-					panic("retry: Config.NewSchedule returned nil")
-				}
-			}
-			w, ok := c.sched.Next()
-			if !ok {
-				return false, state, r.exhaust(ctx, n, ReasonStopped, 0, err)
-			}
-			wait = max(w, 0) // a negative wait means none
-		}
-		wait = min(wait, r.s.max)
+	// 6. The wait: asked for by the error, or from the schedule.
+	wait, reason := r.waitAfter(err, &c)
+	if c != nil {
+		state = c // a pointer converted to a Token: no allocation
+	}
+	if reason != "" {
+		return false, state, r.exhaust(ctx, n, reason, wait, err)
 	}
 	// 7. Fail now rather than sleep into the deadline (as x/time/rate does).
 	if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
@@ -247,6 +215,51 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 		t.Stop()
 		return false, state, r.interrupted(ctx, n, err)
 	}
+}
+
+// waitAfter returns the wait before the attempt after err: the one err asks
+// for (a Retry-After), or the schedule's next, built only now that an
+// attempt has failed, once per call, in *c (created if nil). A reason that
+// is not empty ends the call exhausted instead, the wait being the one
+// refused (0 if none).
+func (r *Retry) waitAfter(err error, c **call) (time.Duration, string) {
+	if ra, ok := errors.AsType[retryAfterError](err); ok && ra.RetryAfter() > 0 {
+		if wait := ra.RetryAfter(); wait > r.s.max {
+			return wait, ReasonRetryAfter
+		}
+		return ra.RetryAfter(), ""
+	}
+	if *c == nil {
+		*c = new(call)
+	}
+	cl := *c
+	var wait time.Duration
+	if r.s.newSchedule == nil {
+		if !cl.built {
+			cl.expo = r.expo
+			cl.expo.Reset()
+			cl.built = true
+		}
+		// backoff caps its interval before randomising it: the result is
+		// capped below. It randomises in float64, and near math.MaxInt64
+		// the conversion back overflows to a negative Duration: such a
+		// wait is as long as allowed, not none.
+		if wait = cl.expo.NextBackOff(); wait < 0 {
+			wait = r.s.max
+		}
+	} else {
+		if cl.sched == nil {
+			if cl.sched = r.s.newSchedule(); cl.sched == nil {
+				panic("retry: Config.NewSchedule returned nil")
+			}
+		}
+		w, ok := cl.sched.Next()
+		if !ok {
+			return 0, ReasonStopped
+		}
+		wait = max(w, 0) // a negative wait means none
+	}
+	return min(wait, r.s.max), ""
 }
 
 // exhaust counts and returns an exhaustion.
