@@ -22,8 +22,8 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// Tests of hedging through the Transport, from a review of it: each names
-// the defect it caught.
+// Tests of hedging through the Transport: streams, cancellation, losers,
+// panics and failures; each is named for the behaviour it checks.
 
 // hedgeBudget returns a hedge whose OnHedge counts the hedges it starts,
 // drawing on a budget of its own, and that budget.
@@ -42,8 +42,8 @@ func hedgeBudget(t *testing.T, delay time.Duration, maxHedges int, hedges *atomi
 }
 
 // Once a response is accepted, the hedge starts no more attempts while the
-// caller reads its stream: before, its timer kept firing, and each hedge
-// called OnHedge, took from the retry budget, sent nothing and "lost".
+// caller reads its stream: its timer starts no hedge, calls no OnHedge and
+// takes nothing from the retry budget.
 // A request that may not be hedged (a POST without a key) starts none
 // either, even before its response: its attempt claims the hedge as it
 // enters.
