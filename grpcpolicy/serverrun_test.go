@@ -62,12 +62,11 @@ func lateWindowRuns() int {
 	return 50000
 }
 
-// An attempt that claims the handler as the interceptor returns either
-// runs it before the interceptor reads its results, or not at all: never
-// after the interceptor has returned (-race also sees the reads race the
+// An attempt that claims the handler as the interceptor returns either runs
+// it before the interceptor reads its results, or not at all: never after
+// the interceptor has returned (-race also sees the reads race the
 // handler's writes). The code before the fix waited for running handlers,
-// then closed the call, and an attempt could claim it in between. (Found
-// by review: TestZZLateAttemptWindow.)
+// then closed the call, and an attempt could claim it in between.
 func TestServerLateAttemptWindow(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -189,8 +188,7 @@ const hedgeChild = "WATERTIGHT_GRPCPOLICY_HEDGE_PANIC_CHILD"
 // advises) recovers it; and the slot is free. The code before the fix let
 // the panic go up the hedge's goroutine after Execute had returned, which
 // killed the process: the test runs the calls in a child process, so that
-// it fails instead of crashing. (Found by review:
-// TestZZServerHedgePanicEscapesRecovery.)
+// it fails instead of crashing.
 func TestServerHedgePanicAfterCancel(t *testing.T) {
 	if kind := os.Getenv(hedgeChild); kind != "" {
 		s, returned, active := hedgeAfterCancel(t)

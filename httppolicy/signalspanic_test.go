@@ -21,8 +21,7 @@ func (panicSignals) Observe(*http.Response) { panic("signals") }
 
 // A Signals that panics hands its panic to RoundTrip's caller, and the
 // response it was shown has its body closed on the way: no connection is
-// left open. (Found by review: each such request left a connection's read
-// and write loops running.)
+// left open.
 func TestSignalsPanicClosesTheBody(t *testing.T) {
 	var open atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,8 +68,7 @@ func TestSignalsPanicClosesTheBody(t *testing.T) {
 }
 
 // Bytes read ahead while waiting for the first byte are not served after
-// Close: a Read after Close fails, as net/http's own body's does. (Found by
-// review: 100 more bytes came back after Close.)
+// Close: a Read after Close fails, as net/http's own body's does.
 func TestReadAfterCloseFails(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Repeat("x", 100))

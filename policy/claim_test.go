@@ -133,9 +133,7 @@ func TestClaimWithoutClaimer(t *testing.T) {
 // A Do nested in a hedged attempt's fn (a call to another dependency,
 // through a policy that runs it once) does not take the attempt's claim:
 // attempt 1's inner Do succeeds, then attempt 1 fails after attempt 2 has
-// succeeded; the call returns attempt 2's value. (Found by review: the
-// inner Do took the claim, attempt 2's success was refused it, and the
-// call failed.)
+// succeeded; the call returns attempt 2's value.
 func TestNestedDoTakesNoClaim(t *testing.T) {
 	h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
 	if err != nil {

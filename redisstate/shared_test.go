@@ -311,8 +311,8 @@ func TestSharedProberDies(t *testing.T) {
 
 // TestSharedCloseDuringOpen: a replica closed while a shared open period is
 // in force goes on as a local breaker, as Close says: once the open period
-// ends it probes (and closes on a success) rather than rejecting every
-// call with half_open_full for good. (Found by review.)
+// ends it probes (and closes on a success) rather than rejecting every call
+// with half_open_full for good.
 func TestSharedCloseDuringOpen(t *testing.T) {
 	s := startRedis(t)
 	rs := replicas(t, 2, s.Addr(), redisstate.BreakerConfig{

@@ -186,8 +186,6 @@ func (c *fakeClock) advance(d time.Duration) { c.now.Add(int64(d)) }
 // A Redis 4 upgraded in place (the remedy ErrRedisTooOld asks for) is
 // noticed without a restart: "too old" is kept for VersionRecheck (30 s),
 // without asking again, then INFO is asked again and the scripts go.
-// (Found by review, TestZZUpgradeNeedsRestart: the verdict was latched
-// for the process's life.)
 func TestVersionUpgradeNoticed(t *testing.T) {
 	clock := newFakeClock(t)
 	f := startVersionedRedis(t, info4, 0)
@@ -234,11 +232,10 @@ func TestVersionStillTooOld(t *testing.T) {
 	}
 }
 
-// A failover to an older node after the server passed: the first script
-// it refuses as an old server does puts the version in doubt, INFO is
-// asked again, and no more scripts go; a FailClosed budget's calls then
-// fail with ErrRedisTooOld. (Found by review, TestZZDowngradeMidLife:
-// the check never ran again.)
+// A failover to an older node after the server passed: the first script it
+// refuses as an old server does puts the version in doubt, INFO is asked
+// again, and no more scripts go; a FailClosed budget's calls then fail with
+// ErrRedisTooOld.
 func TestVersionDowngradeNoticed(t *testing.T) {
 	newFakeClock(t) // no recheck by the clock: the script error alone asks again
 	f := startVersionedRedis(t, info7, 0)
@@ -267,8 +264,7 @@ func TestVersionDowngradeNoticed(t *testing.T) {
 
 // A FailClosed budget's rejection against a server too old matches
 // ErrRedisTooOld and names the version, besides matching what every
-// rejection of a Budget matches. (Found by review, TestZZTooOldMessage:
-// the rejection dropped the cause.)
+// rejection of a Budget matches.
 func TestVersionRejectionCause(t *testing.T) {
 	f := startVersionedRedis(t, info4, 0)
 	b := versionBudget(t, f.addr(), redisstate.FailClosed)
@@ -286,8 +282,7 @@ func TestVersionRejectionCause(t *testing.T) {
 }
 
 // 32 concurrent first calls share one INFO round trip (the first one's
-// answer is held until the others could have sent theirs). (Found by
-// review, TestZZConcurrentFirstCalls: each sent its own.)
+// answer is held until the others could have sent theirs).
 func TestVersionSingleFlight(t *testing.T) {
 	const n = 32
 	f := startVersionedRedis(t, info7, n)
@@ -320,8 +315,7 @@ func TestVersionSingleFlight(t *testing.T) {
 // Which error replies to INFO refuse it for good (the server cannot be
 // told: CheckVersion nil, and a policy sends its scripts) and which pass
 // (an error: the version is not known yet, no script goes, and the next
-// round trip asks again). (Found by review: any ERR latched
-// "undetectable", "ERR max number of clients reached" included.)
+// round trip asks again).
 func TestVersionErrorReplies(t *testing.T) {
 	for _, tc := range []struct {
 		reply   string
@@ -366,10 +360,8 @@ func TestVersionErrorReplies(t *testing.T) {
 
 // A real redis-server at its maxclients answers a new connection "ERR max
 // number of clients reached" and closes it: CheckVersion returns an error
-// the caller may retry (that reply, or the broken connection, depending
-// on which go-redis sees first), not nil ("cannot be told"). (Found by
-// review, TestZZMaxClientsIsTransient; TestVersionErrorReplies checks the
-// reply itself, deterministically.)
+// the caller may retry (that reply, or the broken connection, depending on
+// which go-redis sees first), not nil ("cannot be told").
 func TestCheckVersionMaxClients(t *testing.T) {
 	srv := redistest.Start(t, "--maxclients", "1")
 	hog := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -384,7 +376,7 @@ func TestCheckVersionMaxClients(t *testing.T) {
 }
 
 // CheckVersion's error for a nil client names its argument, not a Config
-// field. (Found by review: it named "Config.client".)
+// field.
 func TestCheckVersionNilClient(t *testing.T) {
 	for _, c := range []redis.UniversalClient{nil, (*redis.Client)(nil)} {
 		err := redisstate.CheckVersion(t.Context(), c)
