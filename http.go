@@ -73,8 +73,9 @@ type Client struct {
 // false on such a policy to keep it. The client has
 // no Timeout of its own: the pipeline's deadlines bound each request, its
 // body included. The pipeline's RateLimit policy, if it is a
-// *ratelimit.Limiter, is the Transport's Signals: every response's
-// rate-limit headers feed its hold.
+// *ratelimit.Limiter, is fed by the Transport's Signals
+// (httppolicy.LimiterSignals): every response's rate-limit headers feed
+// its hold.
 //
 // Its errors are New's. Call [Client.Close] when done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
@@ -116,11 +117,9 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		Name:             name,
 		MeterProvider:    pipeopt.Apply(opts).MeterProvider,
 	}
-	if l := p.RateLimit(); l != nil {
-		// Every response feeds the shared hold: a nil *Limiter must not
-		// become a non-nil Signals.
-		tr.Signals = l
-	}
+	// Every response feeds the shared hold (nil without a RateLimit
+	// section).
+	tr.Signals = httppolicy.LimiterSignals(p.RateLimit())
 	return &Client{
 		Client:   &http.Client{Transport: tr},
 		Pipeline: p,

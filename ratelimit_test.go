@@ -94,7 +94,7 @@ func TestHTTPClientFeedsRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if tr := c.Client.Transport.(*httppolicy.Transport); tr.Signals != c.Pipeline.RateLimit() {
+	if tr := c.Client.Transport.(*httppolicy.Transport); tr.Signals != httppolicy.LimiterSignals(c.Pipeline.RateLimit()) {
 		t.Fatalf("Signals = %v, want the pipeline's Limiter", tr.Signals)
 	}
 	get := func(ctx context.Context) (*http.Response, error) {

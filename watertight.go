@@ -229,7 +229,7 @@ func (p *Pipeline) Breaker() *breaker.Breaker {
 
 // RateLimit returns the *ratelimit.Limiter in the RateLimit slot (built
 // from Config.RateLimit or given in Config.Use), or nil if there is none.
-// [NewHTTPClient] makes it its Transport's Signals. It is nil on a nil
+// [NewHTTPClient] feeds it from its Transport's Signals. It is nil on a nil
 // Pipeline.
 func (p *Pipeline) RateLimit() *ratelimit.Limiter {
 	if p == nil {

@@ -75,7 +75,7 @@ func TestPipelineNoDoubleWait(t *testing.T) {
 		}
 		// A concurrent call arriving during a hold waits for it too: the
 		// hold is shared.
-		lim.Observe(resp(429, "Retry-After", "1"))
+		observe(lim, resp(429, "Retry-After", "1"))
 		start := time.Now()
 		if err := p.Execute(context.Background(), ok); err != nil || time.Since(start) != time.Second {
 			t.Errorf("second call: %v after %v", err, time.Since(start))

@@ -23,7 +23,7 @@ func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
 		prepare      func(l *ratelimit.Limiter)
 	}{
 		{"hold", ratelimit.ReasonThrottled, ratelimit.Config{}, func(l *ratelimit.Limiter) {
-			l.Observe(resp(429, "Retry-After", "10"))
+			observe(l, resp(429, "Retry-After", "10"))
 		}},
 		{"rate", ratelimit.ReasonRate, ratelimit.Config{RequestsPerSecond: 0.1, Burst: 1}, func(l *ratelimit.Limiter) {
 			l.Execute(context.Background(), ok)
@@ -68,7 +68,7 @@ func TestWaitEndedByCallerIsCtxErr(t *testing.T) {
 		t.Run(cause.Error(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := newLimiter(t, ratelimit.Config{})
-				l.Observe(resp(429, "Retry-After", "10"))
+				observe(l, resp(429, "Retry-After", "10"))
 				ctx, cancel := context.WithCancelCause(context.Background())
 				time.AfterFunc(time.Second, func() { cancel(cause) })
 				err := l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil })
@@ -86,7 +86,7 @@ func TestWaitEndedByCallerIsCtxErr(t *testing.T) {
 func TestNoRateNoRateReason(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "1"))
+		observe(l, resp(429, "Retry-After", "1"))
 		time.Sleep(2 * time.Second)
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
 		defer cancel()

@@ -4,36 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 )
-
-// Hold reads what a response says about the provider's quota.
-func ExampleHold() {
-	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	openai := http.Header{}
-	openai.Set("x-ratelimit-remaining-requests", "0")
-	openai.Set("x-ratelimit-reset-requests", "1m30.5s")
-	fmt.Println(ratelimit.Hold(200, openai, now, 0))
-
-	anthropic := http.Header{}
-	anthropic.Set("retry-after", "2")
-	anthropic.Set("anthropic-ratelimit-output-tokens-remaining", "0")
-	anthropic.Set("anthropic-ratelimit-output-tokens-reset", "2026-12-03T12:00:05Z")
-	fmt.Println(ratelimit.Hold(429, anthropic, now, 0))
-
-	quotaLeft := http.Header{}
-	quotaLeft.Set("x-ratelimit-remaining-requests", "12")
-	quotaLeft.Set("x-ratelimit-reset-requests", "6m0s")
-	fmt.Println(ratelimit.Hold(200, quotaLeft, now, 0))
-	// Output:
-	// 1m30.5s
-	// 5s
-	// 0s
-}
 
 // A Limiter shared by every call to a provider: once a response says the
 // quota is spent, a call that cannot wait for the reset is rejected at once
@@ -43,10 +18,9 @@ func ExampleLimiter() {
 	if err != nil {
 		panic(err)
 	}
-	// Usually the httppolicy.Transport calls Observe for every response.
-	h := http.Header{}
-	h.Set("Retry-After", "30")
-	lim.Observe(&http.Response{StatusCode: http.StatusTooManyRequests, Header: h})
+	// Usually httppolicy.LimiterSignals feeds it every response; here a
+	// 429 asked to wait 30 s.
+	lim.Observe(ratelimit.Answer{Hold: 30 * time.Second})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

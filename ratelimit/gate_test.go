@@ -41,11 +41,11 @@ func gateCalls(l *ratelimit.Limiter, n int, step func(i int), release <-chan str
 func TestGateLetsThroughWhatTheAnswersAllow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"))
 		// Refills of about a second: the timed release lets no one through
 		// while the test runs.
 		answer := func(n string) {
-			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "59s"))
+			observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "59s"))
 		}
 		const calls = 5
 		var in, order atomic.Int32
@@ -202,9 +202,9 @@ func TestGateWaitBounds(t *testing.T) {
 func TestGateStaysClosedDuringTheHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "1"))
-		l.Observe(resp(200))                                                                             // says nothing
-		l.Observe(resp(200, "x-ratelimit-remaining-requests", "50", "x-ratelimit-limit-requests", "60")) // plenty left
+		observe(l, resp(429, "Retry-After", "1"))
+		observe(l, resp(200))                                                                             // says nothing
+		observe(l, resp(200, "x-ratelimit-remaining-requests", "50", "x-ratelimit-limit-requests", "60")) // plenty left
 		release := make(chan struct{})
 		in, errs := gateCalls(l, 3, func(int) {}, release)
 		time.Sleep(time.Second)
@@ -244,7 +244,7 @@ func TestMaxWaitCountsPerHold(t *testing.T) {
 			}()
 		}
 		time.Sleep(1200 * time.Millisecond) // the first is out: the other waits behind the gate (until 1.6 s)
-		l.Observe(resp(429, "Retry-After-Ms", "900"))
+		observe(l, resp(429, "Retry-After-Ms", "900"))
 		close(release)
 		for range 2 {
 			if err := <-errs; err != nil {
@@ -267,7 +267,7 @@ func TestGateNotShutByAStaleAnswer(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{MaxHold: 200 * time.Millisecond})
 		l.HoldFor(10 * time.Millisecond)
 		time.Sleep(20 * time.Millisecond)
-		l.Observe(resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "0s"))
+		observe(l, resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "0s"))
 		for i := range 3 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := l.Execute(ctx, func(context.Context) error { return nil })
@@ -293,7 +293,7 @@ func TestGateCountsTheAttemptsHeld(t *testing.T) {
 			in, errs := gateCalls(l, 10, func(int) {}, release)
 			synctest.Wait()
 			time.Sleep(time.Second) // the hold is over; the held may not have woken
-			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "6"))
+			observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "6"))
 			synctest.Wait()
 			// Six, and the probe if it went before the answer (the answer,
 			// not its own, did not count it).
@@ -318,7 +318,7 @@ func TestGateCountsTheAttemptsHeld(t *testing.T) {
 func TestGateSuccessGrantsNothingMore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		var in, order atomic.Int32
 		release, probeEnd := make(chan struct{}), make(chan struct{})
 		errs := make(chan error, 5)
@@ -329,7 +329,7 @@ func TestGateSuccessGrantsNothingMore(t *testing.T) {
 					if order.Add(1) == 1 {
 						// The probe: its answer says one is left; it ends
 						// once that one has gone.
-						l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+						observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
 						<-probeEnd
 						return nil
 					}
@@ -364,9 +364,9 @@ func TestGateSuccessGrantsNothingMore(t *testing.T) {
 func TestGateOpensOnWhatIsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		answer := func(n string) {
-			l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "5s"))
+			observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", n, "x-ratelimit-reset-requests", "5s"))
 		}
 		release := make(chan struct{})
 		in, errs := gateCalls(l, 7, func(i int) {
@@ -408,7 +408,7 @@ func TestGateOpensOnWhatIsLeft(t *testing.T) {
 func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		const calls = 6
 		var in, order atomic.Int32
 		var releases [calls + 1]chan struct{}
@@ -422,7 +422,7 @@ func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 					in.Add(1)
 					i := order.Add(1)
 					if i == 1 { // the probe's answer: 1 left, full in 5.9 s
-						l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+						observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
 					}
 					<-releases[i]
 					return nil
@@ -437,13 +437,13 @@ func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 			t.Fatalf("%d attempts let through, want 2", got)
 		}
 		// Older: 5 left, full in 5.5 s (four fewer requests counted).
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "5.5s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "5.5s"))
 		synctest.Wait()
 		if got := in.Load(); got != 2 {
 			t.Errorf("%d attempts let through after an older answer, want still 2", got)
 		}
 		// Newer, from the last one out: full in 6 s, 2 left.
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "2", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "2", "x-ratelimit-reset-requests", "6s"))
 		synctest.Wait()
 		if got := in.Load(); got != 4 {
 			t.Errorf("%d attempts let through after a newer answer, want 4", got)
@@ -466,19 +466,19 @@ func TestGateIgnoresAnOlderAnswer(t *testing.T) {
 func TestGateNotOpenedByAStraggler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		relA := make(chan struct{})
 		errA := make(chan error, 1)
 		go func() {
 			errA <- l.Execute(context.Background(), func(context.Context) error {
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+				observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
 				<-relA
 				return nil
 			})
 		}()
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		l.Observe(resp(429, "Retry-After", "1")) // a new hold, A still out
+		observe(l, resp(429, "Retry-After", "1")) // a new hold, A still out
 		release := make(chan struct{})
 		in, errs := gateCalls(l, 5, func(int) {}, release)
 		time.Sleep(time.Second)

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
@@ -28,8 +26,9 @@ var keyWait = attribute.Key("watertight.ratelimit.wait")
 // Limiter admits the attempts of the calls to one dependency at the pace
 // the dependency allows: see the package documentation. Build one with
 // [New], share it between every pipeline and transport that calls the
-// dependency, and give it to the transport as its Signals. The zero value
-// is not usable. A Limiter is safe for concurrent use by multiple
+// dependency, and feed it the dependency's answers with [Limiter.Observe]
+// (httppolicy.LimiterSignals does, for an httppolicy.Transport). The zero
+// value is not usable. A Limiter is safe for concurrent use by multiple
 // goroutines.
 type Limiter struct {
 	// epoch is the origin of the hold's end: a monotonic clock reading
@@ -70,9 +69,8 @@ type Limiter struct {
 var gated = new(byte)
 
 var (
-	_ policy.Policy      = (*Limiter)(nil)
-	_ httppolicy.Signals = (*Limiter)(nil)
-	_ stage.Stage        = (*twoPhase)(nil)
+	_ policy.Policy = (*Limiter)(nil)
+	_ stage.Stage   = (*twoPhase)(nil)
 )
 
 // New returns a Limiter configured by cfg, or an error naming the first
@@ -122,115 +120,6 @@ func (l *Limiter) Held() time.Duration {
 	return max(time.Duration(end)-time.Since(l.epoch), 0)
 }
 
-// Observe feeds the hold from one response of the dependency (see [Hold];
-// the cost is the one declared with [WithCost] in the context of
-// resp.Request, if any), and, after a hold, the gate (see the package
-// documentation); it makes the Limiter an [httppolicy.Signals]. A nil resp
-// is ignored. It is safe for concurrent use.
-func (l *Limiter) Observe(resp *http.Response) {
-	if resp == nil {
-		return
-	}
-	// Most responses ask for nothing, and nothing is gated: say so without
-	// reading the clock or parsing a reset.
-	// The call's cost is looked up (a walk up its context) only if a
-	// tokens bucket names a count, and once.
-	c := -1
-	cost := func() int {
-		if c < 0 {
-			c = requestCost(resp)
-		}
-		return c
-	}
-	asks := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || short(resp.Header, cost)
-	if !asks && l.active.Load() == 0 {
-		return
-	}
-	now := time.Now()
-	var d time.Duration
-	if asks {
-		d = Hold(resp.StatusCode, resp.Header, now, cost())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if d > 0 {
-		l.holdLocked(now, d)
-		// The answer that set the hold orders the answers after it too: a
-		// slow one to an attempt sent before it, with a larger count,
-		// must not let a burst through once the hold ends. Less a second,
-		// as resets in whole seconds cannot order answers closer than
-		// that.
-		if full, ok := requestsFullAt(resp.Header, now); ok {
-			if at := int64(full.Sub(l.epoch) - time.Second); at <= int64(now.Sub(l.epoch)+l.maxHold) {
-				l.fullAt = max(l.fullAt, at)
-			}
-		}
-		return
-	}
-	if !l.gate {
-		return
-	}
-	// While a hold is in force, an answer (to an attempt sent before the
-	// hold) is stale: when the hold ends, one attempt goes first all the
-	// same, and its answer says what is left.
-	if l.end > int64(now.Sub(l.epoch)) {
-		return
-	}
-	// After it, an answer that sets no hold tells the gate how many more
-	// attempts the quota allows; one that says nothing opens it.
-	n, limit, ok := remainingRequests(resp.Header)
-	if !ok {
-		l.budget = 0
-		l.openLocked(now)
-		return
-	}
-	// Answers come back out of order (each on its connection, each
-	// observed on its own goroutine), and an older one, counting fewer
-	// requests, would let through attempts that a newer one had already
-	// ruled out. The moment the requests bucket will be full again orders
-	// them: refilling leaves it where it is, and each request the server
-	// counts moves it on. An answer that puts it before one already seen is
-	// older: its count says nothing new.
-	// A reset further than MaxHold away (a daily bucket's, say) orders
-	// nothing: taken as the mark, it would rule out every answer after it
-	// for that long.
-	full, hasReset := requestsFullAt(resp.Header, now)
-	if hasReset {
-		if at := int64(full.Sub(l.epoch)); full.Sub(now) <= l.maxHold {
-			if at < l.fullAt {
-				return
-			}
-			l.fullAt = at
-		}
-	}
-	// The refill of one request sets the pace of the timed release: from
-	// now, one more attempt goes every r/(L-n) (see [Hold]), or every
-	// reset without a usable limit, at most MaxHold; without a reset, at
-	// the pace it had (the hold's, to begin with).
-	if hasReset {
-		l.every = int64(max(min(refill(int64(n), int64(n)+1, int64(limit), full.Sub(now)), l.maxHold), 1))
-	}
-	l.limit = limit
-	l.next = int64(now.Sub(l.epoch)) + l.every
-	// What the timed release has granted so far is what this answer
-	// lowers, if it is not the last one out's.
-	l.releaseLocked(now)
-	// The count leaves out the attempts the gate let through that the
-	// server had not seen yet: this one's own is in it.
-	budget := max(n-max(l.out-1, 0), 0)
-	if l.told && l.out > 1 {
-		// With others out, this answer may be older than theirs (a reset
-		// in whole seconds does not order them), its count larger by the
-		// requests counted since, and those attempts may have ended,
-		// leaving out: it can lower what the gate lets through, not
-		// raise it. The answer of the last one out, or of the probe that
-		// goes once none is, says what the refill has added.
-		budget = min(budget, l.budget)
-	}
-	l.budget, l.told = budget, true
-	l.openIfLeftLocked(now)
-}
-
 // openIfLeftLocked ends a step of the gate (an answer or a timed release
 // changed the budget): it lets one attempt go if nothing the gate let
 // through is out, opens the gate if enough is left and nobody waits, and
@@ -274,15 +163,6 @@ func (l *Limiter) releaseLocked(now time.Time) bool {
 	}
 	l.budget = int(min(int64(l.budget)+k, int64(top)))
 	return true
-}
-
-// requestCost returns the cost declared (see [WithCost]) by the call that
-// got resp, or 0.
-func requestCost(resp *http.Response) int {
-	if resp.Request == nil {
-		return 0
-	}
-	return Cost(resp.Request.Context())
 }
 
 // HoldFor holds every attempt for d from now (capped at Config.MaxHold),

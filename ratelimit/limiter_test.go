@@ -30,6 +30,19 @@ func resp(status int, kv ...string) *http.Response {
 	return &http.Response{StatusCode: status, Header: hdr(kv...)}
 }
 
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// observe feeds l one response, as an httppolicy.Transport does.
+func observe(l *ratelimit.Limiter, r *http.Response) {
+	httppolicy.LimiterSignals(l).Observe(r)
+}
+
 func ok(context.Context) error { return nil }
 
 func TestNewNamesTheField(t *testing.T) {
@@ -67,8 +80,8 @@ func TestNoHoldAdmitsAtOnce(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("admission took %v", d)
 		}
-		l.Observe(resp(200, "x-ratelimit-remaining-requests", "4", "x-ratelimit-reset-requests", "1s"))
-		l.Observe(nil)
+		observe(l, resp(200, "x-ratelimit-remaining-requests", "4", "x-ratelimit-reset-requests", "1s"))
+		observe(l, nil)
 		if err := l.Execute(context.Background(), ok); err != nil || time.Since(start) != 0 {
 			t.Errorf("quota left held the call: %v after %v", err, time.Since(start))
 		}
@@ -80,7 +93,7 @@ func TestNoHoldAdmitsAtOnce(t *testing.T) {
 func TestRemainingZeroHoldsUntilReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1.5s"))
+		observe(l, resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1.5s"))
 		if h := l.Held(); h != 1500*time.Millisecond {
 			t.Errorf("Held = %v", h)
 		}
@@ -111,7 +124,7 @@ func TestRemainingZeroHoldsUntilReset(t *testing.T) {
 func TestSpentBucketHoldsOneRefill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		if h := l.Held(); h != 100*time.Millisecond {
 			t.Errorf("Held = %v, want 100ms (6s / 60)", h)
 		}
@@ -134,13 +147,13 @@ func TestObserveReadsTheCallsCost(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
 		r := resp(200, kv...)
 		r.Request = httptest.NewRequestWithContext(ratelimit.WithCost(context.Background(), 1000), "POST", "/", nil)
-		l.Observe(r)
+		observe(l, r)
 		if h := l.Held(); h != 60*time.Millisecond {
 			t.Errorf("cost 1000, 400 left: Held = %v, want 60ms (600 tokens at 10/ms)", h)
 		}
 		l = newLimiter(t, ratelimit.Config{})
 		r.Request = httptest.NewRequestWithContext(context.Background(), "POST", "/", nil)
-		l.Observe(r)
+		observe(l, r)
 		if h := l.Held(); h != 0 {
 			t.Errorf("no cost declared: Held = %v, want 0", h)
 		}
@@ -151,8 +164,8 @@ func TestObserveReadsTheCallsCost(t *testing.T) {
 func TestHoldIsTheLatestSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "2"))
-		l.Observe(resp(200, "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1s")) // shorter: no effect
+		observe(l, resp(429, "Retry-After", "2"))
+		observe(l, resp(200, "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1s")) // shorter: no effect
 		start := time.Now()
 		if err := l.Execute(context.Background(), ok); err != nil {
 			t.Fatal(err)
@@ -167,7 +180,7 @@ func TestHoldIsTheLatestSignal(t *testing.T) {
 func TestMaxHoldCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{MaxHold: 3 * time.Second})
-		l.Observe(resp(429, "Retry-After", "3600"))
+		observe(l, resp(429, "Retry-After", "3600"))
 		if h := l.Held(); h != 3*time.Second {
 			t.Errorf("Held = %v, want MaxHold 3s", h)
 		}
@@ -197,7 +210,7 @@ func TestHoldPastDeadlineRejects(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{Name: "llm", OnReject: func(ctx context.Context, err *policy.RejectedError) {
 			hooked.Add(1)
 		}})
-		l.Observe(resp(429, "Retry-After", "5"))
+		observe(l, resp(429, "Retry-After", "5"))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -224,7 +237,7 @@ func TestHoldPastDeadlineRejects(t *testing.T) {
 func TestHoldPastMaxWaitRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{MaxWait: time.Second})
-		l.Observe(resp(503, "Retry-After", "2"))
+		observe(l, resp(503, "Retry-After", "2"))
 		checkRejection(t, l.Execute(context.Background(), ok), ratelimit.ReasonThrottled)
 		time.Sleep(time.Second + time.Millisecond)
 		start := time.Now()
@@ -239,7 +252,7 @@ func TestHoldPastMaxWaitRejects(t *testing.T) {
 func TestHoldExtendedDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "1"))
+		observe(l, resp(429, "Retry-After", "1"))
 		start := time.Now()
 		short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -247,7 +260,7 @@ func TestHoldExtendedDuringWait(t *testing.T) {
 		go func() { errs <- l.Execute(context.Background(), ok) }()
 		go func() { errs <- l.Execute(short, ok) }()
 		time.Sleep(500 * time.Millisecond)
-		l.Observe(resp(429, "Retry-After", "3")) // until 3.5s
+		observe(l, resp(429, "Retry-After", "3")) // until 3.5s
 		var rejected, admitted int
 		for range 2 {
 			if err := <-errs; err == nil {
@@ -271,7 +284,7 @@ func TestHoldExtendedDuringWait(t *testing.T) {
 func TestCancelDuringHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "10"))
+		observe(l, resp(429, "Retry-After", "10"))
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- l.Execute(ctx, func(context.Context) error { t.Error("fn ran"); return nil }) }()
@@ -423,17 +436,17 @@ func TestObserveEveryKind(t *testing.T) {
 			{"anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", reset},
 		} {
 			l := newLimiter(t, ratelimit.Config{})
-			l.Observe(resp(200, kv...))
+			observe(l, resp(200, kv...))
 			if h := l.Held(); h != 3*time.Second {
 				t.Errorf("%s: Held = %v, want 3s", kv[0], h)
 			}
 			kv[1] = "1"
 			l = newLimiter(t, ratelimit.Config{})
-			l.Observe(resp(200, kv...))
+			observe(l, resp(200, kv...))
 			if h := l.Held(); h != 0 {
 				t.Errorf("%s: 1: Held = %v, want 0", kv[0], h)
 			}
-			l.Observe(resp(429, kv...))
+			observe(l, resp(429, kv...))
 			if h := l.Held(); h != 3*time.Second {
 				t.Errorf("%s: 429: Held = %v, want 3s (the earliest reset)", kv[0], h)
 			}

@@ -20,7 +20,7 @@ func TestGateIgnoresAFarResetForOrder(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := newLimiter(t, ratelimit.Config{})
 				b := &honestBucket{limit: 60, window: 6 * time.Second, last: time.Now()}
-				l.Observe(resp(429, "Retry-After", "1"))
+				observe(l, resp(429, "Retry-After", "1"))
 				r := runLoad(l, b, 8, 30*time.Second, 3*time.Second, time.Second, first)
 				t.Logf("ok %d, rejected %d, other %d; the server answered %d with 429", r.ok.Load(), r.rejected.Load(), r.other.Load(), r.served429.Load())
 				if r.ok.Load() < 235 {
@@ -45,13 +45,13 @@ func TestGateOrdersByTheHoldsAnswer(t *testing.T) {
 			straggler <- l.Execute(context.Background(), func(context.Context) error {
 				time.Sleep(2050 * time.Millisecond)
 				before <- in.Load()
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "40", "x-ratelimit-reset-requests", "2s"))
+				observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "40", "x-ratelimit-reset-requests", "2s"))
 				return nil
 			})
 		}()
 		time.Sleep(time.Second)
 		// Spent, full in 6 s: a hold of 100 ms, then one more every 100 ms.
-		l.Observe(resp(429, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(429, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		release := make(chan struct{})
 		_, errs := gateCalls(l, 30, func(int) { in.Add(1) }, release)
 		if err := <-straggler; err != nil {
@@ -84,7 +84,7 @@ func TestGateFirstCountLeavesOutTheUncounted(t *testing.T) {
 			if i == 2 {
 				// A refill of over a second: no timed release while the
 				// test looks.
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "55s"))
+				observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "5", "x-ratelimit-reset-requests", "55s"))
 			}
 		}, release)
 		time.Sleep(time.Second) // the hold ends: the probe goes, and hangs

@@ -94,7 +94,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				l.Observe(bb.r)
+				observe(l, bb.r)
 			}
 		})
 	}

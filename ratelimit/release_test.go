@@ -48,7 +48,7 @@ func (b *honestBucket) answer(l *ratelimit.Limiter, reset string) bool {
 	if !allowed {
 		status = 429
 	}
-	l.Observe(resp(status, "x-ratelimit-limit-requests", limit,
+	observe(l, resp(status, "x-ratelimit-limit-requests", limit,
 		"x-ratelimit-remaining-requests", strconv.Itoa(left), "x-ratelimit-reset-requests", reset))
 	return allowed
 }
@@ -125,7 +125,7 @@ func TestGateReleasesStreamsAtTheRefillPace(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := newLimiter(t, ratelimit.Config{})
 				b := &honestBucket{limit: 60, window: 6 * time.Second, last: time.Now()}
-				l.Observe(resp(429, "Retry-After", "1"))
+				observe(l, resp(429, "Retry-After", "1"))
 				r := runLoad(l, b, c.rate, 30*time.Second, 8*time.Second, c.service, "")
 				t.Logf("ok %d, rejected %d, other %d; the server answered %d with 429", r.ok.Load(), r.rejected.Load(), r.other.Load(), r.served429.Load())
 				if r.ok.Load() < c.minOK || r.other.Load() != 0 {
@@ -146,11 +146,11 @@ func TestGateReleasesStreamsAtTheRefillPace(t *testing.T) {
 func TestGateReleasesAtTheRefillPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		release := make(chan struct{})
 		in, errs := gateCalls(l, 6, func(i int) {
 			if i == 1 {
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
+				observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "5.9s"))
 			}
 		}, release)
 		time.Sleep(100 * time.Millisecond) // the hold: 6 s / 60
@@ -186,7 +186,7 @@ func TestGateReleasesAtTheRefillPace(t *testing.T) {
 func TestGateNotShutByAHungProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
-		l.Observe(resp(429, "Retry-After", "1"))
+		observe(l, resp(429, "Retry-After", "1"))
 		hang := make(chan struct{})
 		hung := make(chan error, 1)
 		go func() { hung <- l.Execute(context.Background(), func(context.Context) error { <-hang; return nil }) }()
@@ -199,7 +199,7 @@ func TestGateNotShutByAHungProbe(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				err := l.Execute(ctx, func(context.Context) error {
-					l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "100ms"))
+					observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "100ms"))
 					return nil
 				})
 				switch {
@@ -261,13 +261,13 @@ func TestGateRejectsAtOnceWhenTheReleaseIsTooLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
 		start := time.Now()
-		l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
+		observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6s"))
 		release := make(chan struct{})
 		// The probe, at 100 ms: 1 left, full in 59 s (a request a second):
 		// one more goes; both hang.
 		in, errs := gateCalls(l, 2, func(i int) {
 			if i == 1 {
-				l.Observe(resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "59s"))
+				observe(l, resp(200, "x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "1", "x-ratelimit-reset-requests", "59s"))
 			}
 		}, release)
 		time.Sleep(100 * time.Millisecond)

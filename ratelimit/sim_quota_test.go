@@ -146,7 +146,7 @@ func TestSimQuota(t *testing.T) {
 					br, _ := breaker.New(breaker.Config{})
 					defer br.Close()
 					p, _ := compose.New("llm", compose.Policies{Retry: rt, RateLimit: lim, Breaker: br})
-					c = &http.Client{Transport: &httppolicy.Transport{Base: fake, Policy: p, Signals: lim, RetryUnsafe: true}}
+					c = &http.Client{Transport: &httppolicy.Transport{Base: fake, Policy: p, Signals: httppolicy.LimiterSignals(lim), RetryUnsafe: true}}
 				}
 				var lat []time.Duration
 				var ok, failed int

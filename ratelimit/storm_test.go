@@ -53,13 +53,13 @@ func TestStorm(t *testing.T) {
 					ran.Add(1)
 					switch rnd(10) {
 					case 0:
-						l.Observe(resp(429, "Retry-After-Ms", "300"))
+						observe(l, resp(429, "Retry-After-Ms", "300"))
 					case 1:
-						l.Observe(resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "150ms"))
+						observe(l, resp(200, "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "150ms"))
 					case 2:
 						panic(i)
 					case 3, 4:
-						l.Observe(resp(200, "x-ratelimit-limit-requests", "20",
+						observe(l, resp(200, "x-ratelimit-limit-requests", "20",
 							"x-ratelimit-remaining-requests", strconv.Itoa(rnd(4)), "x-ratelimit-reset-requests", "100ms"))
 					}
 					return nil

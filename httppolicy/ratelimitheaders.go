@@ -1,4 +1,4 @@
-package ratelimit
+package httppolicy
 
 import (
 	"math"
@@ -7,19 +7,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/ratelimit"
 )
+
+// maxRateLimitSignal is the longest wait a rate-limit header may name and
+// still be believed: a Retry-After or a reset further away than a day is
+// taken for garbage and ignored, not capped.
+const maxRateLimitSignal = 24 * time.Hour
 
 // bucket names the headers of one of a provider's rate limits, in
 // canonical form so that they are looked up in the header map without
 // being canonicalised again. costly: a call takes its declared cost (see
-// [WithCost]) from this bucket, not 1.
+// [ratelimit.WithCost]) from this bucket, not 1.
 type bucket struct {
 	limit, remaining, reset string
 	costly                  bool
 }
 
-// The rate-limit headers read by [Hold].
+// The rate-limit headers read by [RateLimitHold].
 var (
 	openAIBuckets = [...]bucket{
 		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false},
@@ -36,14 +41,15 @@ var (
 	}
 )
 
-// Hold returns how long a response with status code status and headers h,
-// received at now, asks every call to the dependency to hold off: 0 if it
-// asks for nothing. cost is what the next call needs from a tokens bucket
-// (the cost the call that got the response declared with [WithCost]: the
-// next ones are taken to be alike); 0 or less counts as 1. It reads:
+// RateLimitHold returns how long a response with status code status and
+// headers h, received at now, asks every call to the dependency to hold
+// off: 0 if it asks for nothing. cost is what the next call needs from a
+// tokens bucket (the cost the call that got the response declared with
+// [ratelimit.WithCost]: the next ones are taken to be alike); 0 or less
+// counts as 1. It reads:
 //
 //   - on a 429 or 503, Retry-After-Ms and Retry-After (see
-//     [httppolicy.ParseRetryAfter]);
+//     [ParseRetryAfter]);
 //   - OpenAI's x-ratelimit-limit-, -remaining- and -reset-requests and
 //     -tokens, the reset a duration such as "1s", "6m0s", "20ms" or
 //     "1m30.5s";
@@ -73,11 +79,11 @@ var (
 // sign, a unit-less reset, garbage), a reset in the past and anything
 // further than a day away are ignored. It never panics; h may be nil. It
 // is safe for concurrent use.
-func Hold(status int, h http.Header, now time.Time, cost int) time.Duration {
+func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Duration {
 	var hold time.Duration
 	throttled := status == http.StatusTooManyRequests
 	if throttled || status == http.StatusServiceUnavailable {
-		if d, ok := httppolicy.ParseRetryAfter(h, now); ok && d <= maxSignal {
+		if d, ok := ParseRetryAfter(h, now); ok && d <= maxRateLimitSignal {
 			hold = d
 		}
 	}
@@ -145,7 +151,7 @@ func refill(n, need, limit int64, r time.Duration) time.Duration {
 }
 
 // short reports whether h holds a remaining count below what the next call
-// needs (0 for requests, less than cost for tokens; see [Hold]) in any
+// needs (0 for requests, less than cost for tokens; see [RateLimitHold]) in any
 // bucket: the only way a response other than a 429 or 503 can ask for a
 // hold. cost is read only if a tokens bucket names a count.
 func short(h http.Header, cost func() int) bool {
@@ -261,7 +267,7 @@ func parseReset(s string, _ time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || d > maxSignal {
+	if err != nil || d < 0 || d > maxRateLimitSignal {
 		return 0, false
 	}
 	return d, true
@@ -278,8 +284,35 @@ func parseResetTime(s string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d := t.Sub(now)
-	if d <= 0 || d > maxSignal {
+	if d <= 0 || d > maxRateLimitSignal {
 		return 0, false
 	}
 	return d, true
+}
+
+// rateLimitAnswer reads the rate-limit headers of resp, received at now,
+// into what a ratelimit.Limiter is told: the hold they ask for (see
+// [RateLimitHold]; the cost is the one the call declared with
+// [ratelimit.WithCost], if any) and the requests bucket they name
+// (OpenAI's, else Anthropic's).
+func rateLimitAnswer(resp *http.Response, now time.Time) ratelimit.Answer {
+	// The call's cost is looked up (a walk up its context) only if a
+	// tokens bucket names a count, and once.
+	c := -1
+	cost := func() int {
+		if c < 0 {
+			c = 0
+			if resp.Request != nil {
+				c = ratelimit.Cost(resp.Request.Context())
+			}
+		}
+		return c
+	}
+	var a ratelimit.Answer
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || short(resp.Header, cost) {
+		a.Hold = RateLimitHold(resp.StatusCode, resp.Header, now, cost())
+	}
+	a.Remaining, a.Limit, a.Counted = remainingRequests(resp.Header)
+	a.FullAt, _ = requestsFullAt(resp.Header, now)
+	return a
 }

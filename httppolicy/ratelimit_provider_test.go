@@ -1,4 +1,4 @@
-package ratelimit_test
+package httppolicy_test
 
 import (
 	"context"
@@ -98,16 +98,16 @@ func (p *provider) counts() (ok, tooMany int) {
 // Breaker and feeds lim (nil: no limiter) from every response.
 func client(t *testing.T, lim *ratelimit.Limiter) (*http.Client, *breaker.Breaker) {
 	t.Helper()
-	rt := must[*retry.Retry](t)(retry.New(retry.Config{MaxAttempts: 4, InitialInterval: 10 * time.Millisecond, MaxInterval: 5 * time.Second}))
-	br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{ConsecutiveFailures: 2}))
+	rt := mustOK[*retry.Retry](t)(retry.New(retry.Config{MaxAttempts: 4, InitialInterval: 10 * time.Millisecond, MaxInterval: 5 * time.Second}))
+	br := mustOK[*breaker.Breaker](t)(breaker.New(breaker.Config{ConsecutiveFailures: 2}))
 	t.Cleanup(func() { br.Close() })
 	pols := compose.Policies{Retry: rt, Breaker: br}
 	tr := &httppolicy.Transport{Base: &http.Transport{}, RetryUnsafe: true}
 	if lim != nil {
 		pols.RateLimit = lim
-		tr.Signals = lim
+		tr.Signals = httppolicy.LimiterSignals(lim)
 	}
-	tr.Policy = must[*compose.Pipeline](t)(compose.New("llm", pols))
+	tr.Policy = mustOK[*compose.Pipeline](t)(compose.New("llm", pols))
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}, br
 }
@@ -147,7 +147,7 @@ func TestFakeProviderHeaders(t *testing.T) {
 				ok, tooMany = prov.counts()
 				return ok, tooMany, br
 			}
-			ok, tooMany, br := run(newLimiter(t, ratelimit.Config{}))
+			ok, tooMany, br := run(newRateLimiter(t, ratelimit.Config{}))
 			if ok != 7 || tooMany != 0 {
 				t.Errorf("with the limiter: %d ok, %d 429s at the provider, want 7 and 0", ok, tooMany)
 			}
@@ -191,10 +191,10 @@ func TestTransportFeedsSignals(t *testing.T) {
 		codes = append(codes, r.StatusCode)
 		mu.Unlock()
 	})
-	lim := newLimiter(t, ratelimit.Config{})
-	rt := must[*retry.Retry](t)(retry.New(retry.Config{InitialInterval: time.Millisecond}))
-	tr := &httppolicy.Transport{Base: &http.Transport{}, Signals: both{rec, lim},
-		Policy: must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Retry: rt, RateLimit: lim}))}
+	lim := newRateLimiter(t, ratelimit.Config{})
+	rt := mustOK[*retry.Retry](t)(retry.New(retry.Config{InitialInterval: time.Millisecond}))
+	tr := &httppolicy.Transport{Base: &http.Transport{}, Signals: both{rec, httppolicy.LimiterSignals(lim)},
+		Policy: mustOK[*compose.Pipeline](t)(compose.New("x", compose.Policies{Retry: rt, RateLimit: lim}))}
 	defer tr.CloseIdleConnections()
 	start := time.Now()
 	if code := post(t, &http.Client{Transport: tr}, srv.URL); code != 200 {
@@ -228,9 +228,9 @@ func TestTransportPassesTheCost(t *testing.T) {
 		cost int
 		held bool
 	}{{0, false}, {300, false}, {1000, true}} {
-		lim := newLimiter(t, ratelimit.Config{})
-		tr := &httppolicy.Transport{Base: &http.Transport{}, Signals: lim,
-			Policy: must[*compose.Pipeline](t)(compose.New("x", compose.Policies{RateLimit: lim}))}
+		lim := newRateLimiter(t, ratelimit.Config{})
+		tr := &httppolicy.Transport{Base: &http.Transport{}, Signals: httppolicy.LimiterSignals(lim),
+			Policy: mustOK[*compose.Pipeline](t)(compose.New("x", compose.Policies{RateLimit: lim}))}
 		ctx := ratelimit.WithCost(context.Background(), tc.cost)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		res, err := (&http.Client{Transport: tr}).Do(req)
@@ -253,3 +253,22 @@ func (f signalFunc) Observe(r *http.Response) { f(r) }
 type both [2]httppolicy.Signals
 
 func (b both) Observe(r *http.Response) { b[0].Observe(r); b[1].Observe(r) }
+
+func newRateLimiter(t *testing.T, cfg ratelimit.Config) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustOK[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
