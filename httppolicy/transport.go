@@ -101,8 +101,8 @@ type Transport struct {
 
 	// Signals, if not nil, is told of every response an attempt receives,
 	// successes included, before the attempt's outcome reaches the policy
-	// (see [Signals]): usually the pipeline's *ratelimit.Limiter, whose
-	// shared hold the rate-limit headers feed.
+	// (see [Signals]): usually [LimiterSignals] of the pipeline's
+	// *ratelimit.Limiter, whose shared hold the rate-limit headers feed.
 	Signals Signals
 }
 

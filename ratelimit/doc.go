@@ -9,35 +9,16 @@
 //
 // # The shared hold
 //
-// A Limiter is an [httppolicy.Signals]: give it to the
-// httppolicy.Transport of the dependency (watertight.NewHTTPClient does)
-// and it reads every response, successes included, since
-// x-ratelimit-remaining-requests: 0 arrives on a 200. See [Hold] for the
-// headers read: Retry-After and Retry-After-Ms on a 429 or 503, OpenAI's
-// x-ratelimit-limit-*, -remaining-* and -reset-*, Anthropic's
-// anthropic-ratelimit-*-limit, -remaining and -reset (a time on the
-// server's clock, read against the response's Date header). When a bucket is
-// short (a remaining count of 0, or, for tokens, below the cost the call
-// declared with [WithCost]) or a 429 came, every attempt of every call
-// through the Limiter is held, capped at [Config.MaxHold]. Malformed and
-// absurd values (negative, more than a day) are ignored.
-//
-// How long: both providers refill their buckets continuously, and name as
-// a bucket's reset the time until it is full again, not until the next
-// request is allowed. Holding until the reset would idle the quota (a
-// minute's 500 requests spent, the reset a minute away, frees one request
-// every 120 ms, not none for a minute), and a hold that ended at a reset
-// read as a window's end would let the waiting attempts go at once onto a
-// bucket that has refilled only a little. So a bucket of limit L with n
-// left and its reset r away is taken to refill at (L-n)/r, and the hold
-// lasts until it has what the next call needs: r/L for a spent requests
-// bucket, (c-n)*r/(L-n) for a tokens bucket short of a cost c. Without a
-// usable limit the hold lasts until the reset, the one time the bucket is
-// sure to have room. A 429's Retry-After holds at least that long; a 429
-// without one is taken to mean that every bucket is short of one more than
-// it has. Then
-// the gate (below) lets one attempt go, and the next answer says what is
-// left.
+// [Limiter.Observe] feeds the Limiter what one answer of the dependency
+// says about its quota, as an [Answer]: a hold, and the count, limit and
+// reset of its requests bucket. httppolicy.LimiterSignals reads one from
+// every response of an httppolicy.Transport, successes included, since
+// x-ratelimit-remaining-requests: 0 arrives on a 200
+// (watertight.NewHTTPClient wires it); httppolicy.RateLimitHold says which
+// headers it reads and how long they hold. While a hold is in force, every
+// attempt of every call through the Limiter waits, and the hold is capped
+// at [Config.MaxHold]. When it ends, the gate (below) lets one attempt go,
+// and the next answer says what is left.
 //
 // An error of fn's that matches [policy.ErrThrottled] (httppolicy's
 // StatusError for a 429, or a user's own error) and has a RetryAfter method
@@ -48,40 +29,39 @@
 //
 // When a hold ends, the attempts that waited for it do not all go at once:
 // the quota refills gradually, and a burst would be answered with 429s.
-// One attempt goes first, and each answer lets through as many more as the
-// remaining request count it carries (x-ratelimit-remaining-requests,
-// anthropic-ratelimit-requests-remaining) says are left, less the attempts
-// already let through whose requests the server had not counted yet.
-// Answers on separate connections come back out of order, so one that
-// comes while other attempts let through are out can lower that number but
-// not raise it, and one older than an answer already seen (its requests
-// bucket full again sooner) is not read at all; the 429 or spent count
-// that set the hold counts as seen, less a second (resets in whole seconds
-// order nothing closer), and a reset further than MaxHold away (a daily
-// bucket's) orders nothing.
+// One attempt goes first, and each answer lets through as many more as
+// its Remaining count says are left, less the attempts already let
+// through whose requests the server had not counted yet. Answers on
+// separate connections come back out of order, so one that comes while
+// other attempts let through are out can lower that number but not raise
+// it, and one older than an answer already seen (its FullAt earlier) is
+// not read at all. The answer that set the hold counts as seen, less a
+// second (resets in whole seconds order nothing closer). A FullAt further
+// than MaxHold away (a daily bucket's) orders nothing.
 //
-// The quota refills while the attempts let through are out (streams stay
-// out long after their answer; one may hang): the gate also lets one more
-// through every refill interval of one request, r/(L-n) from the last
-// answer with a count (its reset r, limit L, n left; its reset, without a
-// usable limit; at most MaxHold), or, until an answer names a count, every
-// hold's length from the hold's end. Released attempts add up while nobody
-// comes, to at most the limit; the next answer with a count lowers them as
-// above. Once what is left is at least a tenth of the limit and nobody
-// waits (an attempt still asleep on the hold is waiting), the gate opens.
-// An attempt let through that ends without an answer saying anything (a
-// connection error, a panic), or as the last one out, lets the next one
-// go; one that succeeds while no answer has ever named a count (a Limiter
-// used without a Transport) opens the gate. An answer without a remaining
-// count opens it too: that dependency does not say. Waiting behind the
-// gate is bounded by the attempt's deadline and MaxHold, not by MaxWait
-// (which bounds a wait whose end the server named). Once answers name
-// counts, an attempt whose bound comes before the next timed release is
-// rejected at once, as one whose hold outlasts it is: it keeps the rest
-// of its deadline for a fallback. Until then the probe's success may open
-// the gate sooner, so it waits up to its bound. The timed release needs no timer of its own: it is counted
-// when an attempt or an answer comes, and a waiter sleeps until the next
-// one (its timer stopped when it stops waiting).
+// The quota refills while the attempts let through are out (streams stay out
+// long after their answer; one may hang). The bucket is taken to refill
+// continuously, as OpenAI's and Anthropic's do: with n left of a limit L,
+// full again in r, one request comes back every r/(L-n). So the gate also
+// lets one more through every r/(L-n) from the last answer with a count
+// (every r if L is not above n+1; at most MaxHold), or, until an answer
+// names a count, every hold's length from the hold's end. Released attempts
+// add up while nobody comes, to at most the limit; the next answer with a
+// count lowers them as above. Once what is left is at least a tenth of the
+// limit and nobody waits (an attempt still asleep on the hold is waiting),
+// the gate opens. An attempt let through that ends without an answer saying
+// anything (a connection error, a panic), or as the last one out, lets the
+// next one go. One that succeeds while no answer has named a count opens the
+// gate. An answer that names no count opens it too: that dependency does not
+// say. Waiting behind the gate is bounded by the attempt's deadline and
+// MaxHold, not by MaxWait (which bounds a wait whose end the server named).
+// Once answers name counts, an attempt whose bound comes before the next
+// timed release is rejected at once, as one whose hold outlasts it is: it
+// keeps the rest of its deadline for a fallback. Until then the probe's
+// success may open the gate sooner, so it waits up to its bound. The timed
+// release needs no timer of its own: it is counted when an attempt or an
+// answer comes, and a waiter sleeps until the next one (its timer stopped
+// when it stops waiting).
 //
 // # Client-side rate
 //
