@@ -308,39 +308,12 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		return nil, l.reject(ctx, l.throttled)
 	} else if w > 0 {
-		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.AddEvent(eventHold, trace.WithAttributes(append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))...))
-		}
+		l.traceWait(ctx, w)
 	}
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	// sleep waits d, or until wake is closed. A wait that a Deadline's
-	// timer ends is the Limiter's rejection rej: fn never ran, so the call
-	// must not end as a timeout (the caller's own end stays ctx.Err()).
-	sleep := func(d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) (woken bool, err error) {
-		if t == nil {
-			t = time.NewTimer(d)
-		} else {
-			t.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
-			if deadline.Fired(ctx) {
-				return false, l.reject(ctx, rej)
-			}
-			return false, ctx.Err()
-		case <-wake:
-			return true, nil
-		case <-t.C:
-			return false, nil
-		}
-	}
+	w := sleeper{l: l, ctx: ctx}
+	defer w.stop()
 	if rateWait > 0 {
-		if _, err := sleep(rateWait, nil, l.rated); err != nil {
+		if err := w.sleep(rateWait, nil, l.rated); err != nil {
 			cancel(time.Now(), req, tok)
 			return nil, err
 		}
@@ -363,7 +336,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			// a little).
 			l.waiters++
 			l.mu.Unlock()
-			_, err := sleep(hold, nil, l.throttled)
+			err := w.sleep(hold, nil, l.throttled)
 			l.mu.Lock()
 			l.waiters--
 			l.mu.Unlock()
@@ -410,7 +383,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		wake := l.changed
 		l.waiters++
 		l.mu.Unlock()
-		_, err := sleep(max(release.Sub(now), 0), wake, l.throttled)
+		err := w.sleep(max(release.Sub(now), 0), wake, l.throttled)
 		l.mu.Lock()
 		l.waiters--
 		l.mu.Unlock()
@@ -422,11 +395,47 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
+// sleeper is the timer of one attempt's waits in admit.
+type sleeper struct {
+	l   *Limiter
+	ctx context.Context
+	t   *time.Timer
+}
+
+// sleep waits d, or until wake is closed. A wait that a Deadline's timer
+// ends is the Limiter's rejection rej: fn never ran, so the call must not
+// end as a timeout (the caller's own end stays ctx.Err()).
+func (w *sleeper) sleep(d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
+	if w.t == nil {
+		w.t = time.NewTimer(d)
+	} else {
+		w.t.Reset(d)
 	}
-	return a
+	select {
+	case <-w.ctx.Done():
+		if deadline.Fired(w.ctx) {
+			return w.l.reject(w.ctx, rej)
+		}
+		return w.ctx.Err()
+	case <-wake:
+		return nil
+	case <-w.t.C:
+		return nil
+	}
+}
+
+// stop stops the timer, if any.
+func (w *sleeper) stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
+}
+
+// traceWait adds the event of a wait of w to the span in ctx.
+func (l *Limiter) traceWait(ctx context.Context, w time.Duration) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(eventHold, trace.WithAttributes(append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))...))
+	}
 }
 
 // cancel gives back what the reservations took, as far as x/time/rate can.
