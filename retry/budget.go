@@ -109,7 +109,8 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 // Ratio x λ + MinPerSecond a second, so attempts per call at about
 // 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry
 // is granted only when the balance holds a whole one, so the balance
-// never goes negative.
+// never goes negative. It never exceeds 2^53 retries, where float64 stops
+// counting whole ones.
 //
 // A deposit counts as made at the last update of the balance before it.
 // The balance is updated when it is read ([Budget.TryWithdraw],
