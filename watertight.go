@@ -90,83 +90,9 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	b := builder{mp: pipeopt.Apply(opts).MeterProvider}
 	p := &Pipeline{}
 	pols := cfg.Use
-	if c := cfg.Bulkhead; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		bh, err := bulkhead.New(cc)
-		if err != nil {
-			return nil, sectionErr("Bulkhead", "bulkhead", err)
-		}
-		p.own(bh)
-		p.bulkhead, pols.Bulkhead = bh, bh
-	}
-	if c := cfg.Adaptive; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		l, err := adaptive.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("Adaptive", "adaptive", err)
-		}
-		p.own(l)
-		p.limiter, pols.Bulkhead = l, l
-	}
-	if c := cfg.Deadline; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		dl, err := deadline.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("Deadline", "deadline", err)
-		}
-		pols.Deadline = dl
-	}
-	if c := cfg.Retry; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		rt, err := retry.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("Retry", "retry", err)
-		}
-		pols.Retry = rt
-	}
-	if c := cfg.RateLimit; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		if cc.MaxWait == 0 && cfg.Retry != nil {
-			cc.MaxWait = cfg.Retry.MaxInterval
-			if cc.MaxWait == 0 {
-				cc.MaxWait = retry.DefaultMaxInterval
-			}
-		}
-		l, err := ratelimit.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("RateLimit", "ratelimit", err)
-		}
-		p.rateLimit, pols.RateLimit = l, l
-	}
-	if c := cfg.Breaker; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name)
-		br, err := breaker.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("Breaker", "breaker", err)
-		}
-		p.own(br)
-		p.breaker, pols.Breaker = br, br
-	}
-	if c := cfg.Attempt; c != nil {
-		cc := *c
-		b.fill(&cc.Name, &cc.MeterProvider, name+".attempt")
-		at, err := deadline.New(cc)
-		if err != nil {
-			p.Close()
-			return nil, sectionErr("Attempt", "deadline", err)
-		}
-		pols.Attempt = at
+	if err := b.sections(cfg, name, p, &pols); err != nil {
+		p.Close()
+		return nil, err
 	}
 	// Said here, with the sections' names, rather than by compose.
 	if d, ok := pols.Deadline.(*deadline.Deadline); ok {
@@ -255,6 +181,85 @@ func (p *Pipeline) Close() error {
 }
 
 func (p *Pipeline) own(c io.Closer) { p.owned = append(p.owned, c) }
+
+// sections builds the policies of cfg's sections into pols, and records in
+// p those it owns and returns. On error, what it built is in p, for the
+// caller to close.
+func (b *builder) sections(cfg Config, name string, p *Pipeline, pols *compose.Policies) error {
+	if c := cfg.Bulkhead; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		bh, err := bulkhead.New(cc)
+		if err != nil {
+			return sectionErr("Bulkhead", "bulkhead", err)
+		}
+		p.own(bh)
+		p.bulkhead, pols.Bulkhead = bh, bh
+	}
+	if c := cfg.Adaptive; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		l, err := adaptive.New(cc)
+		if err != nil {
+			return sectionErr("Adaptive", "adaptive", err)
+		}
+		p.own(l)
+		p.limiter, pols.Bulkhead = l, l
+	}
+	if c := cfg.Deadline; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		dl, err := deadline.New(cc)
+		if err != nil {
+			return sectionErr("Deadline", "deadline", err)
+		}
+		pols.Deadline = dl
+	}
+	if c := cfg.Retry; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		rt, err := retry.New(cc)
+		if err != nil {
+			return sectionErr("Retry", "retry", err)
+		}
+		pols.Retry = rt
+	}
+	if c := cfg.RateLimit; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		if cc.MaxWait == 0 && cfg.Retry != nil {
+			cc.MaxWait = cfg.Retry.MaxInterval
+			if cc.MaxWait == 0 {
+				cc.MaxWait = retry.DefaultMaxInterval
+			}
+		}
+		l, err := ratelimit.New(cc)
+		if err != nil {
+			return sectionErr("RateLimit", "ratelimit", err)
+		}
+		p.rateLimit, pols.RateLimit = l, l
+	}
+	if c := cfg.Breaker; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name)
+		br, err := breaker.New(cc)
+		if err != nil {
+			return sectionErr("Breaker", "breaker", err)
+		}
+		p.own(br)
+		p.breaker, pols.Breaker = br, br
+	}
+	if c := cfg.Attempt; c != nil {
+		cc := *c
+		b.fill(&cc.Name, &cc.MeterProvider, name+".attempt")
+		at, err := deadline.New(cc)
+		if err != nil {
+			return sectionErr("Attempt", "deadline", err)
+		}
+		pols.Attempt = at
+	}
+	return nil
+}
 
 // builder carries what New hands to every section.
 type builder struct {
