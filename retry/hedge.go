@@ -189,199 +189,243 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt stage.AttemptF
 	if h.s.budget != nil {
 		h.s.budget.Deposit()
 	}
-	maxAttempts := 1 + h.s.maxHedges
-	c := &hedgeCall{results: make(chan hedgeResult, maxAttempts)}
+	l := &hedgeLoop{h: h, fn: fn, attempt: attempt, max: 1 + h.s.maxHedges}
+	l.c = &hedgeCall{results: make(chan hedgeResult, l.max)}
 	actx, cancel := context.WithCancelCause(ctx)
+	l.cancel = cancel
 	// If a user callback (OnHedge, ShouldRetry) panics, the attempts still
 	// running are canceled all the same.
-	defer func() {
-		if !c.ended.Load() {
-			c.mu.Lock()
-			c.ended.Store(true)
-			c.mu.Unlock()
-			cancel(ErrHedgeLost)
-		}
-	}()
-	started, running := 0, 0
-	launch := func(afterFailure bool) {
-		started++
-		running++
-		if started > 1 {
-			if h.s.onHedge != nil {
-				h.s.onHedge(ctx, started, afterFailure)
-			}
-			h.rec.started(ctx, started, afterFailure)
-		}
-		h.run(c, actx, fn, attempt, started)
-	}
-	launch(false)
-
-	var (
-		timer *time.Timer
-		tick  <-chan time.Time
-	)
-	// arm sets the timer for the next hedge, if one may start on delay.
-	arm := func() {
-		d := h.Delay()
-		if started >= maxAttempts || d < 0 {
-			tick = nil
-			return
-		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		tick = timer.C
-	}
-	arm()
-	// end stops everything still running: the outcome is decided. A
-	// panic (or Goexit) of an attempt that ended before, still in the
-	// channel, is carried to the caller now.
-	end := func() {
-		c.mu.Lock()
-		c.ended.Store(true)
-		c.mu.Unlock()
-		if timer != nil {
-			timer.Stop()
-		}
-		cancel(ErrHedgeLost)
-		for {
-			select {
-			case r := <-c.results:
-				if r.panicked {
-					panic(r.pval)
-				}
-				if r.goexit {
-					runtime.Goexit()
-				}
-			default:
-				return
-			}
-		}
-	}
-	var (
-		last      error // the latest failure of an attempt that ran fn
-		lastN     int
-		failures  int // attempts that ran fn and failed
-		rejection error
-		refused   bool // the budget refused a hedge
-		stopped   bool // no more hedges: refused or rejected
-		// terminal: the first failure that ends the call (Permanent, or
-		// one ShouldRetry refuses) of an attempt that ended while another
-		// held the claim, unmarked: the call ends with it if the claim
-		// holder fails in its turn.
-		terminal error
-	)
-	// next starts the next hedge if MaxHedges, the budget and the rules
-	// allow, and reports whether it did. None starts once an attempt holds
-	// the claim (its success is being delivered: a stream read by the
-	// caller, say, or an attempt that claimed early to say it must run
-	// alone) or once the caller's context has ended (the attempt would only
-	// find the call over).
-	next := func(afterFailure bool) bool {
-		if stopped || terminal != nil || started >= maxAttempts || c.winner.Load() != 0 || ctx.Err() != nil {
-			return false
-		}
-		if h.s.budget != nil && !h.s.budget.TryWithdraw() {
-			refused, stopped = true, true
-			return false
-		}
-		launch(afterFailure)
-		return true
-	}
+	defer l.abandon()
+	l.launch(ctx, actx, false)
+	l.arm()
 	done := ctx.Done()
 	for {
 		select {
-		case r := <-c.results:
-			running--
-			switch {
-			case r.panicked || r.goexit:
-				end() // may carry another attempt's panic instead
-				if r.panicked {
-					panic(r.pval)
-				}
-				runtime.Goexit()
-			case r.err == nil && r.claimed:
-				end()
-				return nil
-			case r.err == nil:
-				// A success that found the claim held by another attempt,
-				// which has not answered yet: nothing to publish.
-			case terminal != nil && c.winner.Load() == 0:
-				// The claim holder failed after an attempt that failed for
-				// good while it held the claim: the call ends with that
-				// failure, the first.
-				end()
-				return terminal
-			case c.winner.Load() != 0:
-				// An attempt that ended while another holds the claim: the
-				// call's outcome is the winner's, and no attempt starts in
-				// its place. Its failure is kept all the same, in case the
-				// winner fails in its turn (a policy below turns its
-				// success into a failure): a refusal or a failure that
-				// ends the call, the first of them, decides then; another
-				// counts as the latest failure. One canceled (a loser, as
-				// the winner's Transport cancels them) is no failure.
-				switch {
-				case errors.Is(r.err, policy.ErrRejected):
-					rejection, stopped = r.err, true
-				case ctx.Err() != nil, errors.Is(r.err, context.Canceled), errors.Is(r.err, ErrHedgeLost):
-					// Canceled, or the caller's context ended: says nothing.
-				case terminal == nil && isPermanent(r.err):
-					terminal = Unmark(r.err)
-				case terminal == nil && h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
-					terminal = r.err
-				default:
-					last, lastN = r.err, r.n
-					failures++
-				}
-			case errors.Is(r.err, policy.ErrRejected):
-				// A refusal (an open breaker) is never hedged around.
-				rejection, stopped = r.err, true
-			case ctx.Err() != nil:
-				end()
-				if last != nil && !errors.Is(r.err, Unmark(last)) {
-					return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, Unmark(r.err), lastN, Unmark(last))
-				}
-				return Unmark(r.err)
-			case isPermanent(r.err):
-				end()
-				return Unmark(r.err)
-			case h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
-				end()
-				return r.err
-			default:
-				last, lastN = r.err, r.n
-				failures++
-				if next(true) {
-					arm() // the next hedge on delay counts from this one
-				}
+		case r := <-l.c.results:
+			if ends, err := l.result(ctx, actx, r); ends {
+				return err
 			}
-			if running == 0 {
-				end()
-				return h.final(ctx, failures, lastN, last, rejection, refused)
-			}
-		case <-tick:
-			tick = nil
-			if next(false) {
-				arm()
+		case <-l.tick:
+			l.tick = nil
+			if l.next(ctx, actx, false) {
+				l.arm()
 			}
 		case <-done:
 			if !deadline.Fired(ctx) {
 				// The caller gave up: stop at once.
-				end()
-				if last != nil {
-					return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, ctx.Err(), lastN, Unmark(last))
+				l.end()
+				if l.o.last != nil {
+					return fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, ctx.Err(), l.o.lastN, Unmark(l.o.last))
 				}
 				return ctx.Err()
 			}
 			// A Deadline's timer: no more hedges, and the call ends as the
-			// attempts running report (the rules above), as a Deadline
+			// attempts running report (the rules below), as a Deadline
 			// waits for fn. One refused before fn ran stays a rejection.
-			done, tick = nil, nil
-			stopped = true
+			done, l.tick = nil, nil
+			l.o.stopped = true
 		}
+	}
+}
+
+// hedgeLoop is the state of one call of a Hedge, owned by the goroutine
+// that runs it (call); the attempts share only c with it.
+type hedgeLoop struct {
+	h       *Hedge
+	fn      policy.Func
+	attempt stage.AttemptFunc
+	c       *hedgeCall
+	cancel  context.CancelCauseFunc // cancels the attempts' context
+	max     int                     // attempts allowed: 1 + MaxHedges
+	started int
+	running int
+	timer   *time.Timer
+	tick    <-chan time.Time // the timer's channel while armed
+	o       hedgeOutcome
+}
+
+// launch starts the next attempt.
+func (l *hedgeLoop) launch(ctx, actx context.Context, afterFailure bool) {
+	l.started++
+	l.running++
+	if l.started > 1 {
+		if l.h.s.onHedge != nil {
+			l.h.s.onHedge(ctx, l.started, afterFailure)
+		}
+		l.h.rec.started(ctx, l.started, afterFailure)
+	}
+	l.h.run(l.c, actx, l.fn, l.attempt, l.started)
+}
+
+// arm sets the timer for the next hedge, if one may start on delay.
+func (l *hedgeLoop) arm() {
+	d := l.h.Delay()
+	if l.started >= l.max || d < 0 {
+		l.tick = nil
+		return
+	}
+	if l.timer == nil {
+		l.timer = time.NewTimer(d)
+	} else {
+		l.timer.Reset(d)
+	}
+	l.tick = l.timer.C
+}
+
+// next starts the next hedge if MaxHedges, the budget and the rules allow,
+// and reports whether it did. None starts once an attempt holds the claim
+// (its success is being delivered: a stream read by the caller, say, or an
+// attempt that claimed early to say it must run alone) or once the
+// caller's context has ended (the attempt would only find the call over).
+func (l *hedgeLoop) next(ctx, actx context.Context, afterFailure bool) bool {
+	if l.o.stopped || l.o.terminal != nil || l.started >= l.max || l.c.winner.Load() != 0 || ctx.Err() != nil {
+		return false
+	}
+	if l.h.s.budget != nil && !l.h.s.budget.TryWithdraw() {
+		l.o.refused, l.o.stopped = true, true
+		return false
+	}
+	l.launch(ctx, actx, afterFailure)
+	return true
+}
+
+// result takes the result r of an attempt, and reports whether the call
+// ends, and with what error.
+func (l *hedgeLoop) result(ctx, actx context.Context, r hedgeResult) (bool, error) {
+	l.running--
+	if r.panicked || r.goexit {
+		l.end() // may carry another attempt's panic instead
+		if r.panicked {
+			panic(r.pval)
+		}
+		runtime.Goexit()
+	}
+	ends, err, hedgeNow := l.o.result(ctx, l.h, r, l.c.winner.Load() != 0)
+	if ends {
+		l.end()
+		return true, err
+	}
+	if hedgeNow && l.next(ctx, actx, true) {
+		l.arm() // the next hedge on delay counts from this one
+	}
+	if l.running == 0 {
+		l.end()
+		return true, l.h.final(ctx, l.o.failures, l.o.lastN, l.o.last, l.o.rejection, l.o.refused)
+	}
+	return false, nil
+}
+
+// end stops everything still running: the outcome is decided. A panic (or
+// Goexit) of an attempt that ended before, still in the channel, is
+// carried to the caller now.
+func (l *hedgeLoop) end() {
+	l.c.mu.Lock()
+	l.c.ended.Store(true)
+	l.c.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.cancel(ErrHedgeLost)
+	for {
+		select {
+		case r := <-l.c.results:
+			if r.panicked {
+				panic(r.pval)
+			}
+			if r.goexit {
+				runtime.Goexit()
+			}
+		default:
+			return
+		}
+	}
+}
+
+// abandon cancels the attempts still running if the call ends without
+// end: a user callback panicked.
+func (l *hedgeLoop) abandon() {
+	if !l.c.ended.Load() {
+		l.c.mu.Lock()
+		l.c.ended.Store(true)
+		l.c.mu.Unlock()
+		l.cancel(ErrHedgeLost)
+	}
+}
+
+// hedgeOutcome gathers what one call's attempts have said so far.
+type hedgeOutcome struct {
+	last      error // the latest failure of an attempt that ran fn
+	lastN     int
+	failures  int // attempts that ran fn and failed
+	rejection error
+	refused   bool // the budget refused a hedge
+	stopped   bool // no more hedges: refused or rejected
+	// terminal: the first failure that ends the call (Permanent, or one
+	// ShouldRetry refuses) of an attempt that ended while another held the
+	// claim, unmarked: the call ends with it if the claim holder fails in
+	// its turn.
+	terminal error
+}
+
+// result applies the rules to the result r of an attempt that neither
+// panicked nor called runtime.Goexit, winnerHeld saying whether another
+// attempt holds the claim. It reports whether the call ends, and with what
+// error, or whether the next hedge may start at once.
+func (o *hedgeOutcome) result(ctx context.Context, h *Hedge, r hedgeResult, winnerHeld bool) (ends bool, err error, hedgeNow bool) {
+	switch {
+	case r.err == nil && r.claimed:
+		return true, nil, false
+	case r.err == nil:
+		// A success that found the claim held by another attempt, which
+		// has not answered yet: nothing to publish.
+		return false, nil, false
+	case o.terminal != nil && !winnerHeld:
+		// The claim holder failed after an attempt that failed for good
+		// while it held the claim: the call ends with that failure, the
+		// first.
+		return true, o.terminal, false
+	case winnerHeld:
+		o.whileHeld(ctx, h, r)
+		return false, nil, false
+	case errors.Is(r.err, policy.ErrRejected):
+		// A refusal (an open breaker) is never hedged around.
+		o.rejection, o.stopped = r.err, true
+		return false, nil, false
+	case ctx.Err() != nil:
+		if o.last != nil && !errors.Is(r.err, Unmark(o.last)) {
+			return true, fmt.Errorf("%s: %w after attempt %d: %w", h.prefix, Unmark(r.err), o.lastN, Unmark(o.last)), false
+		}
+		return true, Unmark(r.err), false
+	case isPermanent(r.err):
+		return true, Unmark(r.err), false
+	case h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
+		return true, r.err, false
+	}
+	o.last, o.lastN = r.err, r.n
+	o.failures++
+	return false, nil, true
+}
+
+// whileHeld keeps the failure r of an attempt that ended while another
+// holds the claim: the call's outcome is the winner's, and no attempt
+// starts in its place, but if the winner fails in its turn (a policy below
+// turns its success into a failure), a refusal or a failure that ends the
+// call, the first of them, decides then; another counts as the latest
+// failure. One canceled (a loser, as the winner's Transport cancels them)
+// is no failure.
+func (o *hedgeOutcome) whileHeld(ctx context.Context, h *Hedge, r hedgeResult) {
+	switch {
+	case errors.Is(r.err, policy.ErrRejected):
+		o.rejection, o.stopped = r.err, true
+	case ctx.Err() != nil, errors.Is(r.err, context.Canceled), errors.Is(r.err, ErrHedgeLost):
+		// Canceled, or the caller's context ended: says nothing.
+	case o.terminal == nil && isPermanent(r.err):
+		o.terminal = Unmark(r.err)
+	case o.terminal == nil && h.s.shouldRetry != nil && !h.s.shouldRetry(r.err):
+		o.terminal = r.err
+	default:
+		o.last, o.lastN = r.err, r.n
+		o.failures++
 	}
 }
 
