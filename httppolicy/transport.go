@@ -863,23 +863,9 @@ func (x *exchange) win(ctx context.Context, a *try) bool {
 // send sends the request once, as attempt a, and waits, if its response is
 // accepted, until the caller is done with the body.
 func (x *exchange) send(ctx context.Context, a *try) error {
-	// With a stream timeout, the request carries a child of ctx that the
-	// timers cancel (see streamWatch).
-	var w, watch *streamWatch // watch: w, which w may stop naming
-	rctx := ctx
-	if a.ctx != nil {
-		rctx = a.ctx
-	}
-	if x.timeouts.firstByte > 0 || x.timeouts.idle > 0 {
-		if a.watch1 {
-			w = &x.watch1
-		} else {
-			w = new(streamWatch)
-		}
-		w.init(x.t, rctx, x.timeouts)
+	rctx, w := x.watchFor(ctx, a)
+	if w != nil {
 		defer x.endWatch(w, a)
-		watch = w
-		rctx = w.ctx
 	}
 	// A shallow copy, as http.Client sends: a RoundTripper must not modify
 	// the request, and a deep copy (Request.Clone) would cost more than
@@ -892,6 +878,82 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	}
 
 	resp, err := x.base.RoundTrip(r)
+	if resp == nil || err != nil {
+		return x.noResponse(a, w, r, resp, err)
+	}
+	if x.clocked {
+		x.clock.Clock.Answered()
+	}
+	if x.t.Signals != nil {
+		x.observe(resp)
+	}
+	if x.failure(resp) {
+		return x.failureStatus(a, w, resp)
+	}
+	noBody := resp.Body == nil || resp.Body == http.NoBody
+	if noBody || resp.StatusCode == http.StatusSwitchingProtocols {
+		// Nothing to stream (or a switched connection, whose first byte
+		// may be the caller's to send): the headers are the first byte.
+		if w != nil && !w.firstByteIn() {
+			if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return x.failed(a, w.cause())
+		}
+		if noBody {
+			// The call ends now and RoundTrip returns the response when
+			// Execute does.
+			if x.win(ctx, a) {
+				x.accept(resp)
+			} else if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return nil
+		}
+		return x.handOver(ctx, a, resp, nil, nil, w)
+	}
+	if w == nil {
+		return x.handOver(ctx, a, resp, nil, nil, nil)
+	}
+	prefix, whole, err := x.firstBytes(a, w, resp)
+	switch {
+	case err != nil:
+		return err
+	case whole:
+		// The whole body is in (resp's own is closed): the call ends now.
+		if x.win(ctx, a) {
+			w.whole.b = prefix
+			resp.Body = &w.whole
+			x.accept(resp)
+		}
+		return nil
+	case w.idle > 0:
+		return x.handOver(ctx, a, resp, prefix, w, w)
+	}
+	return x.handOver(ctx, a, resp, prefix, nil, w) // nothing more to watch in the body
+}
+
+// watchFor returns the context attempt a sends its request with and, with
+// a stream timeout, the watch whose timers cancel it (see streamWatch).
+func (x *exchange) watchFor(ctx context.Context, a *try) (context.Context, *streamWatch) {
+	rctx := ctx
+	if a.ctx != nil {
+		rctx = a.ctx
+	}
+	if x.timeouts.firstByte <= 0 && x.timeouts.idle <= 0 {
+		return rctx, nil
+	}
+	w := &x.watch1
+	if !a.watch1 {
+		w = new(streamWatch)
+	}
+	w.init(x.t, rctx, x.timeouts)
+	return w.ctx, w
+}
+
+// noResponse ends attempt a, whose base RoundTrip returned resp and err
+// with one of them nil: a broken base, or the exchange's failure.
+func (x *exchange) noResponse(a *try, w *streamWatch, r *http.Request, resp *http.Response, err error) error {
 	if resp == nil && err == nil {
 		// A broken base, reported as http.Client reports one. It is the
 		// attempt's failure, and a breaker counts it: the dependency's
@@ -907,123 +969,91 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	if x.clocked {
 		x.clock.Clock.Answered()
 	}
-	if err != nil {
-		if resp != nil && resp.Body != nil {
-			resp.Body.Close()
-		}
-		if w != nil {
-			if te := w.timedOut(); te != nil {
-				// net/http's error says only that the request was
-				// canceled.
-				err = te
-			}
-		}
-		if !x.mayRetry(unprocessedError(err)) {
-			return a.final(err)
-		}
-		return err
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
 	}
-	if x.t.Signals != nil {
-		x.observe(resp)
+	if w != nil {
+		if te := w.timedOut(); te != nil {
+			// net/http's error says only that the request was canceled.
+			err = te
+		}
 	}
+	if !x.mayRetry(unprocessedError(err)) {
+		return a.final(err)
+	}
+	return err
+}
 
-	if x.failure(resp) {
-		// Read the body now, while the attempt's context is live: the
-		// connection goes back to the pool, and the response stays readable
-		// if it turns out to be the last.
-		if w != nil && resp.Body != nil {
-			resp.Body = &firstByteBody{ReadCloser: resp.Body, w: w}
-		}
-		bufferBody(resp)
-		if w != nil && !w.firstByteIn() {
-			// Its first byte came too late: the timeout, not the status,
-			// is the attempt's failure.
-			resp.Body.Close()
-			return x.failed(a, w.cause())
-		}
-		x.mu.Lock()
-		if !x.won && !x.ended {
-			x.pending = append(x.pending, resp)
-		}
-		x.mu.Unlock()
-		se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
-		if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
-			se.RetryAfterDelay = d
-		}
-		if !x.mayRetry(unprocessedStatus(resp.StatusCode)) {
-			return a.final(se)
-		}
-		return se
+// failureStatus ends attempt a, whose response is a failure by IsFailure:
+// its body is read now, while the attempt's context is live, so that the
+// connection goes back to the pool and the response stays readable if it
+// turns out to be the last.
+func (x *exchange) failureStatus(a *try, w *streamWatch, resp *http.Response) error {
+	if w != nil && resp.Body != nil {
+		resp.Body = &firstByteBody{ReadCloser: resp.Body, w: w}
 	}
+	bufferBody(resp)
+	if w != nil && !w.firstByteIn() {
+		// Its first byte came too late: the timeout, not the status, is
+		// the attempt's failure.
+		resp.Body.Close()
+		return x.failed(a, w.cause())
+	}
+	x.mu.Lock()
+	if !x.won && !x.ended {
+		x.pending = append(x.pending, resp)
+	}
+	x.mu.Unlock()
+	se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
+	if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
+		se.RetryAfterDelay = d
+	}
+	if !x.mayRetry(unprocessedStatus(resp.StatusCode)) {
+		return a.final(se)
+	}
+	return se
+}
 
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		// Nothing to stream (or a switched connection, whose first byte
-		// may be the caller's to send): the headers are the first byte.
-		if w != nil && !w.firstByteIn() {
-			if resp.Body != nil {
-				resp.Body.Close()
-			}
-			return x.failed(a, w.cause())
-		}
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		// Nothing to stream: the call ends now and RoundTrip returns the
-		// response when Execute does.
-		if !x.win(ctx, a) {
-			if resp.Body != nil {
-				resp.Body.Close()
-			}
-			return nil
-		}
-		x.mu.Lock()
-		x.accepted = resp
-		x.mu.Unlock()
-		return nil
-	}
+// accept makes resp, whose body is whole (or absent), the call's
+// response: the attempt won it.
+func (x *exchange) accept(resp *http.Response) {
+	x.mu.Lock()
+	x.accepted = resp
+	x.mu.Unlock()
+}
 
-	var prefix []byte
-	if w != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-		w.watchResponse(resp)
-		if w.firstByte > 0 {
-			// Hand the response over only once its first byte that counts
-			// is in: until then, a late byte is this attempt's failure,
-			// which may be retried.
-			p, eof, err := w.readFirst(resp.Body, resp.ContentLength)
-			if err != nil {
-				resp.Body.Close()
-				return x.failed(a, err)
-			}
-			if eof {
-				// The whole body is in: the call ends now.
-				resp.Body.Close()
-				if !x.win(ctx, a) {
-					return nil
-				}
-				w.whole.b = p
-				resp.Body = &w.whole
-				x.mu.Lock()
-				x.accepted = resp
-				x.mu.Unlock()
-				return nil
-			}
-			prefix = p
-		} else {
-			w.firstByteIn()
-		}
-		if w.idle > 0 {
-			w.startIdle()
-		} else {
-			w = nil // nothing more to watch in the body
-		}
+// firstBytes watches resp's body with w and, with a first byte timeout,
+// reads until its first byte that counts is in: until then, a late byte is
+// this attempt's failure, which may be retried. It returns the bytes read,
+// and whole if they are the whole body (resp's own body is then closed).
+// An idle timeout starts once the first byte is in.
+func (x *exchange) firstBytes(a *try, w *streamWatch, resp *http.Response) (p []byte, whole bool, err error) {
+	w.watchResponse(resp)
+	if w.firstByte <= 0 {
+		w.firstByteIn()
 	} else {
-		w = nil
+		var eof bool
+		if p, eof, err = w.readFirst(resp.Body, resp.ContentLength); err != nil {
+			resp.Body.Close()
+			return nil, false, x.failed(a, err)
+		}
+		if eof {
+			resp.Body.Close()
+			return p, true, nil
+		}
 	}
+	if w.idle > 0 {
+		w.startIdle()
+	}
+	return p, false, nil
+}
 
-	// Accepted, if no other attempt's response was: hand the response
-	// over now, and keep this attempt (and every policy above it) open
-	// while the caller reads the body. A response that lost is closed
-	// (its connection is not reused before its body is drained) and is a
-	// success that publishes nothing.
+// handOver accepts resp, if no other attempt's response was: it hands the
+// response over now, and keeps this attempt (and every policy above it)
+// open while the caller reads the body, which w watches (nil: nothing to
+// watch). A response that lost is closed (its connection is not reused
+// before its body is drained) and is a success that publishes nothing.
+func (x *exchange) handOver(ctx context.Context, a *try, resp *http.Response, prefix []byte, w, watch *streamWatch) error {
 	if !x.win(ctx, a) {
 		if w != nil {
 			w.closing()
