@@ -640,36 +640,7 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 	var body io.ReadCloser // a copy of req.Body for this attempt
 	x.mu.Lock()
 	for {
-		var err error
-		switch {
-		case x.ended:
-			// Execute has returned. A hedge's attempt started as its call
-			// ended finds its context done: an outcome that says nothing
-			// about the dependency. Otherwise a policy called fn after its
-			// Execute returned.
-			if err = ctx.Err(); err == nil {
-				err = retry.Permanent(errDone)
-			}
-		case x.won && x.over && policy.Claim(ctx):
-			// Attempts one after another (no other attempt holds the
-			// claim): the policy called fn again after the response was
-			// accepted.
-			err = retry.Permanent(errDone)
-		case x.won:
-			// A hedge started beside the winner, or after it but before
-			// the policy learned of it: nothing to send.
-			err = lostError{}
-		case x.stopped:
-			// An attempt failed in a way that may not be retried (a POST
-			// answered 500, say): the call ends with its failure, and no
-			// attempt sends after it, not even one that was waiting for
-			// it to end as a hedge started it (whose policy has not
-			// learned of the failure yet). This one says nothing about
-			// the dependency: a breaker excludes it, and a hedge ignores
-			// it while the failed attempt holds its claim.
-			err = lostError{}
-		}
-		if err != nil {
+		if err := x.refusedLocked(ctx); err != nil {
 			x.mu.Unlock()
 			if body != nil {
 				body.Close()
@@ -711,8 +682,49 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 		}
 		x.mu.Lock()
 	}
-	alone := x.running == 0
-	if alone && !x.hedgeable {
+	x.admitLocked(ctx, a, body)
+	x.mu.Unlock()
+	return nil
+}
+
+// refusedLocked returns the error an attempt entering now ends with
+// without sending, or nil if it may go on. x.mu must be held.
+func (x *exchange) refusedLocked(ctx context.Context) error {
+	switch {
+	case x.ended:
+		// Execute has returned. A hedge's attempt started as its call
+		// ended finds its context done: an outcome that says nothing about
+		// the dependency. Otherwise a policy called fn after its Execute
+		// returned.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return retry.Permanent(errDone)
+	case x.won && x.over && policy.Claim(ctx):
+		// Attempts one after another (no other attempt holds the claim):
+		// the policy called fn again after the response was accepted.
+		return retry.Permanent(errDone)
+	case x.won:
+		// A hedge started beside the winner, or after it but before the
+		// policy learned of it: nothing to send.
+		return lostError{}
+	case x.stopped:
+		// An attempt failed in a way that may not be retried (a POST
+		// answered 500, say): the call ends with its failure, and no
+		// attempt sends after it, not even one that was waiting for it to
+		// end as a hedge started it (whose policy has not learned of the
+		// failure yet). This one says nothing about the dependency: a
+		// breaker excludes it, and a hedge ignores it while the failed
+		// attempt holds its claim.
+		return lostError{}
+	}
+	return nil
+}
+
+// admitLocked admits attempt a, which sends body (nil: req.Body, or no
+// body). x.mu must be held.
+func (x *exchange) admitLocked(ctx context.Context, a *try, body io.ReadCloser) {
+	if x.running == 0 && !x.hedgeable {
 		// Attempts one after another: an earlier one's failure response
 		// is no longer the call's.
 		x.discardPendingLocked()
@@ -735,14 +747,12 @@ func (x *exchange) enter(ctx context.Context, a *try) error {
 	}
 	if x.concurrent && (!x.hedgeable || x.noReplay) {
 		// It must run alone: keep a hedge from starting attempts beside
-		// it (each would call OnHedge, take from the budget and wait).
-		// If another attempt still holds the claim (it has left but its
-		// failure has not reached the hedge yet), this one claims when
-		// its response is accepted, as any attempt does (see win).
+		// it (each would call OnHedge, take from the budget and wait). If
+		// another attempt still holds the claim (it has left but its
+		// failure has not reached the hedge yet), this one claims when its
+		// response is accepted, as any attempt does (see win).
 		policy.Claim(ctx)
 	}
-	x.mu.Unlock()
-	return nil
 }
 
 // getBody returns a copy of the request's body to send, from GetBody.
