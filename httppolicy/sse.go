@@ -37,7 +37,8 @@ const (
 	sseFieldName         // in the field name, before any colon
 	sseValueStart        // just after the colon: one space may follow
 	sseValue             // in the value of a field
-	sseSkip              // in a comment, or a value that does not matter
+	sseSkip              // in a value that does not matter
+	sseComment           // in a comment line
 )
 
 // Fields the scanner tells apart.
@@ -55,7 +56,9 @@ const (
 // and keepalive events, data lines included, do not count. An event whose
 // data values (the bytes after "data:" and its one optional space) pass
 // maxKeepaliveData counts at once, before its end and whatever its type:
-// it is data, not a keepalive. Lines end with CRLF, CR or LF; a CR at the
+// it is data, not a keepalive. The bytes of the event being read (its
+// lines since the last blank line, comment lines aside) are the only ones
+// that are not keepalives. Lines end with CRLF, CR or LF; a CR at the
 // end of one chunk and an LF at the start of the next are one line ending.
 // A leading UTF-8 BOM is skipped. Chunks may split the stream anywhere.
 //
@@ -68,6 +71,10 @@ type sseScanner struct {
 	bomDone bool
 	bomSeen int  // bytes of the BOM matched so far
 	cr      bool // the last byte was a CR
+	crKeep  bool // that CR ended a line of keepalive bytes
+
+	read int // bytes scanned
+	kept int // bytes scanned that are keepalives: all but the event being read
 
 	state   int
 	field   int // the current line's field, once known
@@ -113,33 +120,23 @@ func (s *sseScanner) scan(p []byte) int {
 	s.largeRead = false
 	events := 0
 	i := 0
+	if !s.bomDone {
+		i = s.scanBOM(p)
+	}
 	for i < len(p) {
 		c := p[i]
-		if !s.bomDone {
-			if c == bom[s.bomSeen] {
-				s.bomSeen++
-				i++
-				if s.bomSeen == len(bom) {
-					s.bomDone = true
-				}
-				continue
-			}
-			s.bomDone = true
-			if s.bomSeen > 0 {
-				// Not a BOM: those bytes began a field name that matches
-				// no field.
-				s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
-			}
-		}
 		if s.cr {
 			s.cr = false
 			if c == '\n' {
+				if s.crKeep {
+					s.kept++
+				}
 				i++
 				continue
 			}
 		}
 		if c == '\r' || c == '\n' {
-			if s.endLine() {
+			if s.endLine(s.read + i) {
 				events++
 			}
 			s.cr = c == '\r'
@@ -149,7 +146,8 @@ func (s *sseScanner) scan(p []byte) int {
 		switch s.state {
 		case sseLineStart:
 			if c == ':' {
-				s.state = sseSkip // a comment
+				s.state = sseComment
+				s.kept++
 				i++
 				continue
 			}
@@ -187,26 +185,50 @@ func (s *sseScanner) scan(p []byte) int {
 			}
 			s.valLen++
 			i++
+		case sseComment:
+			j := lineLen(p[i:])
+			s.kept += j
+			i += j
 		default: // sseSkip: on to the end of the line
-			j, large := s.skip(p[i:])
-			if large {
+			j := lineLen(p[i:])
+			if s.field == sseData && s.addData(j) {
 				events++
 			}
 			i += j
 		}
 	}
+	s.read += len(p)
 	return events
 }
 
-// skip passes over p up to its first line end, in a line whose bytes do
-// not matter but for a data value's length. It returns how many bytes it
-// passed over, and whether they made the event large.
-func (s *sseScanner) skip(p []byte) (int, bool) {
-	j := indexLineEnd(p)
-	if j < 0 {
-		j = len(p)
+// scanBOM reads what p holds of a leading BOM and returns how many bytes
+// of p it took.
+func (s *sseScanner) scanBOM(p []byte) int {
+	i := 0
+	for ; i < len(p) && p[i] == bom[s.bomSeen]; i++ {
+		if s.bomSeen++; s.bomSeen == len(bom) {
+			s.bomDone = true
+			s.kept += len(bom)
+			return i + 1
+		}
 	}
-	return j, s.field == sseData && s.addData(j)
+	if i < len(p) {
+		s.bomDone = true
+		if s.bomSeen > 0 {
+			// Not a BOM: those bytes began a field name that matches no
+			// field.
+			s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
+		}
+	}
+	return i
+}
+
+// lineLen returns the length of p up to its first line end.
+func lineLen(p []byte) int {
+	if j := indexLineEnd(p); j >= 0 {
+		return j
+	}
+	return len(p)
 }
 
 // addData adds n bytes to the current event's data values and reports
@@ -232,14 +254,19 @@ func (s *sseScanner) fieldKind() int {
 	return sseOther
 }
 
-// endLine ends the current line and reports whether it dispatched an event
-// that counts.
-func (s *sseScanner) endLine() bool {
+// endLine ends the current line at offset at of the stream and reports
+// whether it dispatched an event that counts.
+func (s *sseScanner) endLine(at int) bool {
 	state := s.state
 	s.state = sseLineStart
+	s.crKeep = state == sseLineStart || state == sseComment
 	switch state {
+	case sseComment:
+		s.kept++
 	case sseLineStart:
-		// A blank line dispatches the event, if it has data.
+		// A blank line dispatches the event, if it has data: it and all
+		// before it are settled.
+		s.kept = at + 1
 		counts := s.data && !s.keepalive && !s.large
 		s.largeRead = s.largeRead || s.large
 		s.data, s.keepalive = false, s.keepMessage

@@ -72,15 +72,45 @@ func refCountEvents(stream string, keep []string) int {
 	return n
 }
 
-// scanChunks scans stream split at the given offsets.
-func scanChunks(stream []byte, keep []string, cuts ...int) int {
+// refPending is a reference reading of the bytes of the event being read
+// at the end of a stream: its lines since the last blank line, line ends
+// included, comment lines aside. All other bytes are keepalives, or came
+// before an event that counted.
+func refPending(stream string) int {
+	stream = strings.TrimPrefix(stream, "\uFEFF")
+	pending := 0
+	for start := 0; start < len(stream); {
+		line, next := stream[start:], len(stream)
+		end := strings.IndexAny(line, "\r\n")
+		if end >= 0 {
+			line, next = stream[start:start+end], start+end+1
+			if stream[start+end] == '\r' && next < len(stream) && stream[next] == '\n' {
+				next++
+			}
+		}
+		switch {
+		case end >= 0 && line == "":
+			pending = 0 // a blank line ends the event
+		case line[0] != ':':
+			pending += next - start
+		}
+		start = next
+	}
+	return pending
+}
+
+// scanChunks scans stream split at the given offsets. It returns the
+// events that count and the bytes the scanner holds as the event being
+// read.
+func scanChunks(stream []byte, keep []string, cuts ...int) (events, pending int) {
 	s := newSSEScanner(keep)
-	n, prev := 0, 0
+	prev := 0
 	for _, c := range cuts {
-		n += s.scan(stream[prev:c])
+		events += s.scan(stream[prev:c])
 		prev = c
 	}
-	return n + s.scan(stream[prev:])
+	events += s.scan(stream[prev:])
+	return events, s.read - s.kept
 }
 
 var sseCases = []struct {
@@ -118,6 +148,9 @@ var sseCases = []struct {
 	{"keepalive with more data is data", "event: ping\ndata:" + strings.Repeat("p", maxKeepaliveData+1) + "\n\n", 1},
 	{"large data over lines, typed after", strings.Repeat("data: "+strings.Repeat("d", 1000)+"\n", 5) + "event: ping\n\n", 1},
 	{"large unfinished event", "event: ping\ndata: " + strings.Repeat("u", maxKeepaliveData+1), 1},
+	{"fields of the event being read", ": p\n\nevent: delta\r\nid: 1\rretry: 5\n: c\ndata", 0},
+	{"unfinished BOM", "\xEF\xBB", 0},
+	{"blank lines end events that do not count", "id: 1\n\nevent: ping\r\ndata: p\r\n\r\nid: 2\r", 0},
 }
 
 func TestSSEScanner(t *testing.T) {
@@ -128,20 +161,22 @@ func TestSSEScanner(t *testing.T) {
 			if got := refCountEvents(tt.stream, keep); got != tt.want {
 				t.Fatalf("reference reading = %d, want %d", got, tt.want)
 			}
-			if got := scanChunks(b, keep); got != tt.want {
-				t.Fatalf("one chunk: %d events, want %d", got, tt.want)
+			wantPending := refPending(tt.stream)
+			if got, pending := scanChunks(b, keep); got != tt.want || pending != wantPending {
+				t.Fatalf("one chunk: %d events, %d bytes pending; want %d, %d", got, pending, tt.want, wantPending)
 			}
 			for cut := 0; cut <= len(b); cut++ {
-				if got := scanChunks(b, keep, cut); got != tt.want {
-					t.Fatalf("split at %d (%q | %q): %d events, want %d", cut, b[:cut], b[cut:], got, tt.want)
+				if got, pending := scanChunks(b, keep, cut); got != tt.want || pending != wantPending {
+					t.Fatalf("split at %d (%q | %q): %d events, %d bytes pending; want %d, %d",
+						cut, b[:cut], b[cut:], got, pending, tt.want, wantPending)
 				}
 			}
 			cuts := make([]int, 0, len(b))
 			for i := 1; i < len(b); i++ {
 				cuts = append(cuts, i)
 			}
-			if got := scanChunks(b, keep, cuts...); got != tt.want {
-				t.Fatalf("byte by byte: %d events, want %d", got, tt.want)
+			if got, pending := scanChunks(b, keep, cuts...); got != tt.want || pending != wantPending {
+				t.Fatalf("byte by byte: %d events, %d bytes pending; want %d, %d", got, pending, tt.want, wantPending)
 			}
 		})
 	}
@@ -189,7 +224,7 @@ func TestSSEScannerKeepaliveNames(t *testing.T) {
 		{[]string{"ping", "hb", "message"}, 0},
 	}
 	for _, tt := range tests {
-		if got := scanChunks(stream, tt.keep); got != tt.want {
+		if got, _ := scanChunks(stream, tt.keep); got != tt.want {
 			t.Errorf("keep %q: %d events, want %d", tt.keep, got, tt.want)
 		}
 	}
@@ -217,7 +252,8 @@ func TestIsEventStream(t *testing.T) {
 }
 
 // FuzzSSEScanner checks the scanner, fed in chunks cut anywhere, against
-// the reference reading of the whole stream.
+// the reference readings of the whole stream: the events that count, and
+// the bytes of the event being read at its end.
 func FuzzSSEScanner(f *testing.F) {
 	for _, tt := range sseCases {
 		f.Add([]byte(tt.stream), uint16(3), uint16(7), false)
@@ -229,13 +265,13 @@ func FuzzSSEScanner(f *testing.F) {
 		if keepMessage {
 			keep = append(keep, "message")
 		}
-		want := refCountEvents(string(stream), keep)
+		want, wantPending := refCountEvents(string(stream), keep), refPending(string(stream))
 		a, b := int(cut1)%(len(stream)+1), int(cut2)%(len(stream)+1)
 		if a > b {
 			a, b = b, a
 		}
-		if got := scanChunks(stream, keep, a, b); got != want {
-			t.Fatalf("cut at %d and %d: %d events, reference %d", a, b, got, want)
+		if got, pending := scanChunks(stream, keep, a, b); got != want || pending != wantPending {
+			t.Fatalf("cut at %d and %d: %d events, %d bytes pending; reference %d, %d", a, b, got, pending, want, wantPending)
 		}
 	})
 }

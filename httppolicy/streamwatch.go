@@ -12,9 +12,9 @@ import (
 
 // maxPrefix bounds what an attempt reads ahead while it waits for the
 // first byte that counts: a stream that sends more keepalives than this
-// before its first event fails the attempt. The data of the event being
-// read is not counted (an event with more than maxKeepaliveData of it
-// counts).
+// before its first event fails the attempt, and so does an event being
+// read that grows past it before it counts. The two bounds are apart: the
+// event being read is not a keepalive.
 const maxPrefix = 1 << 20
 
 // prefixChunk is the size of the first read ahead of a body of unknown
@@ -27,7 +27,10 @@ const (
 	smallPrefix    = 64
 )
 
-var errTooManyKeepalives = errors.New("httppolicy: more than 1 MiB of keepalives before the first event")
+var (
+	errTooManyKeepalives = errors.New("httppolicy: more than 1 MiB of keepalives before the first event")
+	errEventTooLong      = errors.New("httppolicy: more than 1 MiB in the event being read, before the first event")
+)
 
 // States of a streamWatch.
 const (
@@ -193,10 +196,11 @@ func (w *streamWatch) counts(p []byte) bool {
 	return len(p) > 0
 }
 
-// keepalives returns how many of the n bytes read ahead are keepalives.
+// keepalives returns how many of the n bytes read ahead are keepalives:
+// for an event stream, all but those of the event being read.
 func (w *streamWatch) keepalives(n int) int {
 	if w.sse != nil {
-		return n - w.sse.dataLen // data of the event being read
+		return w.sse.kept
 	}
 	return n
 }
@@ -238,8 +242,12 @@ func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eo
 				return nil, false, w.cause()
 			}
 			return prefix, false, nil
-		case w.keepalives(len(prefix)) > maxPrefix:
+		}
+		switch keep := w.keepalives(len(prefix)); {
+		case keep > maxPrefix:
 			return nil, false, errTooManyKeepalives
+		case len(prefix)-keep > maxPrefix:
+			return nil, false, errEventTooLong
 		}
 	}
 }
