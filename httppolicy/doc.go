@@ -74,30 +74,44 @@
 //     stream that is then abandoned. A body that comes whole, with its end,
 //     while RoundTrip waits for its first byte ends the call at once: the
 //     bulkhead slot is free before the caller reads.
-//   - [Transport.IdleTimeout] bounds each Read of the body handed over:
-//     the timer runs only while a Read waits for data, so a slow reader is
-//     not taken for a stalled stream. When it fires, that Read fails, and
+//   - [Transport.IdleTimeout] bounds the waits for the body handed over.
+//     Its timer starts when the response is handed over, and runs only
+//     while a Read waits for data, so a slow reader is not taken for a
+//     stalled stream. A Read that brings data that counts restarts it; for
+//     most bodies, that is any byte. When it fires, that Read fails, and
 //     the call ends as a failure: a breaker counts it, and nothing is
 //     retried, since the caller has part of the answer.
 //
-// For a text/event-stream response, both count only events: comment lines
-// (": ping", the keepalive of many servers) and events whose type is in
-// [Transport.KeepaliveEvents] (Anthropic's "ping" by default), their data
-// lines included, neither bring the first byte nor restart the idle timer;
-// a keepalive's wait is taken off what is left of the idle timeout. An
-// event counts once it is complete (its blank line is in). An event with
-// more than 4 KiB of data (the values of its data lines) counts as soon as
-// that much is in, whatever its type: it is no keepalive. Each Read that
-// brings more of its data, or its end, restarts the idle timer. For any
-// other content type, every byte counts. So it does for an event stream
-// still encoded (a Content-Encoding other than identity, as net/http
-// leaves the body when the caller sets Accept-Encoding itself): its
-// keepalives cannot be told from its events then. What RoundTrip reads
-// while it waits for the first byte is kept and read first by the caller,
-// keepalives included; a stream that sends more than 1 MiB before its
-// first event, not counting the data of the event being read, fails the
-// attempt. Neither timeout watches the connection of a 101 Switching
-// Protocols response.
+// For a text/event-stream response, both count only events. Keepalives do
+// not count: comment lines (": ping", the keepalive of many servers),
+// events without data, and events whose type is in
+// [Transport.KeepaliveEvents] (Anthropic's "ping" by default), all their
+// lines included. An event counts once it is complete (its blank line is
+// in). Until then, none of its lines brings the first byte or restarts the
+// idle timer.
+//
+// So the idle timer of an event stream restarts only at a Read that
+// completes an event that counts. The waits of the Reads in between add
+// up, whether they bring keepalives or pieces of the next event: that
+// event must be complete before they reach the idle timeout. The
+// exception is an event with more than 4 KiB of data (the values of its
+// data lines): it counts as soon as that much is in, whatever its type,
+// and then each Read that brings more of its data, or its end, restarts
+// the idle timer.
+//
+// For any other content type, every byte counts. So it does for an event
+// stream still encoded (a Content-Encoding other than identity, as
+// net/http leaves the body when the caller sets Accept-Encoding itself):
+// its keepalives cannot be told from its events then.
+//
+// What RoundTrip reads while it waits for the first byte is kept and read
+// first by the caller, keepalives included. A stream that sends more than
+// 1 MiB of keepalives before its first event fails the attempt. A
+// keepalive event counts toward that limit once it is complete. The lines
+// of the event being read do not count toward it, however the reads split
+// them; the attempt fails too if that event passes 1 MiB before it counts.
+// Neither timeout watches the connection of a 101 Switching Protocols
+// response.
 //
 // The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout], and
 // deadline.ErrExceeded and context.DeadlineExceeded, never
