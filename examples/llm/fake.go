@@ -338,32 +338,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		f.admit(w.Header())
 	}
-	switch mode {
-	case Hang:
-		select {
-		case <-ctx.Done():
-		case <-f.done:
-		}
+	if !f.before(ctx, w, mode) {
 		return
-	case Slow:
-		if !f.wait(ctx, f.cfg.Delay) {
-			return
-		}
-	case TooMany:
-		ra := f.cfg.RetryAfter
-		w.Header().Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
-		f.count(true)
-		f.writeError(w, http.StatusTooManyRequests, "rate_limit_error", "slow down")
-		return
-	case Fail:
-		f.writeError(w, http.StatusInternalServerError, "api_error", "the fake provider failed")
-		return
-	default:
-		if code, err := strconv.Atoi(string(mode)); err == nil {
-			f.writeError(w, code, "api_error", "the fake provider answered "+string(mode))
-			return
-		}
 	}
 	if !req.Stream {
 		if mode == Stall {
@@ -409,6 +385,36 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			send(f.keepalive())
 		}
 	}
+}
+
+// before plays the part of mode that comes before any answer: a hang, a
+// delay, or an error status. It reports whether an answer is to follow.
+func (f *Fake) before(ctx context.Context, w http.ResponseWriter, mode Mode) bool {
+	switch mode {
+	case Hang:
+		select {
+		case <-ctx.Done():
+		case <-f.done:
+		}
+		return false
+	case Slow:
+		return f.wait(ctx, f.cfg.Delay)
+	case TooMany:
+		ra := f.cfg.RetryAfter
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
+		f.count(true)
+		f.writeError(w, http.StatusTooManyRequests, "rate_limit_error", "slow down")
+		return false
+	case Fail:
+		f.writeError(w, http.StatusInternalServerError, "api_error", "the fake provider failed")
+		return false
+	}
+	if code, err := strconv.Atoi(string(mode)); err == nil {
+		f.writeError(w, code, "api_error", "the fake provider answered "+string(mode))
+		return false
+	}
+	return true
 }
 
 // keepalive returns the provider's keepalive: an SSE comment for OpenAI,
