@@ -71,14 +71,16 @@ type Transport struct {
 	// with [WithStreamTimeouts]. It must not be negative.
 	FirstByteTimeout time.Duration
 
-	// IdleTimeout, if > 0, bounds how long a Read of a response body handed
-	// over waits for data: the timer runs only while a Read waits (a slow
-	// reader is not a stalled stream), and for a text/event-stream response
-	// that is not encoded only events that count restart it (see the
-	// package documentation). When it fires, that Read fails with
-	// [ErrIdleTimeout], and the call ends as a failure, counted by a
-	// breaker and never retried. Zero means no such timeout; a request may
-	// set its own with [WithStreamTimeouts]. It must not be negative.
+	// IdleTimeout, if > 0, bounds how long Reads of a response body handed
+	// over wait for data that counts. Its timer runs only while a Read
+	// waits (a slow reader is not a stalled stream). Any byte restarts it,
+	// but for a text/event-stream response that is not encoded only a
+	// Read that completes an event that counts does: the waits of the
+	// Reads in between add up (see the package documentation). When it
+	// fires, that Read fails with [ErrIdleTimeout], and the call ends as a
+	// failure, counted by a breaker and never retried. Zero means no such
+	// timeout; a request may set its own with [WithStreamTimeouts]. It must
+	// not be negative.
 	IdleTimeout time.Duration
 
 	// KeepaliveEvents are the event types of a text/event-stream response
