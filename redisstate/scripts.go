@@ -58,17 +58,19 @@ return 0
 `)
 
 // The shared breaker's keys: KEYS[1] state (HASH gen, until: the open
-// period's end in Redis ms; absent: closed), KEYS[2] trips (ZSET replica
-// -> time of its trip), KEYS[3] gen (the counter of open periods),
-// KEYS[4] probe (the replica holding the probe lease, with its expiry).
-// ARGV[1] is always the replica. Messages on the channel are
+// period's identity and its end in Redis ms; absent: closed), KEYS[2]
+// trips (ZSET replica -> time of its trip), KEYS[3] probe (the replica
+// holding the probe lease, with its expiry). ARGV[1] is always the
+// replica. An open period's identity (gen) is a random number the replica
+// that opens it draws, so that a period opened after Redis lost its data
+// is never taken for one opened before. Messages on the channel are
 // "open <gen> <remaining ms>" and "closed <gen>".
 
 // tripScript records a trip and opens the breaker if a quorum of replicas
 // tripped within the window; if it is open or half-open already, it
 // records nothing and returns the current period.
 //
-//	ARGV replica, window ms, quorum, open ms, grace ms, channel
+//	ARGV replica, window ms, quorum, open ms, grace ms, channel, new gen
 //
 // It returns {gen, remaining ms} of the open period (remaining <= 0:
 // half-open), or {0, 0} if the breaker stays closed.
@@ -79,12 +81,11 @@ redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[3]) then return {0, 0} end
-local gen = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'gen', gen, 'until', now + tonumber(ARGV[4]))
+redis.call('HSET', KEYS[1], 'gen', ARGV[7], 'until', now + tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[5]))
-redis.call('DEL', KEYS[2], KEYS[4])
-redis.call('PUBLISH', ARGV[6], 'open ' .. gen .. ' ' .. ARGV[4])
-return {gen, tonumber(ARGV[4])}
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('PUBLISH', ARGV[6], 'open ' .. ARGV[7] .. ' ' .. ARGV[4])
+return {tonumber(ARGV[7]), tonumber(ARGV[4])}
 `)
 
 // pollScript reads the breaker's state: {gen, remaining ms} or {0, 0}.
@@ -103,9 +104,9 @@ return {tonumber(st[1]), tonumber(st[2]) - now}
 var probeScript = redis.NewScript(nowMS + `
 local st = redis.call('HMGET', KEYS[1], 'gen', 'until')
 if not st[1] or st[1] ~= ARGV[2] or tonumber(st[2]) > now then return 0 end
-local cur = redis.call('GET', KEYS[4])
+local cur = redis.call('GET', KEYS[3])
 if cur and cur ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
 return 1
 `)
 
@@ -113,24 +114,23 @@ return 1
 // everywhere, or open again for open ms. Anyone but the lease holder of
 // that period is ignored.
 //
-//	ARGV replica, gen, ok (1 or 0), open ms, grace ms, channel
+//	ARGV replica, gen, ok (1 or 0), open ms, grace ms, channel, new gen
 //
 // It returns {-1, 0} if ignored, {0, 0} if closed, or the new period's
 // {gen, remaining ms}.
 var verdictScript = redis.NewScript(nowMS + `
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then return {-1, 0} end
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {-1, 0} end
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[2] then return {-1, 0} end
-redis.call('DEL', KEYS[4], KEYS[2])
+redis.call('DEL', KEYS[3], KEYS[2])
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[6], 'closed ' .. ARGV[2])
   return {0, 0}
 end
-local gen = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'gen', gen, 'until', now + tonumber(ARGV[4]))
+redis.call('HSET', KEYS[1], 'gen', ARGV[7], 'until', now + tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[5]))
-redis.call('PUBLISH', ARGV[6], 'open ' .. gen .. ' ' .. ARGV[4])
-return {gen, tonumber(ARGV[4])}
+redis.call('PUBLISH', ARGV[6], 'open ' .. ARGV[7] .. ' ' .. ARGV[4])
+return {tonumber(ARGV[7]), tonumber(ARGV[4])}
 `)
 
 // dropProbeScript gives back the probe lease if the replica holds it.
@@ -139,8 +139,8 @@ return {gen, tonumber(ARGV[4])}
 //
 // It returns 1 if it did, else 0.
 var dropProbeScript = redis.NewScript(`
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4])
+if redis.call('GET', KEYS[3]) == ARGV[1] then
+  redis.call('DEL', KEYS[3])
   return 1
 end
 return 0

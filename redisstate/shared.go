@@ -2,6 +2,7 @@ package redisstate
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type SharedBreaker struct {
 	br       *breaker.Breaker
 	conn     *conn
 	replica  string
-	keys     []string // state, trips, gen, probe
+	keys     []string // state, trips, probe
 	channel  string
 	window   string // ms
 	quorum   string
@@ -134,7 +135,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 	s := &SharedBreaker{
 		conn:    c,
 		replica: cfg.Replica,
-		keys:    []string{prefix + "state", prefix + "trips", prefix + "gen", prefix + "probe"},
+		keys:    []string{prefix + "state", prefix + "trips", prefix + "probe"},
 		channel: prefix + "events",
 		window:  ms(window),
 		quorum:  strconv.Itoa(quorum),
@@ -312,7 +313,7 @@ func parseMessage(p string) (open bool, gen int64, remaining time.Duration, ok b
 		return false, 0, 0, false
 	}
 	gen, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || gen <= 0 {
+	if err != nil || gen <= 0 || gen > maxGen {
 		return false, 0, 0, false
 	}
 	switch {
@@ -422,9 +423,21 @@ func (s *SharedBreaker) unreachable() {
 	s.applyMu.Unlock()
 }
 
+// maxGen bounds the identities of open periods: Redis's Lua reads numbers
+// as doubles, exact up to 2^53.
+const maxGen = 1<<53 - 1
+
+// newGen draws the identity of an open period this replica may open.
+func newGen() string { return strconv.FormatInt(rand.Int64N(maxGen)+1, 10) }
+
+// tripArgs returns tripScript's arguments.
+func (s *SharedBreaker) tripArgs() []any {
+	return []any{s.replica, s.window, s.quorum, s.openMS, s.graceMS, s.channel, newGen()}
+}
+
 // sendTrip reports a trip of the local breaker.
 func (s *SharedBreaker) sendTrip() error {
-	gen, rem, err := s.run(tripScript, s.replica, s.window, s.quorum, s.openMS, s.graceMS, s.channel)
+	gen, rem, err := s.run(tripScript, s.tripArgs()...)
 	if err == nil && gen > 0 {
 		s.applyOpen(gen, time.Duration(rem)*time.Millisecond)
 	}
@@ -437,7 +450,7 @@ func (s *SharedBreaker) sendVerdict(r report) error {
 	if r.ok {
 		ok = "1"
 	}
-	gen, rem, err := s.run(verdictScript, s.replica, strconv.FormatInt(r.gen, 10), ok, s.openMS, s.graceMS, s.channel)
+	gen, rem, err := s.run(verdictScript, s.replica, strconv.FormatInt(r.gen, 10), ok, s.openMS, s.graceMS, s.channel, newGen())
 	switch {
 	case err != nil:
 		return err
