@@ -47,6 +47,8 @@ type Limiter struct {
 	// slowAbove is 3 x noLoad in ns, or 0 before noLoad is measured;
 	// slowest is the window's slowest sample above it (see observe).
 	slowAbove atomic.Int64
+	capAt     atomic.Int64 // a window's sample counts at most this, in ns; 0: uncapped
+	excess    atomic.Int64 // the window's samples' µs above capAt
 	slowest   atomic.Int64
 	_         [64]byte
 	failures  atomic.Int64 // failed attempts in the window
@@ -82,9 +84,9 @@ var (
 
 // New returns a Limiter configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics. The Limiter starts with a probe of
-// the no-load latency: until it has 10 samples, it admits at most 3 calls
-// at once, and then no more until those calls have answered (see the
-// package documentation).
+// the no-load latency: until it has its samples (128, or 10 once it has
+// lasted 1 s), it admits at most 3 calls at once, and then no more until
+// those calls have answered (see the package documentation).
 func New(cfg Config) (*Limiter, error) {
 	s, err := cfg.resolve()
 	if err != nil {

@@ -220,7 +220,7 @@ func TestExecuteAllocs(t *testing.T) {
 	ctx := context.Background()
 	l := mustNew(t, adaptive.Config{MeterProvider: noop.NewMeterProvider()})
 	fn := func(context.Context) error { return nil }
-	for range 100 { // past the first probe
+	for range 200 { // past the first probe (128 samples at most)
 		l.Execute(ctx, fn)
 	}
 	if l.State().Probing {
@@ -427,14 +427,14 @@ func TestEnterExitDoNotSample(t *testing.T) {
 		if st := l.State(); !st.Probing || st.Measured {
 			t.Fatalf("after Enter/Exit alone: %+v; want still in the first probe", st)
 		}
-		for range 10 {
+		for range 128 {
 			l.Enter(ctx)
 			time.Sleep(10 * time.Millisecond)
 			l.Observe(7*time.Millisecond, false)
 			l.Exit(ctx, nil, nil)
 		}
 		if st := l.State(); st.Probing || st.NoLoad != 7*time.Millisecond {
-			t.Fatalf("after 10 observations: %+v; want noLoad 7ms measured", st)
+			t.Fatalf("after 128 observations: %+v; want noLoad 7ms measured", st)
 		}
 	})
 }
@@ -446,7 +446,7 @@ func TestExecuteClassifiesErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		run := func(l *adaptive.Limiter, err error) {
-			for range 10 {
+			for range 128 {
 				l.Execute(ctx, func(context.Context) error { time.Sleep(5 * time.Millisecond); return err })
 			}
 		}
@@ -464,7 +464,7 @@ func TestExecuteClassifiesErrors(t *testing.T) {
 			l := mustNew(t, adaptive.Config{})
 			run(l, tt.err)
 			if st := l.State(); st.Measured != tt.measured || (st.Measured && st.NoLoad != 5*time.Millisecond) {
-				t.Errorf("10 calls ending %v: %+v; want measured %v", tt.err, st, tt.measured)
+				t.Errorf("128 calls ending %v: %+v; want measured %v", tt.err, st, tt.measured)
 			}
 		}
 	})

@@ -33,7 +33,7 @@ func TestInCompose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range 10 {
+			for range 128 {
 				p.Execute(context.Background(), tt.fn)
 			}
 			if st := l.State(); !st.Measured || st.NoLoad != tt.want {

@@ -9,7 +9,9 @@ import (
 
 // The controller's constants; the package documentation explains them.
 const (
-	minSamples       = 10                    // latency samples that close a window, and that close a probe's admissions
+	minSamples       = 10                    // latency samples that close a window, and an early probe's admissions
+	probeSamples     = 128                   // latency samples that close a probe's admissions
+	probeSpan        = time.Second           // or minSamples once it has lasted this
 	minWindow        = 50 * time.Millisecond // a window lasts at least this, and 2 x the no-load latency
 	probeConcurrency = 3                     // admission cap while the no-load latency is measured
 	maxProbeFailures = 20                    // failures that abandon a probe
@@ -61,7 +63,11 @@ type controller struct {
 	limit       float64       // the estimate
 	held        int           // the learned limit: limit rounded, with hysteresis
 	noLoad      time.Duration // the no-load latency (a probe's median), once measured
-	base        time.Duration // the no-load mean, which a window's mean is compared with
+	base        time.Duration // the no-load mean
+	cbase       time.Duration // the no-load mean of capped samples, which a window's mean is compared with
+	capAt       time.Duration // samples are capped at this in windows, or 0
+	tail        bool          // a probe saw a sample above slowFactor x noLoad (see measure)
+	early       bool          // the probe in progress, or the last, was started by a fall
 	measured    bool          // noLoad and base hold a measurement
 	failedInRow int           // probes abandoned in a row while nothing was measured
 
@@ -82,6 +88,10 @@ type controller struct {
 	probes        int           // probes started (for tests)
 	quiet         int           // quiet windows that confirmed noLoad (for tests)
 
+	openActive int     // calls awaiting their answer when the window opened
+	little     float64 // the last window's Little's latency, in ns
+	ceil       float64 // the lowest estimate at which an uncapped window that reached the limit read a gradient below 1, or +Inf
+
 	// The limits of the recent windows, for the fall that re-probes early.
 	hist    [64]limitPoint // windows last >= 50 ms: 64 cover more than fallSpan
 	histLen int
@@ -98,10 +108,11 @@ func (c *controller) init(s settings) {
 	c.tolerance = s.tolerance
 	c.probeInterval = int64(s.probeInterval)
 	c.probeLimit = min(max(probeConcurrency, s.min), s.max)
-	// A probe closes on its minSamples-th sample with at most probeLimit
-	// calls awaiting their answer: those are its last samples.
-	c.samples = make([]time.Duration, 0, minSamples+c.probeLimit)
+	// A probe closes on its probeSamples-th sample at most, with at most
+	// probeLimit calls awaiting their answer: those are its last samples.
+	c.samples = make([]time.Duration, 0, probeSamples+c.probeLimit)
 	c.limit = float64(s.initial)
+	c.ceil = math.Inf(1)
 	c.held = s.initial
 }
 
@@ -118,6 +129,15 @@ func (c *controller) admission() int {
 
 // windowLen is the shortest a window lasts, in ns.
 func (c *controller) windowLen() int64 { return int64(max(minWindow, 2*c.noLoad)) }
+
+// littleLatency returns the mean latency by Little's law of a window of
+// span ns in which ended calls ended, active slots held at its end, and
+// records active as the next window's opening.
+func (c *controller) littleLatency(span, ended int64, active int) float64 {
+	inflight := float64(c.openActive+active) / 2
+	c.openActive = active
+	return inflight * float64(max(span, 1)) / float64(max(ended, 1))
+}
 
 func (c *controller) remember(now int64) {
 	c.hist[c.histAt] = limitPoint{now, c.limit}
@@ -196,7 +216,12 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 	// did not pass the clock, pick the cell: as good as random, and free.
 	// Two goroutines then seldom add to the same word, which on a busy
 	// limiter would bounce between the cores.
-	w := l.cells[(uint64(d)+uint64(end.Nanosecond()))%stripes].w.Add(packSample(d))
+	ds := d
+	if c := time.Duration(l.capAt.Load()); c > 0 && ds > c {
+		l.excess.Add(int64((ds - c) / time.Microsecond))
+		ds = c
+	}
+	w := l.cells[(uint64(d)+uint64(end.Nanosecond()))%stripes].w.Add(packSample(ds))
 	n := w & countMask
 	// Slots held now, this call's included: the window's peak tells
 	// whether the limit is used at all. The count sits on the cache line
@@ -273,13 +298,15 @@ func (l *Limiter) closeWindow(end time.Time) {
 	l.ctl.recentSlow = time.Duration(l.slowest.Swap(0))
 	peak := l.peak.Swap(0)
 	l.closeAt.Store(now + l.ctl.windowLen())
+	opened, active := l.openedAt.Load(), l.awaiting()
 	l.openedAt.Store(now)
-	l.update(now, count, sumUs, failures, peak)
+	l.ctl.little = l.ctl.littleLatency(now-opened, int64(count)+failures, active)
+	l.update(now, count, sumUs, uint64(l.excess.Swap(0)), failures, peak)
 }
 
 // update moves the limit after a window of count latency samples summing
 // sumUs µs, failures and peak slots held, or starts a probe. l.mu is held.
-func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
+func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, peak int64) {
 	c := &l.ctl
 	// The window reached the limit if one of its calls saw every slot
 	// held. One that did not ran below the limit: its latency is that of
@@ -302,12 +329,15 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		2*failures <= int64(count)+failures
 	if c.measured && quiet {
 		mean := float64(sumUs) / float64(count)
-		base := max(c.base, latencyFloor).Seconds() * 1e6
+		base := max(c.cbase, latencyFloor).Seconds() * 1e6
 		if mean <= c.tolerance*base && mean >= base/c.tolerance {
 			c.lastProbe = now
 			c.quiet++
 		}
-		c.base = time.Duration((base + quietWeight*(mean-base)) * 1e3)
+		c.cbase = time.Duration((base + quietWeight*(mean-base)) * 1e3)
+		if c.capAt == 0 {
+			c.base = c.cbase
+		}
 	}
 	// A ProbeInterval shorter than a few windows would leave no window to
 	// adjust in between: the probes are spaced at least 20 windows apart.
@@ -320,6 +350,7 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		interval <<= min(c.failedInRow, maxProbeBackoff)
 	}
 	if reached && now-c.lastProbe >= interval {
+		c.early, c.ceil = false, math.Inf(1)
 		l.startProbe(now)
 		return
 	}
@@ -333,9 +364,7 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 		// next probe's to measure.
 		return
 	}
-	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
-	base := max(c.base, latencyFloor).Seconds() * 1e6
-	gradient := min(max(c.tolerance*base/avg, minGradient), 1)
+	gradient := c.gradient(count, sumUs, excessUs, reached)
 	// The window's latency is that of the limit admission enforced, the
 	// learned one: the gradient applies to it, not to the estimate, which
 	// may lie up to the hysteresis away. (Applied to the estimate, an
@@ -366,8 +395,35 @@ func (l *Limiter) update(now int64, count, sumUs uint64, failures, peak int64) {
 	}
 	c.remember(now)
 	if c.fell(now) {
+		c.early = true
 		l.startProbe(now)
 	}
+}
+
+// gradient returns the gradient of a window of count latency samples
+// summing sumUs µs as capped, excessUs µs above the cap, that reached the
+// limit or not. The gradient rises above 1 (the limit grows by more than
+// the headroom) only while the calls in flight do not pile up: Little's
+// latency (the calls awaiting their answer over the rate at which they
+// end) within Tolerance of the mean of the window's samples, uncapped. A
+// window's samples are the calls that ended in it, which after a rise of
+// the limit are the fast ones; Little's latency also counts the slow calls
+// still in flight. Without a cap, the congestion a window found (a
+// gradient below 1 at the limit) is approached again one call at a time,
+// until the next periodic probe. l.mu is held.
+func (c *controller) gradient(count, sumUs, excessUs uint64, reached bool) float64 {
+	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
+	base := max(c.cbase, latencyFloor).Seconds() * 1e6
+	uncapped := (float64(sumUs) + float64(excessUs)) * 1e3 / float64(count) // ns
+	top := 1.0
+	if c.little <= c.tolerance*uncapped && (c.capAt > 0 || c.limit < c.ceil) {
+		top = c.tolerance
+	}
+	gradient := min(max(c.tolerance*base/avg, minGradient), top)
+	if gradient < 1 && reached && c.capAt == 0 {
+		c.ceil = min(c.ceil, c.limit)
+	}
+	return gradient
 }
 
 // setAdmission sets the admission limit to n. l.mu is held (or l is being
@@ -384,9 +440,10 @@ func (l *Limiter) setAdmission(n int) {
 }
 
 // startProbe caps the calls awaiting their answer at probeLimit until
-// minSamples latencies of calls that started with at most probeLimit
-// awaiting have been seen, then admits no one new until the calls it
-// admitted have answered, to measure the no-load latency. l.mu is held.
+// probeSamples latencies of calls that started with at most probeLimit
+// awaiting have been seen (minSamples once it has lasted probeSpan, or for
+// an early probe), then admits no one new until the calls it admitted have
+// answered, to measure the no-load latency. l.mu is held.
 func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
 	c.progressAt = now
@@ -635,7 +692,7 @@ func (l *Limiter) probeSample(now int64, d time.Duration, failed bool, awaiting 
 		// the order they answer, in which the fast calls come first.
 		c.samples = append(c.samples, d)
 		c.progressAt = now
-		if len(c.samples) == minSamples {
+		if n := len(c.samples); n >= probeSamples || n >= minSamples && (c.early || now-c.drainedAt >= int64(probeSpan)) {
 			// Closed: no one new is admitted, so that the calls admitted
 			// so far, the slow ones too, are the probe's samples.
 			c.closed = true
@@ -650,6 +707,7 @@ func (l *Limiter) finishProbe(now int64) {
 	c := &l.ctl
 	c.measure()
 	l.slowAbove.Store(int64(slowFactor * max(c.noLoad, latencyFloor)))
+	l.capAt.Store(int64(c.capAt))
 	l.endProbe(now)
 }
 
@@ -664,15 +722,20 @@ func (l *Limiter) restartProbe(now int64) {
 	l.startProbe(now)
 }
 
-// measure sets noLoad and base from the probe's samples: of every call it
-// admitted after the drain, whatever its latency, less those still held
-// when it stalled. The gradient compares a window's mean with base, the
-// mean, not the median: a
-// dependency whose answers have a heavy tail (one in ten taking ten times
-// the others) has a mean twice its median at any load, which against the
-// median would read as congestion and drive the limit towards 1 / (1 -
-// gradient), about 3. Congestion that shows as a tail (a LIFO server,
-// timeouts) still moves the mean, at full weight.
+// measure sets noLoad, base and the cap of samples from the probe's
+// samples: of every call it admitted after the drain, whatever its
+// latency, less those still held when it stalled. The gradient compares a
+// window's mean with cbase, a mean, not the median: a dependency whose
+// answers have a heavy tail (one in ten taking ten times the others) has a
+// mean twice its median at any load, which against the median would read
+// as congestion and drive the limit towards 1 / (1 - gradient), about 3.
+// Congestion that shows as a tail (a LIFO server, timeouts) still moves
+// the mean, at full weight, unless a probe saw a tail at no load: a sample
+// above slowFactor x noLoad. Such a tail is the dependency's own, and the
+// few slow calls a window happens to hold would move its mean far from
+// cbase, so samples are then capped at slowFactor x noLoad, here and in
+// the windows. A probe that sees no tail lifts the cap, unless it is
+// early: its 10 samples are too few to tell.
 func (c *controller) measure() {
 	s := c.samples
 	slices.Sort(s)
@@ -683,6 +746,20 @@ func (c *controller) measure() {
 		sum += x
 	}
 	c.base = sum / time.Duration(n)
+	capAt := time.Duration(slowFactor * max(c.noLoad, latencyFloor))
+	c.tail = s[n-1] > capAt || c.early && c.tail
+	if !c.tail {
+		capAt = 0
+	}
+	c.capAt = capAt
+	sum = 0
+	for _, x := range s {
+		if capAt > 0 {
+			x = min(x, capAt)
+		}
+		sum += x
+	}
+	c.cbase = sum / time.Duration(n)
 	c.measured = true
 	c.failedInRow = 0
 }
@@ -696,6 +773,8 @@ func (l *Limiter) endProbe(now int64) {
 		c.failedInRow++ // abandoned, and nothing measured yet: back off
 	}
 	c.histLen, c.histAt = 0, 0
+	c.openActive = l.awaiting()
+	l.excess.Store(0)
 	c.remember(now)
 	for i := range l.cells {
 		l.cells[i].w.Store(0)

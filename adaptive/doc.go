@@ -80,8 +80,9 @@
 // estimate L (a real number), from the learned limit N that admission
 // enforced while the window's calls ran (L rounded, with hysteresis: below):
 //
-//	avg      = mean latency of the window's samples
-//	gradient = clamp(Tolerance x base / avg, 0.5, 1)  (both at least 10 µs)
+//	avg      = mean latency of the window's samples (capped: below)
+//	top      = Tolerance if the calls in flight do not pile up, else 1 (below)
+//	gradient = clamp(Tolerance x base / avg, 0.5, top)  (both at least 10 µs)
 //	target   = gradient x N + 1
 //	target   = min(target, max(L, 2 x peak + 1))  no growth while the limit is unused
 //	target   = max(target, L)                     no fall if peak < N
@@ -104,9 +105,26 @@
 // load, which against the median would read as congestion and drive the
 // limit towards 1 / (1 - gradient), about 3; while congestion that shows
 // as a tail (a LIFO server whose oldest calls starve, timeouts) moves avg
-// at full weight. A window of 10 to 15 samples of such a tail has a mean
-// that varies by a third or more around base, so in windows that reach
-// the limit it wanders below where a steady dependency would hold it.
+// at full weight. But a window's mean of a tail follows the few slow calls
+// it happens to hold. So once a probe, with at most 3 calls in flight, has
+// seen a sample above 3 x noLoad, the tail is taken for the dependency's
+// own: from then on each sample counts at most 3 x noLoad, in the windows
+// and in base alike, and the capped means of a steady dependency agree
+// closely whatever its tail. A probe that sees no such sample lifts the
+// cap; an early probe (below) only sets it.
+//
+// The gradient rises above 1, so that the limit grows by up to an eighth
+// per window, only while the calls in flight do not pile up: the window's
+// Little's latency (the calls awaiting their answer, the mean of their
+// count when it opened and when it closed, over the rate at which its
+// calls ended) must be at most Tolerance times the mean of its samples,
+// uncapped. A window's samples are the calls that ended in it, which just
+// after a rise of the limit are the fast ones; the slow calls admitted at
+// the higher limit are still in flight, and Little's latency counts them.
+// While no cap is set, the gradient also stays at most 1 once the estimate
+// reaches the lowest at which a window that reached the limit read a
+// gradient below 1, until the next periodic probe: that congestion is
+// approached again one call at a time.
 //
 // The learned limit, which admission enforces outside probes and
 // [Limiter.Limit] and the gauge report, is L rounded, with hysteresis: it
@@ -129,12 +147,12 @@
 // where the latency is about Tolerance x B: the limit stops a little above
 // the capacity, with the latency Tolerance times the no-load latency. For
 // C = 10 and the default Tolerance 1.25 it is 13.5 (latency 1.35 x B). While
-// the gradient lies in [0.5, 1] the target there does not depend on L, so
-// each window halves the distance to it; far above it the gradient is
+// the gradient lies in [0.5, Tolerance] the target there does not depend on
+// L, so each window halves the distance to it; far above it the gradient is
 // clamped at 0.5 and each window cuts the limit by a quarter at most; below
-// it the estimate grows by half a call per window, and the learned limit,
-// behind the hysteresis, by one call every two or three windows (about 7
-// calls a second with 50 ms windows): quick to back off, careful to grow.
+// it, at the no-load latency, the target is Tolerance x N + 1 and the
+// estimate grows by about an eighth per window, or, with the gradient at
+// most 1 (above), by half a call.
 //
 // A dependency that answers instantly with errors gives no latency samples,
 // so its windows never close and the limit does not move; a window more
@@ -150,8 +168,10 @@
 //   - Smoothing 0.5 per window (Gradient2's smoothing is 0.2): the
 //     windows here are longer, so fewer updates need a bigger step; one
 //     noisy window still moves the limit by a quarter at most.
-//   - The gradient clamped to [0.5, 1], as in Gradient2 and Envoy: the
-//     latency alone never raises the target above N + 1.
+//   - The gradient clamped below at 0.5, as in Gradient2 and Envoy, and
+//     above at Tolerance where they clamp it at 1: a limit of 20 grows to
+//     the 60 calls a dependency may be offered in about ten windows, not
+//     eighty.
 //
 // # The no-load latency, and drift
 //
@@ -159,12 +179,16 @@
 // answer are capped at 3 (clamped to [MinLimit, MaxLimit]; Envoy measures
 // its minRTT the same way, at concurrency 3). Once the calls admitted
 // before the probe have drained to 3 awaiting, every call admitted is the
-// probe's. At its 10th sample the probe closes: it admits no one new until
-// its calls still awaiting (3 at most) have answered. Its samples are then
-// those of every call it admitted that answered, the slow ones too, not
-// the first 10 to answer, which are the fast ones. noLoad is their median (robust to the
-// one lucky or unlucky call that a minimum would follow), which sets the
-// window's length and a probe's patience, and base is their mean. A probe
+// probe's. The probe closes at its 128th sample, or at its 10th once it
+// has lasted 1 s (an early probe, below, at its 10th): it admits no one
+// new until its calls still awaiting (3 at most) have answered. Its
+// samples are then those of every call it admitted that answered, the slow
+// ones too, not the first to answer, which are the fast ones. 128 samples
+// miss a tail of one call in twenty about once in 700 probes; the bound of
+// 1 s keeps short the probe of a slow dependency, or at low traffic.
+// noLoad is their median (robust to the one lucky or unlucky call that a
+// minimum would follow), which sets the window's length and a probe's
+// patience, and base is their mean (capped, if they hold a tail). A probe
 // runs when the Limiter is created (admission starts at min(3,
 // InitialLimit), and the first adjustment starts from InitialLimit). After
 // that a probe starts only from a window that reaches the limit: one due
@@ -248,7 +272,7 @@
 // # Limitations
 //
 //   - A probe waits for the calls in flight to drain to 3 awaiting their
-//     answer, caps them at 3 until it has 10 samples, and then admits no
+//     answer, caps them at 3 until it has its samples, and then admits no
 //     one new until its own calls have answered: it lasts about as long
 //     as the slowest calls in flight take, up to their deadline. Calls
 //     arriving meanwhile wait or are rejected, so give the Limiter a queue
@@ -258,13 +282,12 @@
 //     unused it grows to at most 2 x peak + 1. Callers fewer than the
 //     limit, in a closed loop, that congest the dependency are therefore
 //     not limited: the limit stays above them whatever the latency.
-//   - Once the calls reach the limit, a tail of slow or hung calls can
-//     read as congestion, and the limit can fall below what a healthy
-//     dependency is offered. A probe's 10 to 13 samples miss a tail of one
-//     call in twenty more than half the time, and a window's mean follows
-//     the few slow calls it happens to hold. A dependency with such a tail
-//     whose load exceeds InitialLimit from the start is exposed to this;
-//     below the limit the tail lowers nothing.
+//   - Once a probe has seen a tail, congestion that shows only as a tail
+//     (a LIFO server whose oldest calls starve until their deadline) is
+//     capped with it: each of those calls counts 3 x noLoad, and such a
+//     dependency may be limited late or not at all. A tail rarer than one
+//     call in a hundred often escapes a probe; the windows are then
+//     uncapped, and the few slow calls one holds can lower the limit.
 //   - The probe sees the dependency under this process's load only: if
 //     other clients congest it, the congested latency is taken for the
 //     no-load latency. A dependency that queues below 3 calls in flight reads
@@ -278,8 +301,9 @@
 //     dependency. Only httppolicy marks answers: a streamed answer through
 //     any other path (a gRPC stream, fn reading a body itself) is sampled,
 //     and awaits its answer, until the call ends. A stream's sample
-//     arrives when its body ends, so a probe of streams lasts about the
-//     time 10 bodies take to end at the limit's concurrency; once noLoad
+//     arrives when its body ends, so a probe of streams lasts the longer
+//     of 1 s and the time 10 bodies take to end at the limit's
+//     concurrency, and at most the time 128 take; once noLoad
 //     is known a probe waits at most 20 x noLoad (or the slowest answer
 //     of the last window) between samples, so with the limit full of
 //     streams whose bodies end less often than that, it is abandoned and

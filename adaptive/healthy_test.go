@@ -104,35 +104,43 @@ func openLoop(l *adaptive.Limiter, shape latencyShape, seed uint64, rate int, du
 
 // A healthy dependency, whose latency does not depend on how many calls
 // are in flight, is never limited below what it is offered, whatever the
-// shape of its latency: 200 calls a second (about 11 in flight for the
-// bimodal shape), no capacity limit, each call with a deadline of 1 s.
-// Windows in which the calls never reach the limit neither lower it nor
-// start a probe, so nothing is rejected once the first probe is done.
+// shape of its latency: 200, 400 and 800 calls a second (about 11, 22 and
+// 44 in flight for the bimodal shape, 55 for 5% hung calls at 800), no
+// capacity limit, each call with a deadline of 1 s. From 400 calls a second
+// the calls exceed InitialLimit from the start, so the limit must grow
+// through windows that reach it without the tail lowering it. In -short
+// the runs above 200 calls a second last 30 s, not 90.
 func TestHealthyTailIsNotLimited(t *testing.T) {
 	seeds := uint64(3)
 	if testing.Short() {
 		seeds = 1
 	}
-	for _, sh := range healthyShapes {
-		t.Run(sh.name, func(t *testing.T) {
-			for seed := range seeds {
-				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { healthyRun(t, sh, seed) })
-			}
-		})
+	for _, rate := range []int{200, 400, 800} {
+		dur := 90 * time.Second
+		if testing.Short() && rate > 200 {
+			dur = 30 * time.Second
+		}
+		for _, sh := range healthyShapes {
+			t.Run(fmt.Sprintf("%d/%s", rate, sh.name), func(t *testing.T) {
+				for seed := range seeds {
+					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { healthyRun(t, sh, seed, rate, dur) })
+				}
+			})
+		}
 	}
 }
 
 // healthyRun runs one of TestHealthyTailIsNotLimited's simulations.
-func healthyRun(t *testing.T, sh latencyShape, seed uint64) {
+func healthyRun(t *testing.T, sh latencyShape, seed uint64, rate int, dur time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})
-		r := openLoop(l, sh, seed, 200, 90*time.Second, 5*time.Second, time.Second)
-		t.Logf("%s seed %d: limit mean %.1f [%d..%d], max active %d, %d of %d rejected (%.2f%%) %+v",
-			sh.name, seed, r.limitMean, r.limitMin, r.limitMax, r.maxActive, r.rejected, r.offered,
+		r := openLoop(l, sh, seed, rate, dur, 5*time.Second, time.Second)
+		t.Logf("%s at %d/s seed %d: limit mean %.1f [%d..%d], max active %d, %d of %d rejected (%.2f%%) %+v",
+			sh.name, rate, seed, r.limitMean, r.limitMin, r.limitMax, r.maxActive, r.rejected, r.offered,
 			100*float64(r.rejected)/float64(r.offered), l.State())
 		if r.rejected*1000 > r.offered {
-			t.Errorf("%s seed %d: %d of %d calls rejected (limit %d to %d); want at most 0.1%%",
-				sh.name, seed, r.rejected, r.offered, r.limitMin, r.limitMax)
+			t.Errorf("%s at %d calls/s, seed %d: %d of %d calls rejected (limit %d to %d); want at most 0.1%%",
+				sh.name, rate, seed, r.rejected, r.offered, r.limitMin, r.limitMax)
 		}
 	})
 }
@@ -141,11 +149,13 @@ func healthyRun(t *testing.T, sh latencyShape, seed uint64) {
 // ones included. Of calls that take 5 ms or (one in ten) 500 ms, the first
 // ten to answer are nearly all fast ones: a probe that ended on them read
 // a mean of about 5 ms against a true 54.5 ms. The first probe of 100
-// limiters, each under 20 closed-loop callers, must average near the true
-// mean. (One probe's 10 to 13 calls hold 1.1 slow ones on average, and
-// now and then half of them are slow: its median is then 252.5 ms.)
+// limiters (25 in -short), each under 20 closed-loop callers, must average
+// near the true mean.
 func TestProbeMeasuresTheMeanOfATail(t *testing.T) {
-	const limiters = 100
+	limiters := 100
+	if testing.Short() {
+		limiters = 25
+	}
 	var sum time.Duration
 	for seed := range uint64(limiters) {
 		synctest.Test(t, func(t *testing.T) {
@@ -181,7 +191,7 @@ func TestProbeMeasuresTheMeanOfATail(t *testing.T) {
 			sum += st.Base
 		})
 	}
-	mean := sum / limiters
+	mean := sum / time.Duration(limiters)
 	t.Logf("mean of %d probes' no-load means: %v (true mean 54.5ms)", limiters, mean)
 	if mean < 35*time.Millisecond || mean > 80*time.Millisecond {
 		t.Errorf("the first probes of %d limiters read a no-load mean of %v on average; want 35 to 80 ms (the true mean is 54.5 ms)", limiters, mean)

@@ -34,7 +34,7 @@ func TestStaleProbeArrivalWaitsForTheCheck(t *testing.T) {
 			return DefaultProbeInterval + time.Second
 		}},
 		{"measured", func(l *Limiter, ctx context.Context, wg *sync.WaitGroup) time.Duration {
-			for range minSamples {
+			for range probeSamples {
 				l.Execute(ctx, func(context.Context) error { time.Sleep(20 * time.Millisecond); return nil })
 			}
 			l.mu.Lock()
