@@ -36,11 +36,12 @@ import (
 // Redis lost its lease: in a failover (replication is asynchronous), a
 // restart without persistence, or an outage longer than LeaseTTL, in
 // which it lapses. Such calls run on until they end, beside up to Limit
-// calls that hold leases. So with LocalShare the fleet can run up to
-// Limit plus the sum of the replicas' shares across an outage, and twice
-// Limit plus that sum after Redis lost leases; with FailClosed, Limit
-// across an outage and twice Limit after a loss; with FailOpen, as many
-// as the local bulkheads let through.
+// calls that hold leases, and each loss adds up to Limit more while the
+// earlier ones run. So, k being the number of times Redis lost leases
+// since the oldest call in flight began (0 across an outage that loses
+// none), the fleet can run up to (1 + k) x Limit calls with FailClosed;
+// with LocalShare, that plus the sum of the replicas' shares; with
+// FailOpen, as many as the local bulkheads let through.
 type Budget struct {
 	name     string
 	conn     *conn

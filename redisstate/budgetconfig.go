@@ -30,8 +30,13 @@ const (
 	// least 30 s) after its last. When Redis loses that count with its
 	// data, it counts afresh, and for as long a replica keeps the larger
 	// of the count it had and the new one. The shares add up to at most
-	// Limit plus one per replica when the count each replica last heard
-	// covers every replica that calls while Redis is away.
+	// Limit plus one per replica if each replica that calls while Redis
+	// is away holds a count of at least the number of those replicas. A
+	// replica holds a lower count if others started after its last
+	// answer, if Redis never answered it (1), or if its first answer came
+	// after Redis lost its data and before the others were counted again
+	// (as low as 1): its share is then larger, up to the whole Limit. Set
+	// BudgetConfig.LocalShare where that matters.
 	LocalShare Fallback = iota
 	// FailOpen admits every call: only the local bulkhead, if any, limits.
 	FailOpen

@@ -3,6 +3,7 @@ package redisstate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -177,5 +178,87 @@ func TestBudgetFailoverBound(t *testing.T) {
 				t.Fatalf("%d calls in flight at once, over the bound %d", h.held, tc.bound)
 			}
 		})
+	}
+}
+
+// TestBudgetBoundAfterRepeatedLosses: Redis restarted empty three times while the
+// calls admitted before run on. Each loss leaves up to Limit calls
+// without a lease, and Redis admits Limit new ones beside them: after k
+// losses, one replica holding its calls has up to (1 + k) x Limit in
+// flight (plus its share with LocalShare), the bound Budget's
+// documentation gives.
+func TestBudgetBoundAfterRepeatedLosses(t *testing.T) {
+	const limit, losses = 3, 3
+	for _, mode := range []redisstate.Fallback{redisstate.FailClosed, redisstate.LocalShare} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := startRedis(t)
+			cfg := redisstate.BudgetConfig{Name: "losses", Limit: limit, Fallback: mode, LeaseTTL: 10 * time.Minute}
+			b := fleet(t, s.Addr(), cfg)[0]
+			admin := newClient(t, s.Addr())
+			h := newHolder(t)
+			if n, err := h.fill(b); n != limit || !rejectedFull(err) {
+				t.Fatalf("with Redis up: %d admitted, then %v", n, err)
+			}
+			share := 0
+			if mode == redisstate.LocalShare {
+				share = limit // one replica counted
+			}
+			for k := 1; k <= losses; k++ {
+				s.Kill()
+				s.Restart()
+				warm(t, admin)
+				eventually(t, patience, "Redis admits new calls up to Limit", func() bool {
+					h.fill(b)
+					return zcard(t, admin, leasesKey("losses")) == limit
+				})
+				bound := lossBound(limit, k, share)
+				t.Logf("after %d losses: %d calls in flight (Limit %d), bound %d", k, h.held, limit, bound)
+				if h.held > bound {
+					t.Fatalf("after %d losses: %d calls in flight, over the bound %d", k, h.held, bound)
+				}
+			}
+		})
+	}
+}
+
+// lossBound is the bound on the calls in flight that Budget's
+// documentation gives after Redis lost leases k times while calls still in
+// flight ran, shares being the sum of the LocalShare shares (0 with
+// FailClosed).
+func lossBound(limit, k, shares int) int { return (1+k)*limit + shares }
+
+// TestBudgetShareOfReplicaFirstAnsweredAfterDataLoss: the condition of the
+// LocalShare bound. Two replicas have heard Redis count both of them; Redis
+// restarts empty, and a third replica, never answered before, is the
+// first to reach it: it hears a count of 1, begun afresh. Redis then goes
+// away: the two keep their shares of Limit / 2, and the third takes the
+// whole Limit, so the shares add up to more than Limit plus one per
+// replica, as Budget's documentation says they may.
+func TestBudgetShareOfReplicaFirstAnsweredAfterDataLoss(t *testing.T) {
+	const limit = 8
+	s := startRedis(t)
+	cfg := redisstate.BudgetConfig{Name: "newcomer", Limit: limit, LeaseTTL: 10 * time.Minute}
+	budgets := fleet(t, s.Addr(), cfg, cfg)
+	s.Kill()
+	s.Restart()
+	admin := newClient(t, s.Addr())
+	warm(t, admin)
+	budgets = append(budgets, fleet(t, s.Addr(), cfg)...)
+	if n := zcard(t, admin, "{watertight:budget:newcomer}:replicas"); n != 1 {
+		t.Fatalf("Redis counts %d replicas, want 1", n)
+	}
+	s.Kill()
+	h := newHolder(t)
+	var shares []int
+	for _, b := range budgets {
+		n, err := h.fill(b)
+		if !rejectedFull(err) {
+			t.Fatalf("over the share: %v", err)
+		}
+		shares = append(shares, n)
+	}
+	t.Logf("shares %v: %d in all (Limit %d, 3 replicas)", shares, h.held, limit)
+	if want := []int{limit / 2, limit / 2, limit}; !slices.Equal(shares, want) {
+		t.Fatalf("shares %v, want %v", shares, want)
 	}
 }
