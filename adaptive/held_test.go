@@ -116,13 +116,10 @@ func TestOneHungCallThenBursts(t *testing.T) {
 
 // Low steady traffic whose latency has a tail (1 call in 10 takes 10 times
 // the others), with a burst of 15 every 7 s, for 300 s. The tail is no
-// congestion: the limit must stay up and the bursts be admitted. (Found by
-// review: the limit fell to 3 and 432 of 630 burst calls were rejected;
-// later, with windows that close on their 10th sample in the order calls
-// end, a burst's slow answers read as congestion, the limit wandered near
-// 13 and a sixth of burst calls were rejected.) The bursts never fill the
-// limit of 20, so no window lowers it: 8 runs (different seeds), none of
-// their burst calls rejected, none of their final limits below 20.
+// congestion: the limit must stay up and the bursts be admitted. The
+// bursts never fill the limit of 20, so no window lowers it: 8 runs
+// (different seeds), none of their burst calls rejected, none of their
+// final limits below 20.
 func TestTailIsNotCongestion(t *testing.T) {
 	const runs = 8
 	for run := range runs {
