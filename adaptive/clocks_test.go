@@ -54,10 +54,10 @@ func drive(l *adaptive.Limiter, workers int, dur time.Duration, lat func() time.
 }
 
 // A limiter built outside any bubble (a package-level one) that starts a
-// probe inside a testing/synctest bubble, then is used and closed outside
-// it, and in a second bubble. Nothing of the limiter may belong to a bubble
-// (a bubble's timer stopped from outside it is a fatal error of the
-// runtime), and it keeps learning. (Found by review of a timer that did.)
+// probe inside a testing/synctest bubble, then is used and closed outside it,
+// and in a second bubble. Nothing of the limiter may belong to a bubble (a
+// bubble's timer stopped from outside it is a fatal error of the runtime),
+// and it keeps learning.
 func TestLimiterOutlivesBubbles(t *testing.T) {
 	l, err := adaptive.New(adaptive.Config{MaxQueue: adaptive.Unbounded, ProbeInterval: time.Second})
 	if err != nil {
@@ -80,8 +80,7 @@ func TestLimiterOutlivesBubbles(t *testing.T) {
 
 // A probe in progress when a bubble ends must not stay in force in the next
 // bubble, whose clock starts where the first one's did: the first admission
-// there sees the clock change and abandons it. (Found by review: 12 of a
-// burst of 15 rejected after 10 s idle.)
+// there sees the clock change and abandons it.
 func TestProbeLeftByABubble(t *testing.T) {
 	l, err := adaptive.New(adaptive.Config{})
 	if err != nil {
@@ -119,8 +118,7 @@ func TestProbeLeftByABubble(t *testing.T) {
 
 // A dependency slower than the 1 s a stalled probe is given (an LLM API, a
 // batch endpoint) under load: the probe must wait for its first answers and
-// measure it. (Found by review of a timer armed for 1 s before any sample:
-// 49 probes in 120 s, none measured.)
+// measure it.
 func TestSlowDependencyIsMeasured(t *testing.T) {
 	for _, lat := range []time.Duration{1500 * time.Millisecond, 5 * time.Second} {
 		synctest.Test(t, func(t *testing.T) {
@@ -155,10 +153,9 @@ func TestDriftToSlow(t *testing.T) {
 
 // Low traffic with a tail (1 call in 8 takes 30 times the others), then 40
 // callers at a dependency that serves 5 at once, the tail unchanged. The
-// probe's median stays the no-load latency, the quiet windows' means make
-// the no-load mean (92.5 ms), and under load the limit settles near
-// Tolerance x 5 + 1, not far above the capacity. (Found by review: a quiet
-// window's mean once became noLoad itself, and swung between 78 and 136 ms.)
+// probe's median stays the no-load latency, the quiet windows' means make the
+// no-load mean (92.5 ms), and under load the limit settles near Tolerance x 5
+// + 1, not far above the capacity.
 func TestTailUnderLoadSettlesNearCapacity(t *testing.T) {
 	// synctest runs the goroutines of an instant in varying orders, and
 	// under this tail the limit wanders a few steps (a window closing on a

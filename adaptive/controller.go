@@ -551,15 +551,14 @@ func (l *Limiter) publishStale() {
 // live, and each holds the lock for a clock reading.
 //
 // "May be stale" mirrors stallLimit: before the first measurement a probe
-// with calls in flight is given ProbeInterval, not stallAge, and calls
-// that arrive then go on without waiting (staleBusyAt). Waiting from
-// stallAge on made every rejection during such a probe queue for the lock:
-// 64 callers rejected at the cap, 3 calls hung, saw a p99 of 0.7 ms
-// against 1 us (found by review; TestLiveFirstProbeArrivalGoesOn). The
-// count of calls in flight is read before the wait is decided, as the
-// check under the lock reads it: a burst whose calls all wait finds none
-// of its own in flight, so the first probe left by an idle spell is still
-// abandoned before any of them is admitted.
+// with calls in flight is given ProbeInterval, not stallAge, and calls that
+// arrive then go on without waiting (staleBusyAt). Waiting from stallAge on
+// made every rejection during such a probe queue for the lock: 64 callers
+// rejected at the cap, 3 calls hung, saw a p99 of 0.7 ms against 1 us. The
+// count of calls in flight is read before the wait is decided, as the check
+// under the lock reads it: a burst whose calls all wait finds none of its own
+// in flight, so the first probe left by an idle spell is still abandoned
+// before any of them is admitted.
 func (l *Limiter) probeCheck() {
 	if !l.mu.TryLock() {
 		now := l.since(time.Now())

@@ -15,11 +15,10 @@ import (
 )
 
 // Calls held for long (streams, long polls, calls with no deadline) beside
-// steady short traffic: once a probe starts while 3 or more are held,
-// nothing of the probe's completes and nothing in flight drains. The probe
-// must still be abandoned after its stall age, or every short call is
-// rejected for as long as the long ones are held. (Found by review: ok=0,
-// about 6000 rejected per 10 s, admission at 3 in 58 of 60 readings.)
+// steady short traffic: once a probe starts while 3 or more are held, nothing
+// of the probe's completes and nothing in flight drains. The probe must still
+// be abandoned after its stall age, or every short call is rejected for as
+// long as the long ones are held.
 func TestHeldCallsDoNotFreezeAProbe(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -88,10 +87,9 @@ func TestHeldCallsDoNotFreezeAProbe(t *testing.T) {
 	}
 }
 
-// One call that never returns keeps a call in flight; a probe left by
-// traffic must still be abandoned when the next burst arrives, and a
-// stale probe's late sample must not revive it. (Found by review: 13 of a
-// burst of 15 rejected after each idle spell.)
+// One call that never returns keeps a call in flight; a probe left by traffic
+// must still be abandoned when the next burst arrives, and a stale probe's
+// late sample must not revive it.
 func TestOneHungCallThenBursts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})

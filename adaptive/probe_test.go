@@ -29,12 +29,10 @@ func burst(l *adaptive.Limiter, n int, d time.Duration) int {
 	return int(rejected.Load())
 }
 
-// Low steady traffic (4 calls a second of 20 ms) takes 2.5 s to give a
-// probe its 10 samples. The probe must still end measured, and quiet
-// windows must measure the no-load latency without a probe's cap, so that
-// a burst later finds the learned limit, not the cap of 3. (Found by
-// review: probes were abandoned after 1 s, a new one started every window,
-// and a burst of 15 saw 12 rejected while Limit read 20.)
+// Low steady traffic (4 calls a second of 20 ms) takes 2.5 s to give a probe
+// its 10 samples. The probe must still end measured, and quiet windows must
+// measure the no-load latency without a probe's cap, so that a burst later
+// finds the learned limit, not the cap of 3.
 func TestLowTrafficMeasuresWithoutCapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})
@@ -76,9 +74,7 @@ func TestLowTrafficMeasuresWithoutCapping(t *testing.T) {
 // A streamed answer is sampled at its headers but holds its slot for the
 // whole body: a probe's calls then progress slowly (each slot frees only
 // after the body), but surely. The probe must end measured rather than be
-// abandoned again and again with admission at 3. (Found by review: with
-// 20 ms headers and 500 ms bodies admission sat at 3 in 400 of 600
-// readings.)
+// abandoned again and again with admission at 3.
 func TestStreamedAnswersEndTheProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded})
@@ -140,10 +136,9 @@ func TestIdleProbeIsAbandoned(t *testing.T) {
 	})
 }
 
-// A limiter built outside a testing/synctest bubble and used inside one
-// (a package-level limiter, say) reads two clocks; then another bubble,
-// whose clock starts where the first one's did. It must learn in both.
-// (Found by review: it never ended its first probe.)
+// A limiter built outside a testing/synctest bubble and used inside one (a
+// package-level limiter, say) reads two clocks; then another bubble, whose
+// clock starts where the first one's did. It must learn in both.
 func TestLimiterAcrossClocks(t *testing.T) {
 	l := mustNew(t, adaptive.Config{}) // real time
 	// Each bubble runs longer than the 10 s a reading may lag (so that the

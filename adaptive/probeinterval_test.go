@@ -8,9 +8,8 @@ import (
 	"github.com/watertight/watertight/adaptive"
 )
 
-// A ProbeInterval no longer than a few windows must not leave every window
-// to a probe: the limit still learns. (Found by review: with a 50 ms
-// interval the estimate never left InitialLimit.)
+// A ProbeInterval no longer than a few windows must not leave every window to
+// a probe: the limit still learns.
 func TestShortProbeIntervalStillLearns(t *testing.T) {
 	t.Parallel() // long simulations, each in a bubble of its own
 	for _, tc := range []struct {

@@ -17,8 +17,8 @@ var errStorm = errors.New("storm")
 // A storm on the real clock: 24 goroutines, random latencies, errors,
 // timeouts, cancellations and panics, two-phase callers as compose, Close
 // racing with probes (ProbeInterval 1 ms, spaced by the controller), and a
-// reader of Limit and the state. The limit stays in its bounds and every
-// slot and place is freed. (By the reviewer of the probe fixes.)
+// reader of Limit and the state. The limit stays in its bounds and every slot
+// and place is freed.
 func TestStormWithCloseDuringProbes(t *testing.T) {
 	for round := range 3 {
 		l := mustNew(t, adaptive.Config{MinLimit: 2, MaxLimit: 40, InitialLimit: 10,

@@ -95,11 +95,8 @@ func streamsDrift(t *testing.T, workers int, hdr1, hdr2, body1, body2, total tim
 
 // Streams whose bodies last 10 to 150 times their time to headers (an LLM
 // behind httppolicy), 20 callers, then a drift of both. A probe caps the
-// calls awaiting their answer, not the slots: a call whose headers arrived
-// no longer counts against the probe's cap. (Found by review: with the cap
-// counting slots a probe got a sample only as often as a body ended, was
-// abandoned unmeasured, and noLoad stayed 0 or 200 ms after a drift to
-// 2 s.)
+// calls awaiting their answer, not the slots: a call whose headers arrived no
+// longer counts against the probe's cap.
 func TestStreamsDrift(t *testing.T) {
 	for _, tt := range []struct {
 		name                     string

@@ -57,8 +57,7 @@ func TestHedgeRefused(t *testing.T) {
 
 // A hedge given to the server interceptor runs the handler once, and the
 // interceptor returns only once that handler has: its second attempt is
-// refused without stopping the first. (Found by review: a data race on
-// the call, and the RPC ended while the handler still ran.)
+// refused without stopping the first.
 func TestServerHedgeWaitsForTheHandler(t *testing.T) {
 	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
 	if err != nil {

@@ -257,11 +257,10 @@ func TestMaxWaitCountsPerHold(t *testing.T) {
 	})
 }
 
-// After a hold has ended, an answer to an attempt the gate never let
-// through (sent before the hold) saying 0 left with a reset already past
-// must not shut the gate for good: nothing the gate let through is out to
-// give budget back, so one attempt goes. (Found by review: every call was
-// then rejected after MaxHold, for ever.)
+// After a hold has ended, an answer to an attempt the gate never let through
+// (sent before the hold) saying 0 left with a reset already past must not
+// shut the gate for good: nothing the gate let through is out to give budget
+// back, so one attempt goes.
 func TestGateNotShutByAStaleAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{MaxHold: 200 * time.Millisecond})

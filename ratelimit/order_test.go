@@ -10,10 +10,9 @@ import (
 	"github.com/watertight/watertight/ratelimit"
 )
 
-// A reset further than MaxHold away (a daily bucket's, 20 h) does not
-// order the answers: taken as the mark, it made every later answer look
-// older, and the gate let one call through at a time (found by review: 42
-// of 240 ok, against 238 without it).
+// A reset further than MaxHold away (a daily bucket's, 20 h) does not order
+// the answers: taken as the mark, it made every later answer look older, and
+// the gate let one call through at a time.
 func TestGateIgnoresAFarResetForOrder(t *testing.T) {
 	for _, first := range []string{"", "20h"} {
 		t.Run("first reset "+first, func(t *testing.T) {
@@ -31,10 +30,10 @@ func TestGateIgnoresAFarResetForOrder(t *testing.T) {
 	}
 }
 
-// The answer that sets a hold orders the answers after it: a slow answer
-// to an attempt sent before the hold (40 left, full in 2 s), observed after
-// the hold has ended, is older than the 429's (full in 6 s) and lets no
-// burst through. (Found by review: all 30 waiting went at once.)
+// The answer that sets a hold orders the answers after it: a slow answer to
+// an attempt sent before the hold (40 left, full in 2 s), observed after the
+// hold has ended, is older than the 429's (full in 6 s) and lets no burst
+// through.
 func TestGateOrdersByTheHoldsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{})
