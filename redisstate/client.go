@@ -1,11 +1,10 @@
 package redisstate
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/watertight/watertight/internal/nilcheck"
 )
 
 // DefaultCallTimeout is the deadline of one Redis round trip when a
@@ -48,7 +47,7 @@ func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 // checkClient reports a client that would not honour the per-call
 // deadline, naming field, what holds it ("Config.Redis.Client").
 func checkClient(field string, c redis.UniversalClient) error {
-	if c == nil || nilcheck.Pointer(c) {
+	if c == nil || nilPointer(c) {
 		return errorf("%s must be set", field)
 	}
 	switch x := c.(type) {
@@ -62,4 +61,11 @@ func checkClient(field string, c redis.UniversalClient) error {
 		}
 	}
 	return nil
+}
+
+// nilPointer reports whether v holds a nil pointer, such as a
+// (*redis.Client)(nil): v != nil, yet any method call on it would panic.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
