@@ -27,8 +27,8 @@ type HTTPOptions struct {
 	// httppolicy.Transport fields of the same names: the longest wait for
 	// a response's first byte of data (an attempt failure, retried when
 	// the request may be), the longest the Reads of the body wait in all
-	// for data that counts (for an event stream, a whole event; the call
-	// fails, not retried), and the server-sent event names that
+	// for data that counts (for an event stream, an event; the call fails,
+	// not retried), and the server-sent event names that
 	// count for neither (nil means ["ping"]). 0 turns a timeout off;
 	// httppolicy.WithStreamTimeouts overrides both per request.
 	FirstByteTimeout time.Duration

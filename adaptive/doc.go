@@ -304,10 +304,11 @@
 //     arrives when its body ends, so a probe of streams lasts the longer
 //     of 1 s and the time 10 bodies take to end at the limit's
 //     concurrency, and at most the time 128 take; once noLoad
-//     is known a probe waits at most 20 x noLoad (or the slowest answer
-//     of the last window) between samples, so with the limit full of
-//     streams whose bodies end less often than that, it is abandoned and
-//     noLoad stays as it was until a later one succeeds. Which samples
+//     is known a probe waits between samples at most the longer of 1 s
+//     and 20 x noLoad (or the slowest answer of the last window), so
+//     with the limit full of streams whose bodies end less often than
+//     that, it is abandoned and noLoad stays as it was until a later one
+//     succeeds. Which samples
 //     a probe takes is judged from the attempt's end less its latency,
 //     taken for its start: for a stream that is the end of its headers
 //     plus its body, so a stream admitted before the probe, while more

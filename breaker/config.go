@@ -82,7 +82,9 @@ type Config struct {
 
 	// IsFailure reports whether fn's error err (never nil) is a failure of
 	// the dependency; otherwise it counts as a success. Nil means
-	// [DefaultIsFailure]. Whatever it says, some outcomes are fixed. A
+	// [DefaultIsFailure], and then a throttled error (policy.ErrThrottled,
+	// a 429) is excluded rather than a success. Whatever it says, some
+	// outcomes are fixed. A
 	// rejection ([policy.ErrRejected]) and [context.Canceled] are always
 	// excluded, neither success nor failure: they say nothing about the
 	// dependency. So is any error once the ctx the breaker was given has

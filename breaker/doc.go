@@ -27,22 +27,18 @@
 //
 //	what happened                          Execute returns                  counted as
 //	-------------------------------------  -------------------------------  ---------------------------------
+//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always
 //	ctx ended, not by a Deadline's timer   fn's result, unchanged           excluded: neither, always
 //	(the caller's cancel or deadline, a
 //	hedge's losing attempt), whatever fn
 //	returned, nil included
 //	fn returned nil                        nil                              success
-//	fn returned err, IsFailure(err)        err, unchanged                   failure
-//	fn returned err, !IsFailure(err)       err, unchanged                   success
 //	fn returned a rejection (an inner      err, unchanged                   excluded: neither, always
 //	policy's) or context.Canceled
-//	fn returned a throttled error          err, unchanged                   excluded, with the default
-//	(policy.ErrThrottled, a 429)                                            IsFailure
-//	ctx ended by a Deadline's timer        err, unchanged                   failure (by DefaultIsFailure)
-//	(deadline.Fired), or fn returned a
-//	timeout of its own (an attempt
-//	Deadline, DeadlineExceeded)
-//	fn panicked or called runtime.Goexit   the panic goes on up             failure, always
+//	fn returned a throttled error          err, unchanged                   excluded, when Config.IsFailure
+//	(policy.ErrThrottled, a 429)                                            is nil
+//	fn returned err, IsFailure(err)        err, unchanged                   failure
+//	fn returned err, !IsFailure(err)       err, unchanged                   success
 //	IsFailure panicked or called           the panic goes on up             excluded
 //	runtime.Goexit
 //	open, by its rules or ForceOpen        *policy.RejectedError, Reason    watertight.rejections{reason=open}
@@ -50,12 +46,15 @@
 //	half-open, all probes taken            *policy.RejectedError, Reason    watertight.rejections
 //	                                       "half_open_full"; fn not called  {reason=half_open_full}
 //
-// The first row that applies decides. The end of the caller's own context
-// is told from our timeouts by deadline.Fired, not by the error fn
-// returned: a Deadline's timer ends a context at its deadline with a cause
-// matching deadline.ErrExceeded; a hedge's loser's cause is
-// retry.ErrHedgeLost; a caller's is neither, even when the caller cancels
-// with a Deadline's error as the cause (as errgroup.WithContext does). Any
+// The first row that applies decides. A ctx that a Deadline's timer ended
+// goes on to the rows below it: with the default classification, a timeout
+// (a Deadline's, an attempt deadline's, fn's own DeadlineExceeded) is a
+// failure. The end of the caller's own context is told from our timeouts
+// by deadline.Fired, not by the error fn returned: a Deadline's timer ends a
+// context at its deadline with a cause matching deadline.ErrExceeded; a
+// hedge's loser's cause is retry.ErrHedgeLost; a caller's is neither, even
+// when the caller cancels, before its own deadline, with a Deadline's error
+// as the cause (as errgroup.WithContext does). Any
 // watertight Deadline's timer counts, this pipeline's or an enclosing one's.
 // A caller whose own deadline comes before the pipeline's Deadline hides a
 // hanging dependency from the breaker: give the pipeline an Attempt

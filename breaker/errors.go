@@ -28,11 +28,13 @@ const (
 // nil. err is a failure of the dependency unless it is nil, a rejection
 // ([policy.ErrRejected], from this breaker or a policy inside it),
 // [context.Canceled], or throttled ([policy.ErrThrottled], a 429). A
-// throttled answer is excluded, neither a success nor a failure: it is the
-// provider's flow control, so it must not open the breaker on a healthy
-// provider, nor reset a run of consecutive 503s. A timeout is a failure,
-// and so is a 503. To count 429s as failures, set an IsFailure that does
-// not make this exception. It is safe for concurrent use.
+// timeout is a failure, and so is a 503. With IsFailure nil, the breaker
+// also excludes a throttled answer, neither a success nor a failure: it is
+// the provider's flow control, so it must not open the breaker on a healthy
+// provider, nor reset a run of consecutive 503s. A Config that sets
+// IsFailure, even to DefaultIsFailure, counts a throttled answer as its
+// IsFailure says (DefaultIsFailure: a success). It is safe for concurrent
+// use.
 //
 // The breaker asks IsFailure only about outcomes that may say something
 // about the dependency. The end of the caller's own context, and a hedge's

@@ -25,7 +25,7 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 
 	// OnTimeout, if not nil, is called when the Deadline's own timer fired
-	// and fn returned an error, after the timeout has been recorded and
+	// and fn returned an error other than a rejection, after the timeout has been recorded and
 	// before Execute returns, on the caller's goroutine. ctx is
 	// the context fn ran with (done by then; it carries the caller's values
 	// and span) and timeout is Config.Timeout. It must be safe for

@@ -60,7 +60,8 @@ var _ policy.Concurrent = (*Deadline)(nil)
 
 // Execute runs fn with a context that is done after the timeout, and
 // returns when fn returns: fn's error, or an [*ExceededError] wrapping it
-// if the Deadline's own timeout fired and fn failed. A panic in fn goes on
+// if the Deadline's own timeout fired and fn failed with an error that is
+// not a rejection (policy.ErrRejected), which is returned unchanged. A panic in fn goes on
 // up the stack once the timer has been released. Execute panics if ctx or
 // fn is nil.
 func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
@@ -132,9 +133,9 @@ func (d *Deadline) exit(ctx context.Context, token stage.Token, err error) error
 		return err
 	}
 	if err == nil || err == stage.ErrAborted || errors.Is(err, policy.ErrRejected) {
-		// Nothing to classify: a rejection keeps its own row of the
-		// outcome table (fn never ran), and the success path skips the
-		// cause lookup (a walk up ctx and a lock).
+		// Nothing to classify: a rejection (a policy inside fn refused
+		// the call) keeps its own row of the outcome table, and the
+		// success path skips the cause lookup (a walk up ctx and a lock).
 		cancel()
 		return err
 	}

@@ -22,12 +22,12 @@
 //	------------------------------------  ------------------------------  ----------------------------
 //	fn returned nil                       nil                             -
 //	fn returned err, our timer not fired  err, unchanged                  -
+//	fn returned a rejection               the rejection, unchanged        -
+//	(policy.ErrRejected)
 //	our timer fired, fn returned err      *ExceededError wrapping err:    watertight.timeouts counter,
 //	                                      matches ErrExceeded and         watertight.timeout span event,
 //	                                      context.DeadlineExceeded        Config.OnTimeout
 //	our timer fired, fn returned nil      nil (fn finished its work)      -
-//	our timer fired, fn returned a        the rejection, unchanged        -
-//	rejection (policy.ErrRejected)
 //	caller canceled, or its own deadline  fn's error, unchanged (usually  -
 //	came first                            ctx.Err()), never ErrExceeded
 //	fn panicked or called runtime.Goexit  the panic goes on up; the       -
@@ -35,7 +35,8 @@
 //
 // A timeout is not a rejection: fn ran. When fn returns a rejection (a
 // policy inside it refused the call), Execute returns it unchanged, even if
-// the timer fired: the call ends in exactly one row.
+// the timer fired. The first row that applies decides, so a call ends in
+// exactly one row.
 //
 // Whether "our timer fired" is decided from the cause of the context given
 // to fn ([context.Cause]), not guessed from the error fn returned. fn can

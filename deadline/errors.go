@@ -42,7 +42,7 @@ func (s *sentinel) Is(target error) bool {
 func (s *sentinel) Timeout() bool { return true }
 
 // ExceededError is the error a [Deadline] returns when its own timeout fired
-// and fn returned an error. It matches [ErrExceeded] and
+// and fn returned an error other than a rejection. It matches [ErrExceeded] and
 // [context.DeadlineExceeded] with [errors.Is], and unwraps to fn's error.
 //
 // The zero value is a valid error with no name, duration or cause. An

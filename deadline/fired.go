@@ -8,9 +8,9 @@ import (
 
 // Fired reports whether ctx has ended because a Deadline's timer fired:
 // ctx is done, its deadline has passed, and its cause ([context.Cause])
-// matches [ErrExceeded]. A context canceled otherwise, even with a
-// Deadline's error as its cause (errgroup.WithContext cancels a group with
-// the first error), has not fired. It is safe for concurrent use.
+// matches [ErrExceeded]. A context canceled before its deadline, even with
+// a Deadline's error as its cause (errgroup.WithContext cancels a group
+// with the first error), has not fired. It is safe for concurrent use.
 //
 // The policies that tell our timeouts from the caller's own end use it: a
 // breaker counts an attempt that Fired as a failure and excludes one whose

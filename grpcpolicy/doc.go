@@ -27,9 +27,11 @@
 // UNKNOWN and DATA_LOSS are failures not retried;
 // every other code (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED...) is
 // the caller's own. The end of the caller's own context ends the call,
-// whatever the classification, and a breaker does not count it: the
-// breaker tells it from our timeouts (an attempt deadline, a stream
-// timeout) by the context's cause.
+// whatever the classification, and a breaker does not count it. Our
+// timeouts are counted: an attempt deadline and a stream timeout end the
+// attempt's own context, not the one the breaker was given, and a
+// Deadline's timer ending the breaker's context is told from the caller's
+// end by deadline.Fired.
 //
 // Every error the caller gets has a gRPC status, so status.Code works: the
 // status of the last attempt when there was one (a retry's ExhaustedError

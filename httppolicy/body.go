@@ -92,7 +92,7 @@ func (b *streamBody) endedByContext(ctx context.Context) error {
 
 // setCallErr records err, the error Execute returned, for the final Read,
 // if the context ended the stream. The attempt's marker is taken off (or,
-// wrapped by a policy's error such as a deadline's, spent: see
+// wrapped by a policy's error such as a deadline's, settled: see
 // retry.Unmark), so the caller's own retry around the request and the
 // reading of its body sees the error as any other, as RoundTrip's caller
 // does. A policy that turned the error into nil leaves the read error as

@@ -16,8 +16,7 @@
 // call ends (as soon as the headers are in). When Policy is a
 // *compose.Pipeline (or a watertight.Pipeline) of this module's policies
 // that never runs attempts concurrently (no hedge, no policy of another
-// package in a slot, and not a Repeater in nearly every slot: see
-// compose's canSuspend), RoundTrip runs Execute on the caller's goroutine and the
+// package in a slot, and not a Repeater in nearly every slot), RoundTrip runs Execute on the caller's goroutine and the
 // pipeline suspends the call: the attempt's fn sends the request with the
 // context Execute gave it and, on an accepted response, wraps the body and
 // returns at once, leaving every policy above it entered (the bulkhead
@@ -87,17 +86,14 @@
 // events without data, and events whose type is in
 // [Transport.KeepaliveEvents] (Anthropic's "ping" by default), all their
 // lines included. An event counts once it is complete (its blank line is
-// in). Until then, none of its lines brings the first byte or restarts the
-// idle timer.
+// in), or once it has more than 4 KiB of data (the values of its data
+// lines), whatever its type.
 //
-// So the idle timer of an event stream restarts only at a Read that
-// completes an event that counts. The waits of the Reads in between add
-// up, whether they bring keepalives or pieces of the next event: that
-// event must be complete before they reach the idle timeout. The
-// exception is an event with more than 4 KiB of data (the values of its
-// data lines): it counts as soon as that much is in, whatever its type,
-// and then each Read that brings more of its data, or its end, restarts
-// the idle timer.
+// So the idle timer of an event stream restarts at a Read that completes
+// an event that counts, or that brings more data of an event past 4 KiB
+// (or its end). The waits of the Reads in between add up, whether they
+// bring keepalives or pieces of the next event: a small event must be
+// complete before they reach the idle timeout.
 //
 // For any other content type, every byte counts. So it does for an event
 // stream still encoded (a Content-Encoding other than identity, as
@@ -144,8 +140,9 @@
 // own cancellation context.Canceled. Before the headers the pipeline's
 // retry may retry the timeout (its final error is then a
 // *retry.ExhaustedError around it); once the body streams it is never
-// retried. Either way the error carries no live retry.Permanent marker, so
-// a retry of the caller's own around the request sees it as any other.
+// retried. Either way no retry.Permanent marker in the error is honoured
+// any more (see retry.Unmark), so a retry of the caller's own around the
+// request sees it as any other.
 //
 // A base RoundTripper that returns neither a response nor an error is
 // broken: the attempt fails with an error naming its type, as http.Client

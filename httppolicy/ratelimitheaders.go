@@ -73,8 +73,8 @@ var (
 // A 429 holds at least as long as its Retry-After. One that names no
 // Retry-After said no without saying for how long: every bucket is then
 // taken to be short of one more than it has (one, if it names no count),
-// and the hold lasts until each has refilled that much (one request's
-// refill, reset/limit, for a 429 on a requests bucket with some left).
+// and the hold lasts until each has refilled that much (for a 429 on a
+// requests bucket with n of L left and its reset r away: r/(L-n)).
 // The result is the longest of these. Values that do not parse (a
 // sign, a unit-less reset, garbage), a reset in the past and anything
 // further than a day away are ignored. It never panics; h may be nil. It

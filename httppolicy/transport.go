@@ -75,8 +75,9 @@ type Transport struct {
 	// over wait for data that counts. Its timer runs only while a Read
 	// waits (a slow reader is not a stalled stream). Any byte restarts it,
 	// but for a text/event-stream response that is not encoded only a
-	// Read that completes an event that counts does: the waits of the
-	// Reads in between add up (see the package documentation). When it
+	// Read that completes an event that counts (or brings more data of an
+	// event past 4 KiB) does: the waits of the Reads in between add up
+	// (see the package documentation). When it
 	// fires, that Read fails with [ErrIdleTimeout], and the call ends as a
 	// failure, counted by a breaker and never retried. Zero means no such
 	// timeout; a request may set its own with [WithStreamTimeouts]. It must

@@ -98,20 +98,22 @@
 // watertight.ratelimit.hold event with the wait in seconds. Under a retry,
 // a rejection after a first attempt ran ends the call as the retry's
 // ExhaustedError with Reason "rejected", as every rejection after fn ran
-// does.
+// does; one that a Deadline's timer caused ends it as that Deadline's
+// timeout, around fn's last error (see package retry).
 //
 // # No double wait
 //
 // With a Limiter below it, a retry does not wait a throttled failure's
 // Retry-After itself: the Limiter, having taken it into its hold, hands the
 // failure on with a RetryAfter of 0, so the retry waits its own schedule
-// and the next attempt waits out the rest of the hold here. A
-// Retry-After longer than the retry's MaxInterval thus ends in the
-// Limiter's rejection (the retry's ExhaustedError, Reason "rejected")
-// rather than the retry's ReasonRetryAfter. errors.Is and errors.As see
-// through that wrapper to fn's error. A 503's Retry-After (not throttled:
-// an overloaded server is failing) is left to the retry as before; it feeds
-// the hold too, so both end at the same moment.
+// and the next attempt waits out the rest of the hold here. With MaxWait at
+// most the retry's MaxInterval (watertight.New sets it so), a Retry-After
+// longer than MaxInterval thus ends in the Limiter's rejection (the retry's
+// ExhaustedError, Reason "rejected") rather than the retry's
+// ReasonRetryAfter. errors.Is and errors.As see through that wrapper to
+// fn's error. A 503's Retry-After (not throttled: an overloaded server is
+// failing) is left to the retry, which waits it; it feeds the hold too, so
+// both end at the same moment.
 //
 // A Limiter is safe for concurrent use. Without a client-side rate,
 // admission while no hold and no gate are in force costs one atomic load

@@ -60,10 +60,13 @@
 // Attempts is n-1, the attempts that ran fn; the message names both, as in
 // `retry "llm": gave up after 1 attempt: attempt 2 was rejected (breaker
 // "llm" rejected the call: open): <last error>`. It is counted as an
-// exhaustion; the policy that refused counts its rejection as usual. This
-// rule comes before the context's: a rejection after attempts that ran fn
-// is never returned unchanged. A Retry takes an attempt's error matching
-// policy.ErrRejected to mean that fn did not run in that attempt.
+// exhaustion; the policy that refused counts its rejection as usual. If the
+// call's ctx has ended by then (a Deadline's timer ended the attempt's wait
+// in a policy below), the call ends with fn's last error instead, as the
+// context's rule has it, and an outer Deadline makes it its own timeout.
+// Either way a rejection after attempts that ran fn is never returned
+// unchanged. A Retry takes an attempt's error matching policy.ErrRejected
+// to mean that fn did not run in that attempt.
 //
 // # Retry budgets
 //
