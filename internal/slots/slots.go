@@ -24,8 +24,7 @@ const (
 	// RejectedFull: every slot was taken and the queue was full.
 	RejectedFull
 	// RejectedWaitTimeout: the caller waited MaxWait without being given a
-	// slot, or a Deadline's timer (its ctx's cause matches
-	// deadline.ErrExceeded) ended the wait.
+	// slot, or a Deadline's timer ended the wait (deadline.Fired).
 	RejectedWaitTimeout
 )
 
