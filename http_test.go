@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,63 +110,6 @@ func TestZeroDeadlineInUse(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 	p.Close()
-}
-
-// observing is a Bulkhead-slot policy that records the latencies compose
-// reports to it.
-type observing struct {
-	mu   sync.Mutex
-	seen []time.Duration
-}
-
-func (o *observing) Execute(ctx context.Context, fn policy.Func) error { return stage.Run(ctx, o, fn) }
-func (o *observing) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return ctx, nil, nil
-}
-func (o *observing) Exit(_ context.Context, _ stage.Token, err error) error { return err }
-func (o *observing) Observe(d time.Duration, failed bool) {
-	o.mu.Lock()
-	o.seen = append(o.seen, d)
-	o.mu.Unlock()
-}
-
-// Through the HTTP client, an attempt's latency sample ends at the
-// response headers: a long stream is not taken for congestion.
-func TestClientSamplesTimeToHeaders(t *testing.T) {
-	const stream = 300 * time.Millisecond
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("first"))
-		w.(http.Flusher).Flush()
-		time.Sleep(stream)
-		w.Write([]byte(" last"))
-	}))
-	defer srv.Close()
-	obs := &observing{}
-	c, err := watertight.NewHTTPClient("api", watertight.Config{
-		Retry: &retry.Config{MaxAttempts: 2},
-		Use:   compose.Policies{Bulkhead: obs},
-	}, watertight.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	start := time.Now()
-	resp, err := c.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	took := time.Since(start)
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if string(body) != "first last" || len(obs.seen) != 1 {
-		t.Fatalf("body %q, samples %v; want the whole body and one sample", body, obs.seen)
-	}
-	// The call took the stream's length; the sample must not include it.
-	if obs.seen[0] >= took-stream/2 {
-		t.Errorf("sample %v of a call that took %v with a %v stream: the stream was counted", obs.seen[0], took, stream)
-	}
 }
 
 // An adaptive limiter in front of a handler sheds load with a 503 and
@@ -354,57 +296,6 @@ func TestHTTPClientHedgeGetsAConnection(t *testing.T) {
 	}
 }
 
-// Hedged attempts run concurrently under a pipeline whose Bulkhead slot
-// learns from latencies: the Transport gives their exchange no answer
-// clock, which they would share (-race checks), and every attempt is still
-// sampled.
-func TestHTTPClientHedgeWithObserver(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(time.Duration(r.ContentLength%3) * time.Millisecond)
-		io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Microsecond, MaxHedges: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs := &observing{}
-	c, err := watertight.NewHTTPClient("api", watertight.Config{
-		Use: compose.Policies{Bulkhead: obs, Retry: h},
-	}, watertight.HTTPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for j := range 10 {
-				// POSTs without a key wait for the running attempt, but
-				// compose has started the clock for theirs all the same.
-				var resp *http.Response
-				var err error
-				if j%2 == 0 {
-					resp, err = c.Get(srv.URL)
-				} else {
-					resp, err = c.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", i+j)))
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		})
-	}
-	wg.Wait()
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.seen) < 80 {
-		t.Fatalf("%d samples for 80 calls", len(obs.seen))
-	}
-}
 
 // NewHTTPClient sizes the pool for a hedge in any slot of Use, not only in
 // Use.Retry, and multiplies the factors of hedges in several slots (each

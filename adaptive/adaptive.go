@@ -77,11 +77,6 @@ type Limiter struct {
 	reg       metric.Registration // nil if registration failed
 }
 
-var (
-	_ stage.Stage    = (*twoPhase)(nil)
-	_ stage.Observer = (*twoPhase)(nil)
-)
-
 // New returns a Limiter configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics. The Limiter starts with a probe of
 // the no-load latency: until it has its samples (128, or 10 once it has
@@ -121,39 +116,86 @@ func New(cfg Config) (*Limiter, error) {
 // which case fn is not run. Execute panics if ctx or
 // fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
-	if ctx == nil {
-		panic("adaptive: nil Context")
-	}
 	if fn == nil {
 		panic("adaptive: nil fn")
+	}
+	p, err := l.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A deferred release also runs if fn panics or calls runtime.Goexit,
+	// so the slot is never lost; such an attempt is no sample.
+	defer p.Release()
+	start := time.Now()
+	if p.clock != nil {
+		p.clock.Start(start)
+	}
+	err = fn(ctx)
+	p.Observe(p.latency(start), err)
+	return err
+}
+
+// Permit is a call admitted by [Limiter.Acquire]: it holds one slot until
+// Release. The zero Permit holds nothing.
+type Permit struct {
+	l     *Limiter
+	clock *stage.AnswerClock // watched for the call, or nil
+}
+
+// Acquire admits one call, waiting as Execute does, and returns its
+// [Permit]; or the error Execute would return without running fn. Acquire
+// is the two-step form of Execute: report each attempt's latency with
+// Permit.Observe, and call Permit.Release exactly once. It does not
+// allocate on a rejection. It panics if ctx is nil.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if ctx == nil {
+		panic("adaptive: nil Context")
 	}
 	if l.probing.Load() {
 		l.probeCheck()
 	}
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
-		return l.refused(ctx, o, err)
+		return Permit{}, l.refused(ctx, o, err)
 	}
-	// A deferred release also runs if fn panics or calls runtime.Goexit,
-	// so the slot is never lost; the panic is not recovered, and such an
-	// attempt is no sample.
-	clock := l.watch(ctx)
-	defer l.release(clock)
-	start := time.Now()
-	if clock != nil {
-		clock.Start(start)
+	return Permit{l: l, clock: l.watch(ctx)}, nil
+}
+
+// Observe reports one attempt of the permit's call, which took latency and
+// ended with err: see "What it samples" in the package documentation. A
+// success or a timeout is a latency sample; a rejection from below or a
+// cancellation says nothing; any other error is a failure.
+func (p Permit) Observe(latency time.Duration, err error) {
+	if p.l == nil {
+		return
 	}
-	err := fn(ctx)
 	end := time.Now()
-	d := end.Sub(start)
-	if clock != nil {
-		d = clock.Latency(end)
+	switch {
+	case err == nil:
+		p.l.observe(latency, false, end)
+	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded):
+		p.l.observe(latency, false, end)
+	default:
+		p.l.observe(latency, true, end)
 	}
-	if err == nil {
-		l.observe(d, false, end)
-	} else {
-		l.observeErr(d, err, end)
+}
+
+// Release frees the permit's slot. Call it once; the zero Permit's
+// Release does nothing.
+func (p Permit) Release() {
+	if p.l != nil {
+		p.l.release(p.clock)
 	}
-	return err
+}
+
+// latency is the time from start to the answer, if the call's answer
+// clock marked one (httppolicy's Transport marks the response headers),
+// else to now.
+func (p Permit) latency(start time.Time) time.Duration {
+	if p.clock != nil {
+		return p.clock.Latency(time.Now())
+	}
+	return time.Since(start)
 }
 
 // ConcurrentAttempts reports false: Execute runs fn once per call, never
@@ -181,50 +223,6 @@ func (l *Limiter) release(clock *stage.AnswerClock) {
 		clock.Unwatch()
 	}
 	l.slots.Release()
-}
-
-// observeErr classifies a failed attempt as compose does: a timeout is a
-// latency sample (congestion looks like that), a rejection from below or a
-// cancellation says nothing about the dependency, anything else is a
-// failure.
-func (l *Limiter) observeErr(d time.Duration, err error, end time.Time) {
-	switch {
-	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
-	case errors.Is(err, context.DeadlineExceeded):
-		l.observe(d, false, end)
-	default:
-		l.observe(d, true, end)
-	}
-}
-
-// enter is the first phase compose runs (see internal/stage): it admits one
-// call, with the same outcomes as Execute, and returns ctx unchanged and,
-// as the token, the AnswerClock in ctx it watches, or nil; the caller must
-// then call exit exactly once. It does not time the call: compose reports
-// each attempt through Observe. It panics if ctx is nil.
-func (l *Limiter) enter(ctx context.Context) (context.Context, stage.Token, error) {
-	if ctx == nil {
-		panic("adaptive: nil Context")
-	}
-	if l.probing.Load() {
-		l.probeCheck()
-	}
-	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
-		return ctx, nil, l.refused(ctx, o, err)
-	}
-	if c := l.watch(ctx); c != nil {
-		return ctx, c, nil
-	}
-	return ctx, nil, nil
-}
-
-// exit is the second phase: it frees the slot enter took, ends the watch
-// of the clock in token, and returns err unchanged. It panics if no slot
-// at all is held.
-func (l *Limiter) exit(_ context.Context, token stage.Token, err error) error {
-	c, _ := token.(*stage.AnswerClock)
-	l.release(c)
-	return err
 }
 
 // Limit returns the limit the limiter has learned: the number of calls it

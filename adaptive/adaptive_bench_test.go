@@ -60,18 +60,18 @@ func BenchmarkExecute(b *testing.B) {
 			bh.Execute(ctx, noopFn)
 		}
 	})
-	// The phases compose runs, with the attempt timed by the caller as
-	// compose does.
-	b.Run("adaptive/stage+observe", func(b *testing.B) {
+	// The two steps compose runs, with the attempt timed by the caller
+	// as compose does.
+	b.Run("adaptive/acquire+observe", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{})
 		b.ReportAllocs()
 		for b.Loop() {
-			ctx, tok, err := l.Enter(ctx)
+			p, err := l.Acquire(ctx)
 			if err == nil {
 				start := time.Now()
 				err = noopFn(ctx)
-				l.Observe(time.Since(start), false)
-				l.Exit(ctx, tok, err)
+				p.Observe(time.Since(start), err)
+				p.Release()
 			}
 		}
 	})
@@ -157,8 +157,8 @@ func BenchmarkExecuteParallel(b *testing.B) {
 func BenchmarkRejectFull(b *testing.B) {
 	ctx := context.Background()
 	l := benchNew(b, adaptive.Config{MinLimit: 1, MaxLimit: 1})
-	l.Enter(ctx)
-	defer l.Exit(ctx, nil, nil)
+	p, _ := l.Acquire(ctx)
+	defer p.Release()
 	b.ReportAllocs()
 	for b.Loop() {
 		if l.Execute(ctx, noopFn) == nil {

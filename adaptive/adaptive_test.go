@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/watertight/watertight/adaptive"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -178,8 +177,7 @@ func TestNilPanics(t *testing.T) {
 	}{
 		{"Execute nil ctx", func() { l.Execute(nil, fn) }, "adaptive: nil Context"}, //nolint:staticcheck
 		{"Execute nil fn", func() { l.Execute(context.Background(), nil) }, "adaptive: nil fn"},
-		{"Enter nil ctx", func() { l.Enter(nil) }, "adaptive: nil Context"}, //nolint:staticcheck
-		{"Exit without Enter", func() { l.Exit(context.Background(), nil, nil) }, "adaptive: slot released twice"},
+		{"Acquire nil ctx", func() { l.Acquire(nil) }, "adaptive: nil Context"}, //nolint:staticcheck
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,8 +232,8 @@ func TestExecuteAllocs(t *testing.T) {
 		t.Errorf("Execute failing: %v allocs; want 0", n)
 	}
 	o := mustNew(t, adaptive.Config{MinLimit: 1, MaxLimit: 1, MeterProvider: noop.NewMeterProvider()})
-	o.Enter(ctx)
-	defer o.Exit(ctx, nil, nil)
+	p, _ := o.Acquire(ctx)
+	defer p.Release()
 	if n := testing.AllocsPerRun(100, func() { o.Execute(ctx, fn) }); n != 0 {
 		t.Errorf("rejected Execute: %v allocs; want 0", n)
 	}
@@ -385,53 +383,40 @@ func TestPanicAndGoexitFreeTheSlot(t *testing.T) {
 	})
 }
 
-func TestStage(t *testing.T) {
+func TestAcquireHoldsASlotUntilRelease(t *testing.T) {
 	l := mustNew(t, adaptive.Config{})
-	s, r := stage.Of(l)
-	if s == nil || r != nil {
-		t.Fatalf("stage.Of = %v, %v; want the two-phase face", s, r)
-	}
-	if _, ok := s.(stage.Observer); !ok {
-		t.Fatal("the two-phase face is not a stage.Observer")
-	}
-	type key struct{}
-	ctx := context.WithValue(context.Background(), key{}, 1)
-	inner, token, err := s.Enter(ctx)
-	if inner != ctx || token != nil || err != nil {
-		t.Fatalf("Enter = %v, %v, %v", inner, token, err)
+	p, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
 	}
 	checkCounts(t, l, 1, 0)
-	want := errors.New("fn failed")
-	if got := s.Exit(inner, token, want); got != want {
-		t.Errorf("Exit = %v; want err unchanged", got)
-	}
+	p.Release()
 	checkCounts(t, l, 0, 0)
-	func() {
-		defer func() { recover() }()
-		stage.Run(context.Background(), s, func(context.Context) error { panic("x") })
-	}()
+	var zero adaptive.Permit
+	zero.Release()
+	zero.Observe(time.Second, nil)
 	checkCounts(t, l, 0, 0)
 }
 
-// TestEnterExitDoNotSample: driven in two phases, the limiter learns only
-// from Observe.
-func TestEnterExitDoNotSample(t *testing.T) {
+// TestAcquireAndReleaseDoNotSample: driven in two steps, the limiter
+// learns only from Observe.
+func TestAcquireAndReleaseDoNotSample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})
 		ctx := context.Background()
 		for range 50 {
-			l.Enter(ctx)
+			p, _ := l.Acquire(ctx)
 			time.Sleep(10 * time.Millisecond)
-			l.Exit(ctx, nil, nil)
+			p.Release()
 		}
 		if st := l.State(); !st.Probing || st.Measured {
 			t.Fatalf("after Enter/Exit alone: %+v; want still in the first probe", st)
 		}
 		for range 128 {
-			l.Enter(ctx)
+			p, _ := l.Acquire(ctx)
 			time.Sleep(10 * time.Millisecond)
-			l.Observe(7*time.Millisecond, false)
-			l.Exit(ctx, nil, nil)
+			p.Observe(7*time.Millisecond, nil)
+			p.Release()
 		}
 		if st := l.State(); st.Probing || st.NoLoad != 7*time.Millisecond {
 			t.Fatalf("after 128 observations: %+v; want noLoad 7ms measured", st)

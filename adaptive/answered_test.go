@@ -183,6 +183,36 @@ func TestExecuteSamplesAtTheAnswer(t *testing.T) {
 	})
 }
 
+// TestPipelineSamplesEachAttemptAtTheAnswer: through a pipeline with a
+// Retry, each attempt is one sample, up to the answer its clock marks.
+func TestPipelineSamplesEachAttemptAtTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{})
+		rt, err := retry.New(retry.Config{MaxAttempts: 2, NewSchedule: noWait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustPipeline(t, compose.Policies{Bulkhead: l, Retry: rt})
+		for range 5 {
+			var clock stage.AnswerClock
+			n := 0
+			p.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+				n++
+				time.Sleep(20 * time.Millisecond)
+				stage.AnswerClockFrom(ctx).Answered()
+				time.Sleep(500 * time.Millisecond)
+				if n == 1 {
+					return context.DeadlineExceeded // a timeout: a sample, retried
+				}
+				return nil
+			})
+		}
+		if st := l.State(); !st.Measured || st.NoLoad != 20*time.Millisecond {
+			t.Errorf("after 10 attempts answered at 20 ms: %+v; want noLoad 20ms measured", st)
+		}
+	})
+}
+
 // TestRetriedAttemptAwaitsAgain: with a Retry below the limiter, a call
 // whose first attempt was answered (and then failed) awaits its answer
 // again while its next attempt runs.

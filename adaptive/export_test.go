@@ -1,22 +1,9 @@
 package adaptive
 
-import (
-	"context"
-	"time"
+import "time"
 
-	"github.com/watertight/watertight/internal/stage"
-)
-
-// Enter, Exit and Observe give the tests the phases compose runs.
-func (l *Limiter) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return l.enter(ctx)
-}
-
-func (l *Limiter) Exit(ctx context.Context, token stage.Token, err error) error {
-	return l.exit(ctx, token, err)
-}
-
-func (l *Limiter) Observe(d time.Duration, failed bool) { (*twoPhase)(l).Observe(d, failed) }
+// Observe feeds the controller one sample, for the tests.
+func (l *Limiter) Observe(d time.Duration, failed bool) { l.observe(d, failed, time.Time{}) }
 
 // State is the controller's state, for the tests.
 type State struct {

@@ -83,15 +83,14 @@ func TestStreamedAnswersEndTheProbe(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					ctx2, tok, err := l.Enter(ctx)
+					p, err := l.Acquire(ctx)
 					if err != nil {
 						continue
 					}
-					_ = ctx2
 					time.Sleep(20 * time.Millisecond) // the headers
-					l.Observe(20*time.Millisecond, false)
+					p.Observe(20*time.Millisecond, nil)
 					time.Sleep(480 * time.Millisecond) // the body
-					l.Exit(ctx, tok, nil)
+					p.Release()
 				}
 			})
 		}

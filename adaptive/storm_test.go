@@ -31,12 +31,12 @@ func TestStormWithCloseDuringProbes(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(g), uint64(round)))
 				for ctx.Err() == nil {
 					cctx, cancel := context.WithTimeout(ctx, time.Duration(r.IntN(4000))*time.Microsecond)
-					if g%4 == 0 { // two-phase, as compose
-						if _, tok, err := l.Enter(cctx); err == nil {
+					if g%4 == 0 { // two steps, as compose
+						if p, err := l.Acquire(cctx); err == nil {
 							d := time.Duration(r.IntN(2000)) * time.Microsecond
 							time.Sleep(d)
 							l.Observe(d, r.IntN(5) == 0)
-							l.Exit(cctx, tok, nil)
+							p.Release()
 						}
 						cancel()
 						continue

@@ -15,8 +15,6 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-var _ stage.Stage = (*twoPhase)(nil)
-
 // Kind is the watertight.policy.kind of every Breaker, and the Kind of its
 // [policy.RejectedError]s.
 const Kind = "breaker"
@@ -122,52 +120,74 @@ var _ policy.Concurrent = (*Breaker)(nil)
 // runtime.Goexit, the call counts as a failure and the panic goes on. It
 // panics if ctx or fn is nil.
 func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
-	if ctx == nil {
-		panic("breaker: nil Context")
-	}
 	if fn == nil {
 		panic("breaker: nil fn")
 	}
-	// The same two phases compose runs: stage.Run reports a panic or
-	// runtime.Goexit in fn as a failure (stage.ErrAborted) through exit,
-	// from a deferred call and without recovering, so a half-open breaker
-	// is never left waiting for a probe's outcome and the panic goes on
-	// from where fn raised it.
-	return stage.Run(ctx, (*twoPhase)(b), fn)
+	p, err := b.Allow(ctx)
+	if err != nil {
+		return err
+	}
+	// A panic or runtime.Goexit in fn is reported as a failure from a
+	// deferred call that recovers nothing, so a half-open breaker is never
+	// left waiting for a probe's outcome.
+	finished := false
+	defer func() {
+		if !finished {
+			p.Done(stage.ErrAborted)
+		}
+	}()
+	err = fn(ctx)
+	finished = true
+	return p.Done(err)
 }
 
-// enter admits one call, as [stage.Stage]'s Enter asks: it returns ctx
-// unchanged and a token for exit (gobreaker's done func), or the rejection.
-// It panics if ctx is nil.
-func (b *Breaker) enter(ctx context.Context) (context.Context, stage.Token, error) {
+// Permit is a call the [Breaker] let through, returned by [Breaker.Allow].
+// Its Done must be called exactly once with the call's outcome: a permit
+// never done holds a half-open probe's place for good. The zero Permit's
+// Done returns its argument and reports nothing.
+type Permit struct {
+	b     *Breaker
+	ctx   context.Context // Allow's: its end decides whether the caller left
+	done  func(error)     // gobreaker's, or nil
+	probe *heldProbe      // a probe admitted during a hold, or nil
+}
+
+// Allow asks the breaker to let one call through. It returns a [Permit]
+// for the call's outcome, or a rejection (errors.Is [ErrOpen] and
+// policy.ErrRejected) and the zero Permit. Allow is the two-step form of
+// Execute, for a call that outlives a function (a stream, a websocket).
+// It does not allocate on a rejection. It panics if ctx is nil.
+func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("breaker: nil Context")
 	}
 	if b.forced.Load() || b.openFast.Load() || b.hold.on.Load() {
 		if !b.forced.Load() && b.hold.on.Load() {
-			return b.enterHeld(ctx)
+			return b.allowHeld(ctx)
 		}
-		return ctx, nil, b.reject(ctx, b.rejOpen)
+		return Permit{}, b.reject(ctx, b.rejOpen)
 	}
 	done, err := b.cb.Load().Allow()
 	if b.queued.Load() {
 		b.flushAdmitted(ctx, done)
 	}
 	if err != nil {
-		return ctx, nil, b.rejectRefused(ctx, err)
+		return Permit{}, b.rejectRefused(ctx, err)
 	}
-	return ctx, done, nil
+	return Permit{b: b, ctx: ctx, done: done}, nil
 }
 
-// exit reports the outcome err of a call enter admitted and returns err
-// unchanged. token must be the one enter returned; exit must be called
-// exactly once per admitted call (an admitted call that never reports holds
-// a half-open probe's place). A token that is not one of enter's is
-// ignored.
-func (b *Breaker) exit(ctx context.Context, token stage.Token, err error) error {
-	b.report(ctx, token, err)
-	if b.queued.Load() {
-		b.flush(ctx)
+// Done reports the outcome err of the permitted call and returns err
+// unchanged. How err counts is the Outcomes table of the package
+// documentation; it is judged with the context given to Allow, so a call
+// whose caller's context ended first is excluded.
+func (p Permit) Done(err error) error {
+	if p.b == nil {
+		return err
+	}
+	p.b.report(p.ctx, p, err)
+	if p.b.queued.Load() {
+		p.b.flush(p.ctx)
 	}
 	return err
 }

@@ -387,7 +387,7 @@ func TestHalfOpenProbes(t *testing.T) {
 					HalfOpenRequests: tt.cfg, OnStateChange: log.hook})
 				call(b, errBoom)
 				time.Sleep(time.Second)
-				var tokens []any
+				var tokens []Permit
 				for i := range tt.probes {
 					_, tok, err := b.Enter(context.Background())
 					if err != nil {
@@ -801,7 +801,7 @@ func TestHalfOpenConcurrentLimit(t *testing.T) {
 		call(b, errBoom)
 		time.Sleep(time.Second)
 		var mu sync.Mutex
-		var tokens []any
+		var tokens []Permit
 		rejected := 0
 		start := make(chan struct{})
 		var wg sync.WaitGroup

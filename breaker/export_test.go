@@ -1,16 +1,12 @@
 package breaker
 
-import (
-	"context"
+import "context"
 
-	"github.com/watertight/watertight/internal/stage"
-)
-
-// Enter and Exit give the tests the two phases compose runs.
-func (b *Breaker) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return b.enter(ctx)
+// Enter and Exit are Allow and Done in the shape of the two steps compose
+// runs, as the tests use them.
+func (b *Breaker) Enter(ctx context.Context) (context.Context, Permit, error) {
+	p, err := b.Allow(ctx)
+	return ctx, p, err
 }
 
-func (b *Breaker) Exit(ctx context.Context, token stage.Token, err error) error {
-	return b.exit(ctx, token, err)
-}
+func (b *Breaker) Exit(_ context.Context, p Permit, err error) error { return p.Done(err) }

@@ -105,7 +105,7 @@ func outcomeErr(o int) error {
 // token is a call admitted by Enter whose outcome has not been reported.
 type token struct {
 	ctx     context.Context
-	tok     any
+	tok     breaker.Permit
 	machine int    // model machine (Reset makes a new one)
 	gen     uint64 // model generation (every change of state makes one)
 }

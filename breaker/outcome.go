@@ -58,24 +58,20 @@ func (b *Breaker) outcome(ctx context.Context, err error) verdict {
 	return succeeded
 }
 
-// report judges the call enter admitted with token and reports the
+// report judges the call p admitted and reports the
 // verdict to what admitted it: gobreaker's done func, or the hold's probe
 // (remote.go). If IsFailure panics or calls runtime.Goexit, the deferred
 // call reports the call as excluded, which frees a half-open probe's
 // place, and the panic or Goexit goes on: nothing is recovered, so a panic
 // need never be told from a Goexit.
-func (b *Breaker) report(ctx context.Context, token stage.Token, err error) {
+func (b *Breaker) report(ctx context.Context, p Permit, err error) {
 	v := excludedCall
 	defer func() {
-		switch t := token.(type) {
-		case func(error):
-			if t != nil {
-				t(v.err())
-			}
-		case *heldProbe:
-			if t != nil {
-				b.settleProbe(ctx, t, v)
-			}
+		switch {
+		case p.done != nil:
+			p.done(v.err())
+		case p.probe != nil:
+			b.settleProbe(ctx, p.probe, v)
 		}
 	}()
 	v = b.outcome(ctx, err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
-
-	"github.com/watertight/watertight/internal/stage"
 )
 
 // A hold is an open period, and the half-open period after it, that the
@@ -147,12 +145,12 @@ func (b *Breaker) heldStateLocked() State {
 	return HalfOpen
 }
 
-// enterHeld admits or rejects a call while a hold is on.
-func (b *Breaker) enterHeld(ctx context.Context) (context.Context, stage.Token, error) {
+// allowHeld admits or rejects a call while a hold is on.
+func (b *Breaker) allowHeld(ctx context.Context) (Permit, error) {
 	b.mu.Lock()
 	if !b.hold.on.Load() { // ended meanwhile: ask again
 		b.mu.Unlock()
-		return b.enter(ctx)
+		return b.Allow(ctx)
 	}
 	s := b.heldStateLocked()
 	full := b.hold.probes >= b.settings.MaxRequests
@@ -163,12 +161,12 @@ func (b *Breaker) enterHeld(ctx context.Context) (context.Context, stage.Token, 
 	}
 	switch {
 	case s == Open:
-		return ctx, nil, b.reject(ctx, b.rejOpen)
+		return Permit{}, b.reject(ctx, b.rejOpen)
 	case full:
-		return ctx, nil, b.reject(ctx, b.rejFull)
+		return Permit{}, b.reject(ctx, b.rejFull)
 	}
 	if gate != nil && !gate(ctx) {
-		return ctx, nil, b.reject(ctx, b.rejFull)
+		return Permit{}, b.reject(ctx, b.rejFull)
 	}
 	b.mu.Lock()
 	h := &b.hold
@@ -176,13 +174,13 @@ func (b *Breaker) enterHeld(ctx context.Context) (context.Context, stage.Token, 
 		on := h.on.Load()
 		b.mu.Unlock()
 		if !on {
-			return b.enter(ctx)
+			return b.Allow(ctx)
 		}
-		return ctx, nil, b.reject(ctx, b.rejFull)
+		return Permit{}, b.reject(ctx, b.rejFull)
 	}
 	h.probes++
 	b.mu.Unlock()
-	return ctx, &heldProbe{gen: gen}, nil
+	return Permit{b: b, ctx: ctx, probe: &heldProbe{gen: gen}}, nil
 }
 
 // settleProbe applies the verdict of a probe admitted by enterHeld: a

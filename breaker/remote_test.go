@@ -298,7 +298,7 @@ func TestHoldProperty(t *testing.T) {
 			defer b.Close()
 			gateOpen := true
 			ctx := context.Background()
-			var live []stage.Token
+			var live []Permit
 			check := func() {
 				b.mu.Lock()
 				defer b.mu.Unlock()
@@ -307,7 +307,7 @@ func TestHoldProperty(t *testing.T) {
 				}
 				var inFlight uint32
 				for _, tok := range live {
-					if p, ok := tok.(*heldProbe); ok && p.gen == b.hold.gen {
+					if p := tok.probe; p != nil && p.gen == b.hold.gen {
 						inFlight++
 					}
 				}

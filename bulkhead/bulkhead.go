@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/internal/slots"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -30,8 +29,6 @@ type Bulkhead struct {
 	closeOnce sync.Once
 	reg       metric.Registration // nil if registration failed
 }
-
-var _ stage.Stage = (*twoPhase)(nil)
 
 // New returns a Bulkhead configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics.
@@ -111,18 +108,6 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{}, b.refused(ctx, o, err)
 	}
 	return Permit{b}, nil
-}
-
-// enter and exit are the two phases compose runs (see internal/stage):
-// Acquire, then Release.
-func (b *Bulkhead) enter(ctx context.Context) (context.Context, stage.Token, error) {
-	_, err := b.Acquire(ctx)
-	return ctx, nil, err
-}
-
-func (b *Bulkhead) exit(_ context.Context, _ stage.Token, err error) error {
-	Permit{b}.Release()
-	return err
 }
 
 // Active returns the number of calls holding a slot now, including a waiter

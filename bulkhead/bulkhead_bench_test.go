@@ -129,7 +129,7 @@ func BenchmarkRejectFull(b *testing.B) {
 	b.Run("bulkhead", func(b *testing.B) {
 		bh := benchNew(b, Config{Limit: 1})
 		bh.Enter(ctx)
-		defer bh.Exit(ctx, nil, nil)
+		defer bh.Exit(ctx, Permit{}, nil)
 		b.ReportAllocs()
 		for b.Loop() {
 			if bh.Execute(ctx, noopFn) == nil {
@@ -141,7 +141,7 @@ func BenchmarkRejectFull(b *testing.B) {
 		bh, _ := New(Config{Limit: 1})
 		defer bh.Close()
 		bh.Enter(ctx)
-		defer bh.Exit(ctx, nil, nil)
+		defer bh.Exit(ctx, Permit{}, nil)
 		b.ReportAllocs()
 		for b.Loop() {
 			if bh.Execute(ctx, noopFn) == nil {
@@ -230,7 +230,7 @@ func BenchmarkCancelWaiter(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			bh.Exit(context.Background(), nil, nil)
+			bh.Exit(context.Background(), Permit{}, nil)
 			stop()
 		})
 	}

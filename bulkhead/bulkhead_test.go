@@ -16,7 +16,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -213,7 +212,7 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("Execute with a free slot: %v allocs; want 0", n)
 	}
 	b.Enter(ctx)
-	defer b.Exit(ctx, nil, nil)
+	defer b.Exit(ctx, Permit{}, nil)
 	if n := testing.AllocsPerRun(100, func() { b.Execute(ctx, fn) }); n != 0 {
 		t.Errorf("rejected Execute: %v allocs; want 0", n)
 	}
@@ -334,7 +333,7 @@ func TestContextDone(t *testing.T) {
 		if err := b.Execute(canceled, func(context.Context) error { return nil }); err != context.Canceled || rejects != 0 {
 			t.Errorf("Execute = %v, rejects %d; want context.Canceled, 0", err, rejects)
 		}
-		b.Exit(context.Background(), nil, nil)
+		b.Exit(context.Background(), Permit{}, nil)
 	})
 	tests := []struct {
 		name    string
@@ -415,7 +414,7 @@ func TestNoQueueJumping(t *testing.T) {
 		k := newBlocker(b)
 		k.start(context.Background(), "waiter")
 		checkCounts(t, b, 1, 1)
-		b.Exit(context.Background(), nil, nil)
+		b.Exit(context.Background(), Permit{}, nil)
 		// The slot went to the waiter at once, even though it has not run
 		// yet: a caller arriving now finds no free slot.
 		checkCounts(t, b, 1, 0)
@@ -505,27 +504,6 @@ func TestGoexitFreesSlot(t *testing.T) {
 	}
 }
 
-func TestStage(t *testing.T) {
-	b := mustNew(t, Config{Limit: 1})
-	type key struct{}
-	ctx := context.WithValue(context.Background(), key{}, 1)
-	inner, token, err := b.Enter(ctx)
-	if inner != ctx || token != nil || err != nil {
-		t.Fatalf("Enter = %v, %v, %v; want ctx unchanged, nil, nil", inner, token, err)
-	}
-	checkCounts(t, b, 1, 0)
-	want := errors.New("fn failed")
-	if got := b.Exit(inner, token, want); got != want {
-		t.Errorf("Exit = %v; want err unchanged", got)
-	}
-	checkCounts(t, b, 0, 0)
-	b.Enter(ctx)
-	if got := b.Exit(ctx, nil, stage.ErrAborted); got != stage.ErrAborted {
-		t.Errorf("Exit = %v; want stage.ErrAborted unchanged", got)
-	}
-	checkCounts(t, b, 0, 0)
-}
-
 func TestExitWithoutEnterPanics(t *testing.T) {
 	b := mustNew(t, Config{Limit: 2})
 	defer func() {
@@ -534,19 +512,7 @@ func TestExitWithoutEnterPanics(t *testing.T) {
 		}
 		checkCounts(t, b, 0, 0)
 	}()
-	b.Exit(context.Background(), nil, nil)
-}
-
-func TestPolicyRun(t *testing.T) {
-	b := mustNew(t, Config{Limit: 1})
-	func() {
-		defer func() { recover() }()
-		stage.Run(context.Background(), b, func(context.Context) error { panic("x") })
-	}()
-	checkCounts(t, b, 0, 0)
-	if err := stage.Run(context.Background(), b, func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	b.Exit(context.Background(), Permit{}, nil)
 }
 
 func TestActiveQueuedExact(t *testing.T) {

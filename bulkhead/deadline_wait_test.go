@@ -22,7 +22,7 @@ func TestWaitEndedByDeadlineIsRejection(t *testing.T) {
 		if _, _, err := b.Enter(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		defer b.Exit(context.Background(), nil, nil)
+		defer b.Exit(context.Background(), Permit{}, nil)
 		d, err := deadline.New(deadline.Config{Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestWaitEndedByCallerWithDeadlineCause(t *testing.T) {
 		if _, _, err := b.Enter(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		defer b.Exit(context.Background(), nil, nil)
+		defer b.Exit(context.Background(), Permit{}, nil)
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(time.Second, func() { cancel(&deadline.ExceededError{Name: "sibling"}) })
 		err := b.Execute(ctx, func(context.Context) error { return nil })

@@ -1,16 +1,15 @@
 package bulkhead
 
-import (
-	"context"
+import "context"
 
-	"github.com/watertight/watertight/internal/stage"
-)
-
-// Enter and Exit give the tests the two phases compose runs.
-func (b *Bulkhead) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return b.enter(ctx)
+// Enter and Exit are Acquire and Release in the shape of the two steps
+// compose runs, as the tests use them.
+func (b *Bulkhead) Enter(ctx context.Context) (context.Context, Permit, error) {
+	p, err := b.Acquire(ctx)
+	return ctx, p, err
 }
 
-func (b *Bulkhead) Exit(ctx context.Context, token stage.Token, err error) error {
-	return b.exit(ctx, token, err)
+func (b *Bulkhead) Exit(_ context.Context, _ Permit, err error) error {
+	Permit{b}.Release()
+	return err
 }

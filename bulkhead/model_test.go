@@ -148,7 +148,7 @@ func newBulkheadModel(rt *rapid.T) *bulkheadModel {
 		for _, c := range m.calls {
 			if c.stage {
 				if !c.checked && slices.Contains(m.holders, c.id) {
-					b.Exit(c.ctx, nil, nil)
+					b.Exit(c.ctx, bulkhead.Permit{}, nil)
 				}
 				continue
 			}
@@ -258,10 +258,7 @@ func (m *bulkheadModel) enter(rt *rapid.T) {
 		rt.Skip("Enter would wait")
 	}
 	c, deadline := m.newCall(rt, true)
-	_, tok, err := m.b.Enter(c.ctx)
-	if tok != nil {
-		rt.Fatalf("Enter returned token %v; want nil", tok)
-	}
+	_, _, err := m.b.Enter(c.ctx)
 	m.admit(c, deadline)
 	if slices.Contains(m.holders, c.id) {
 		if err != nil {
@@ -291,7 +288,7 @@ func (m *bulkheadModel) finish(rt *rapid.T) {
 		default:
 			fnErr, want = stage.ErrAborted, stage.ErrAborted
 		}
-		if got := m.b.Exit(c.ctx, nil, fnErr); got != want {
+		if got := m.b.Exit(c.ctx, bulkhead.Permit{}, fnErr); got != want {
 			rt.Fatalf("Exit(%v) = %v", fnErr, got)
 		}
 		c.err, c.ret = want, true
@@ -366,7 +363,7 @@ func (m *bulkheadModel) race(rt *rapid.T) {
 		w.cancel()
 	}
 	if h.stage {
-		m.b.Exit(h.ctx, nil, nil)
+		m.b.Exit(h.ctx, bulkhead.Permit{}, nil)
 		h.err, h.ret = nil, true
 		close(h.done)
 	} else {

@@ -148,9 +148,9 @@ func TestTelemetryTwoBulkheadsOneProvider(t *testing.T) {
 	if len(m.DataPoints) != 1 || m.DataPoints[0].Attributes != policySet("b") || m.DataPoints[0].Value != 2 {
 		t.Errorf("after closing a: %+v; want only b = 2", m.DataPoints)
 	}
-	a.Exit(context.Background(), nil, nil)
-	b.Exit(context.Background(), nil, nil)
-	b.Exit(context.Background(), nil, nil)
+	a.Exit(context.Background(), Permit{}, nil)
+	b.Exit(context.Background(), Permit{}, nil)
+	b.Exit(context.Background(), Permit{}, nil)
 }
 
 func TestTelemetrySpanEvent(t *testing.T) {
@@ -165,7 +165,7 @@ func TestTelemetrySpanEvent(t *testing.T) {
 	}
 	b.Enter(ctx)
 	b.Execute(ctx, func(context.Context) error { return nil }) // rejected
-	b.Exit(ctx, nil, nil)
+	b.Exit(ctx, Permit{}, nil)
 	span.End()
 
 	spans := sr.Ended()

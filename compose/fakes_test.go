@@ -2,10 +2,10 @@ package compose_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -38,9 +38,26 @@ type fakeStage struct {
 	reject error
 }
 
-func (s *fakeStage) Execute(ctx context.Context, fn policy.Func) error { return stage.Run(ctx, s, fn) }
+func (s *fakeStage) Execute(ctx context.Context, fn policy.Func) (err error) {
+	inner, tok, err := s.Enter(ctx)
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			s.Exit(inner, tok, errAborted)
+		}
+	}()
+	err = fn(inner)
+	finished = true
+	return s.Exit(inner, tok, err)
+}
 
-func (s *fakeStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
+// errAborted is what a fake's Exit sees when fn panicked.
+var errAborted = errors.New("aborted")
+
+func (s *fakeStage) Enter(ctx context.Context) (context.Context, any, error) {
 	if s.j != nil {
 		s.j.add("enter %s", s.name)
 	}
@@ -50,7 +67,7 @@ func (s *fakeStage) Enter(ctx context.Context) (context.Context, stage.Token, er
 	return ctx, nil, nil
 }
 
-func (s *fakeStage) Exit(ctx context.Context, _ stage.Token, err error) error {
+func (s *fakeStage) Exit(ctx context.Context, _ any, err error) error {
 	if s.j != nil {
 		s.j.add("exit %s %v", s.name, err)
 	}
@@ -79,7 +96,15 @@ type fakeRepeater struct {
 type attemptKey struct{}
 
 func (r *fakeRepeater) Execute(ctx context.Context, fn policy.Func) error {
-	return stage.Repeat(ctx, r, fn)
+	for n := 1; ; n++ {
+		err := fn(r.AttemptContext(ctx, n))
+		if err == nil {
+			return nil
+		}
+		if again, _, final := r.Next(ctx, n, err, nil); !again {
+			return final
+		}
+	}
 }
 
 func (r *fakeRepeater) AttemptContext(ctx context.Context, n int) context.Context {
@@ -89,7 +114,7 @@ func (r *fakeRepeater) AttemptContext(ctx context.Context, n int) context.Contex
 	return context.WithValue(ctx, attemptKey{}, n)
 }
 
-func (r *fakeRepeater) Next(ctx context.Context, n int, err error, state stage.Token) (bool, stage.Token, error) {
+func (r *fakeRepeater) Next(ctx context.Context, n int, err error, state any) (bool, any, error) {
 	if n >= r.max || ctx.Err() != nil {
 		return false, nil, err
 	}

@@ -12,18 +12,31 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/pipeopt"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
 )
 
 // Pipeline runs calls through its policies in the fixed order described in
 // the package documentation. Build one with [New] and share it: it is safe
 // for concurrent use by multiple goroutines. The zero value is not usable.
 type Pipeline struct {
-	name   string
-	stages []slot
+	name  string
+	slots []slot
+	// learns: the Bulkhead slot holds an adaptive limit, which learns from
+	// each attempt's latency (see call.attempt).
+	learns bool
+	// holds: every slot holds a policy of this module, so every one stays
+	// entered across a hand-over (see Start).
+	holds bool
+	// retries: a Retry is in a slot, and each attempt gets a span.
+	retries bool
 
 	tracer      telemetry.Tracer
 	spanName    string
@@ -36,47 +49,59 @@ type Pipeline struct {
 	moreOpts    sync.Map                         // error.type -> []metric.RecordOption, for types outside errOpts
 	moreCount   atomic.Int32                     // entries in moreOpts, capped at maxMoreOpts
 	pipelineKV  attribute.KeyValue
-
-	// observer, if not nil, is the Bulkhead slot's policy, which learns
-	// from the latency of each attempt (an adaptive limit): compose times
-	// every attempt for it, in loop when a slot repeats (perAttempt), else
-	// around everything below the Bulkhead slot.
-	observer   stage.Observer
-	perAttempt bool
-
-	// concurrent: fn may run concurrently with itself (see
-	// ConcurrentAttempts).
-	concurrent bool
-	// suspends: a call can be suspended (see suspend.go).
-	suspends bool
 }
 
-// slot is one filled slot of the pipeline, with the fastest way to run it
-// found once at New.
+// slot is one filled slot of the pipeline, or the point where an attempt
+// starts (kindAttempt).
 type slot struct {
-	policy   policy.Policy
-	twoPhase stage.Stage    // non-nil: run in two phases
-	repeater stage.Repeater // non-nil: compose drives the loop
-	// hedger, if not nil, runs attempts concurrently (a *retry.Hedge),
-	// each through the slots below it, with its own attempt span and
-	// timing.
-	hedger stage.Hedger
+	policy policy.Policy
+	kind   kind
+}
+
+// kind says how a call enters a slot: a policy of this module in two
+// steps, anything else (a Retry included) through its Execute.
+type kind uint8
+
+const (
+	kindExecute kind = iota
+	kindBulkhead
+	kindAdaptive
+	kindDeadline
+	kindRateLimit
+	kindBreaker
+	kindAttempt // an attempt's span and latency sample
+	kindCall    // the call's span and duration
+)
+
+// kindOf finds the built-in policies, a closed set, by their types.
+func kindOf(p policy.Policy) kind {
+	switch p.(type) {
+	case *bulkhead.Bulkhead:
+		return kindBulkhead
+	case *adaptive.Limiter:
+		return kindAdaptive
+	case *deadline.Deadline:
+		return kindDeadline
+	case *ratelimit.Limiter:
+		return kindRateLimit
+	case *breaker.Breaker:
+		return kindBreaker
+	}
+	return kindExecute
 }
 
 var _ policy.Policy = (*Pipeline)(nil)
 
 // New returns a Pipeline named name (used in span names and the
 // watertight.pipeline.name attribute) over the policies in p. It returns an
-// error if name is empty, if a slot holds a typed nil pointer, or if the
-// Attempt timeout is longer than the Deadline's.
+// error if name is empty, if a slot holds a typed nil pointer, an adaptive
+// limit outside the Bulkhead slot, or a hedge, or if the Attempt timeout
+// is longer than the Deadline's.
 func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("compose: name must not be empty")
 	}
 	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	if err := p.checkLearners(); err != nil {
 		return nil, err
 	}
 	o := pipeopt.Apply(opts)
@@ -86,31 +111,16 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		spanName:    "watertight " + name,
 		attemptName: "watertight " + name + " attempt",
 		pipelineKV:  telemetry.KeyPipeline.String(name),
+		holds:       true,
 	}
-	for _, s := range p.slots() {
-		if s.p == nil {
-			continue
+	pl.slots = p.build()
+	for _, s := range pl.slots {
+		pl.learns = pl.learns || s.kind == kindAdaptive
+		if _, ok := s.policy.(*retry.Retry); ok {
+			pl.retries = true
+		} else if s.kind == kindExecute {
+			pl.holds = false
 		}
-		st := slot{policy: s.p}
-		st.twoPhase, st.repeater = stage.Of(s.p)
-		if st.twoPhase == nil && st.repeater == nil {
-			st.hedger = stage.HedgerOf(s.p)
-		}
-		pl.stages = append(pl.stages, st)
-		if st.repeater != nil || st.hedger != nil {
-			pl.perAttempt = true
-		}
-		pl.concurrent = pl.concurrent || concurrent(st)
-	}
-	pl.suspends = canSuspend(pl.stages, pl.concurrent)
-	// Only the outermost slot's policy is told the latencies (it is the
-	// Bulkhead slot's, since p.Bulkhead comes first). It runs in two phases
-	// even when it is the only slot, where the innermost policy would
-	// otherwise run through its own Execute: compose's timing honours an
-	// AnswerClock (the time to the response headers), the policy's own
-	// Execute cannot.
-	if p.Bulkhead != nil {
-		pl.observer, _ = pl.stages[0].twoPhase.(stage.Observer)
 	}
 	pl.spanOpts = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -141,80 +151,101 @@ func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
 // Name returns the pipeline's name.
 func (p *Pipeline) Name() string { return p.name }
 
-// ConcurrentAttempts reports whether the pipeline may run fn concurrently
-// with itself: whether a slot holds a hedge (a *retry.Hedge), or a policy
-// of another package that does not say, through
-// [policy.Concurrent], that it never does. policy.Do asks it, and looks
-// for an attempt's claim only when it is true. It implements
-// [policy.Concurrent].
-func (p *Pipeline) ConcurrentAttempts() bool { return p.concurrent }
-
-var _ policy.Concurrent = (*Pipeline)(nil)
-
-// concurrent reports whether the policy in st may run fn concurrently with
-// itself: a hedger does; a Stage or a Repeater never does (this module's
-// own, which keep the contract of internal/stage); any other policy does
-// unless it says otherwise.
-func concurrent(st slot) bool {
-	switch {
-	case st.hedger != nil:
-		return true
-	case st.twoPhase != nil, st.repeater != nil:
-		return false
-	}
-	if c, ok := st.policy.(policy.Concurrent); ok {
-		return c.ConcurrentAttempts()
-	}
-	return true
-}
-
 // Execute runs fn through the pipeline's policies and returns fn's error or
 // the error of the policy that refused or cut the call (see the outcome table
 // in the README). It panics if ctx or fn is nil. If fn panics, every policy
 // frees what it holds and the panic propagates.
 func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
-	if ctx == nil {
-		panic("compose: nil Context")
-	}
 	if fn == nil {
 		panic("compose: nil fn")
 	}
+	_, err := p.run(ctx, fn)
+	return err
+}
+
+// ErrHandOver is returned by the fn given to [Pipeline.Start] to hand the
+// call over: the call is not over, and its outcome comes later, through
+// [Held.End]. Execute treats it as any other error.
+var ErrHandOver = errors.New("compose: call handed over")
+
+// Start runs fn through the pipeline as Execute does, for a call that may
+// outlive Start: an HTTP response whose body the caller reads after
+// RoundTrip returns. If fn returns [ErrHandOver], Start returns a non-nil
+// [*Held] and a nil error at once, and every policy keeps what it holds
+// (the bulkhead slot, the deadline's context, the breaker's verdict) until
+// Held.End. Otherwise it returns nil and the call's error. A policy of
+// another package in a slot sees the hand-over as the end of fn, a
+// success (see [Pipeline.Holds]). It panics if ctx or fn is nil.
+func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*Held, error) {
+	if fn == nil {
+		panic("compose: nil fn")
+	}
+	return p.run(ctx, fn)
+}
+
+// Holds reports whether every slot holds a policy of this module, so that
+// each one holds what it took until [Held.End] after a hand-over.
+func (p *Pipeline) Holds() bool { return p.holds }
+
+func (p *Pipeline) run(ctx context.Context, fn policy.Func) (*Held, error) {
+	if ctx == nil {
+		panic("compose: nil Context")
+	}
+	c := p.newCall(fn)
 	tr := p.tracer.Tracer()
 	timed := p.duration.Enabled(ctx)
 	if tr == nil && !timed {
 		// Nothing to observe: no span, no clock reads.
-		return p.run(ctx, 0, fn, nil)
+		err := c.from(ctx, 0)
+		return c.held(err)
 	}
-	return p.executeObserved(ctx, fn, tr, timed)
+	x := exit{kind: kindCall, timed: timed}
+	if timed {
+		x.start = time.Now()
+	}
+	if tr != nil {
+		ctx, x.span = tr.Start(ctx, p.spanName, p.spanOpts...)
+		// Attempt spans are started only while the call's span records.
+		if x.span.IsRecording() {
+			c.attempts = tr
+		}
+	}
+	x.ctx = ctx
+	// The call's own frame: its telemetry ends as a slot's hold does.
+	err := c.under(ctx, -1, x)
+	return c.held(err)
 }
 
-func (p *Pipeline) executeObserved(ctx context.Context, fn policy.Func, tr trace.Tracer, timed bool) (err error) {
-	var start time.Time
-	if timed {
-		start = time.Now()
+// held returns the outcome of a run: the call handed over, or its error.
+func (c *call) held(err error) (*Held, error) {
+	if c.handed {
+		return &Held{c: c}, nil
 	}
-	var span trace.Span
-	if tr != nil {
-		ctx, span = tr.Start(ctx, p.spanName, p.spanOpts...)
+	c.p.free(c)
+	return nil, err
+}
+
+// calls recycles the state of calls through pipelines that hold only this
+// module's policies, none of which calls fn after its Execute returned, so
+// that a call (a rejection above all) allocates nothing of compose's.
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+func (p *Pipeline) newCall(fn policy.Func) *call {
+	if !p.holds {
+		return &call{p: p, fn: fn}
 	}
-	// finished stays false if fn panicked or called runtime.Goexit: the
-	// span is then ended and the call recorded as aborted while the panic
-	// goes on up.
-	finished := false
-	defer func() {
-		if !finished {
-			p.observe(ctx, span, start, timed, stage.ErrAborted)
-		}
-	}()
-	// Attempt spans are started only while the call's span records.
-	var attempts trace.Tracer
-	if span != nil && span.IsRecording() {
-		attempts = tr
+	c := calls.Get().(*call)
+	c.p, c.fn = p, fn
+	return c
+}
+
+// free recycles c, unless a policy of another package might still hold
+// the fn that refers to it.
+func (p *Pipeline) free(c *call) {
+	if p.holds {
+		*c = call{}
+		calls.Put(c)
 	}
-	err = p.run(ctx, 0, fn, attempts)
-	finished = true
-	p.observe(ctx, span, start, timed, err)
-	return err
 }
 
 func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time, timed bool, err error) {
@@ -253,163 +284,6 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 	}
 }
 
-// run executes stages[i:] around fn. The built-in policies run in two
-// phases (see internal/stage); only a user-written policy that is not the
-// innermost costs a closure. attempts, if not nil, starts a
-// span per retry attempt.
-func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
-	if i == len(p.stages) {
-		return fn(ctx)
-	}
-	st := &p.stages[i]
-	switch {
-	case i == len(p.stages)-1 && st.repeater == nil && st.hedger == nil && (i > 0 || p.observer == nil):
-		// The innermost policy wraps fn itself, which needs no closure:
-		// its own Execute costs no more than its two phases (the
-		// breaker's is those two phases).
-		return st.policy.Execute(ctx, fn)
-	case st.twoPhase != nil:
-		return p.runStage(ctx, i, st.twoPhase, fn, attempts)
-	case st.repeater != nil:
-		return p.loop(ctx, i, st.repeater, fn, attempts)
-	case st.hedger != nil:
-		return p.hedge(ctx, i, st.hedger, fn, attempts)
-	default:
-		return st.policy.Execute(ctx, func(ctx context.Context) error {
-			return p.run(ctx, i+1, fn, attempts)
-		})
-	}
-}
-
-// hedge runs the concurrent attempts of h, each below the hedge as loop
-// runs a Repeater's. Two closures per call, beside the hedger's own
-// goroutine per attempt: the first reports the fn of an attempt that lost
-// (canceled because the call ended: another attempt won) as canceled to
-// the slots below, whatever its own error (a driver's "timeout", say): an
-// outcome that says nothing about the dependency (a breaker excludes it).
-func (p *Pipeline) hedge(ctx context.Context, i int, h stage.Hedger, fn policy.Func, attempts trace.Tracer) error {
-	inner := func(ctx context.Context) error {
-		err := fn(ctx)
-		if err != nil && h.Lost(ctx) {
-			return hedgeLost{err}
-		}
-		return err
-	}
-	return h.Hedge(ctx, func(ctx context.Context, n int) error {
-		switch {
-		case attempts != nil:
-			return p.tracedAttempt(ctx, attempts, n, i+1, inner)
-		case p.observer != nil:
-			return p.runTimed(ctx, i+1, inner, nil)
-		default:
-			return p.run(ctx, i+1, inner, nil)
-		}
-	})
-}
-
-func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy.Func, attempts trace.Tracer) error {
-	inner, token, err := s.Enter(ctx)
-	if err != nil {
-		return err
-	}
-	// As in stage.Run: if anything below panics or calls runtime.Goexit,
-	// finished stays false and the deferred Exit frees this stage's hold
-	// (bulkhead slot, deadline timer, breaker probe) while the panic unwinds.
-	finished := false
-	defer func() {
-		if !finished {
-			s.Exit(inner, token, stage.ErrAborted)
-		}
-	}()
-	if i == 0 && p.observer != nil && !p.perAttempt {
-		err = p.runTimed(inner, i+1, fn, attempts)
-	} else {
-		err = p.run(inner, i+1, fn, attempts)
-	}
-	finished = true
-	return s.Exit(inner, token, err)
-}
-
-// hedgeLost is the outcome of a hedge's losing attempt as the slots below
-// the hedge see it: it matches context.Canceled and unwraps to fn's own
-// error.
-type hedgeLost struct{ err error }
-
-func (e hedgeLost) Error() string { return "hedge lost: " + e.err.Error() }
-func (e hedgeLost) Unwrap() error { return e.err }
-
-// Is reports whether target is context.Canceled.
-func (e hedgeLost) Is(target error) bool { return target == context.Canceled }
-
-// runTimed is run for one attempt whose latency the observer learns from:
-// up to the moment the dependency answered, if an AnswerClock in ctx says
-// so (httppolicy's streamed responses), else up to the attempt's end. A
-// panic is not observed: the stage's Exit sees it.
-func (p *Pipeline) runTimed(ctx context.Context, i int, fn policy.Func, attempts trace.Tracer) error {
-	clock := stage.AnswerClockFrom(ctx)
-	start := time.Now()
-	if clock != nil {
-		clock.Start(start)
-	}
-	err := p.run(ctx, i, fn, attempts)
-	end := time.Now()
-	d := end.Sub(start)
-	if clock != nil {
-		d = clock.Latency(end)
-	}
-	observe(p.observer, d, err)
-	return err
-}
-
-// observe tells o the outcome of one attempt that took d. A success, and a
-// timeout (a long latency is what a congested dependency shows), are
-// latency samples; a rejection or the caller's cancellation says nothing
-// about the dependency's latency and is not reported; any other error is a
-// failure, which is not a latency sample: a dependency that fails fast must
-// not look fast.
-func observe(o stage.Observer, d time.Duration, err error) {
-	switch {
-	case err == nil:
-		o.Observe(d, false)
-	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
-	case errors.Is(err, context.DeadlineExceeded):
-		o.Observe(d, false)
-	default:
-		o.Observe(d, true)
-	}
-}
-
-// loop drives a Repeater as stage.Repeat does, and wraps each attempt in a
-// child span if tr is not nil (the call's span is recording).
-func (p *Pipeline) loop(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer) error {
-	return p.loopFrom(ctx, i, r, fn, tr, 1, nil)
-}
-
-// loopFrom is loop from attempt n0, with state the Repeater's state after
-// attempt n0-1 (nil if n0 is 1).
-func (p *Pipeline) loopFrom(ctx context.Context, i int, r stage.Repeater, fn policy.Func, tr trace.Tracer, n0 int, state stage.Token) error {
-	for n := n0; ; n++ {
-		actx := r.AttemptContext(ctx, n)
-		var err error
-		switch {
-		case tr != nil:
-			err = p.tracedAttempt(actx, tr, n, i+1, fn)
-		case p.observer != nil:
-			err = p.runTimed(actx, i+1, fn, nil)
-		default:
-			err = p.run(actx, i+1, fn, nil)
-		}
-		if err == nil {
-			return nil
-		}
-		again, next, final := r.Next(ctx, n, err, state)
-		if !again {
-			return final
-		}
-		state = next
-	}
-}
-
 // prebuiltAttempts is how many attempt numbers have their span options
 // built at New.
 const prebuiltAttempts = 8
@@ -421,30 +295,10 @@ func attemptOptions(n int) []trace.SpanStartOption {
 	}
 }
 
-func (p *Pipeline) tracedAttempt(ctx context.Context, tr trace.Tracer, n, i int, fn policy.Func) (err error) {
-	var opts []trace.SpanStartOption
-	if n <= len(p.attemptOpts) {
-		opts = p.attemptOpts[n-1]
-	} else {
-		opts = attemptOptions(n)
+// attemptOptions returns the span options of attempt n.
+func (p *Pipeline) attemptOptions(n int) []trace.SpanStartOption {
+	if n >= 1 && n <= len(p.attemptOpts) {
+		return p.attemptOpts[n-1]
 	}
-	ctx, span := tr.Start(ctx, p.attemptName, opts...)
-	finished := false
-	defer func() {
-		if !finished {
-			err = stage.ErrAborted
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(telemetry.KeyError.String(telemetry.ErrorType(err)))
-		}
-		span.End()
-	}()
-	if p.observer != nil {
-		err = p.runTimed(ctx, i, fn, nil)
-	} else {
-		err = p.run(ctx, i, fn, nil)
-	}
-	finished = true
-	return err
+	return attemptOptions(n)
 }

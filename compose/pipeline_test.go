@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -122,7 +122,7 @@ func TestPanicFreesEveryStage(t *testing.T) {
 		}()
 		p.Execute(context.Background(), func(context.Context) error { panic("kaboom") })
 	}()
-	ab := stage.ErrAborted.Error()
+	ab := errAborted.Error()
 	want := "[enter bulkhead enter deadline attempt 1 enter breaker enter attempt " +
 		"exit attempt " + ab + " exit breaker " + ab + " exit deadline " + ab + " exit bulkhead " + ab + "]"
 	if got := j.String(); got != want {
@@ -139,7 +139,7 @@ func TestGoexitFreesEveryStage(t *testing.T) {
 		p.Execute(context.Background(), func(context.Context) error { runtime.Goexit(); return nil })
 	}()
 	<-done
-	if got := j.String(); strings.Count(got, "exit ") != 4 || strings.Count(got, stage.ErrAborted.Error()) != 4 {
+	if got := j.String(); strings.Count(got, "exit ") != 4 || strings.Count(got, errAborted.Error()) != 4 {
 		t.Errorf("not every stage exited with ErrAborted: %s", got)
 	}
 }
@@ -199,48 +199,30 @@ func TestNilPanics(t *testing.T) {
 	}
 }
 
-// With no SDK installed, a pipeline of non-allocating stages allocates
-// nothing per call: no span is started, no clock read, no closure built.
+// With no SDK installed, a pipeline of this module's policies allocates
+// nothing of compose's per call: no span is started, no clock read, no
+// closure built.
 func TestNoTelemetryAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	p, _ := compose.New("x", compose.Policies{
-		Bulkhead: &fakeStage{name: "b"},
-		Deadline: &fakeStage{name: "d"},
-		Breaker:  &fakeStage{name: "c"},
-		Attempt:  &fakeStage{name: "a"},
-	})
+	bh, err := bulkhead.New(bulkhead.Config{Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := compose.New("x", compose.Policies{Bulkhead: bh})
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }
 	if n := testing.AllocsPerRun(1000, func() { p.Execute(ctx, fn) }); n != 0 {
 		t.Errorf("allocs per call = %v, want 0", n)
 	}
-}
-
-// passPolicy is a plain, Execute-only policy that runs fn as it is.
-type passPolicy struct{}
-
-func (passPolicy) Execute(ctx context.Context, fn policy.Func) error { return fn(ctx) }
-
-// The innermost policy is handed fn itself: a plain policy there costs no
-// closure, and a Stage there runs through its own Execute.
-func TestInnermostPolicyGetsFn(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts differ under -race")
+	// A rejection allocates nothing either.
+	held, _ := bh.Acquire(ctx)
+	for range 3 {
+		bh.Acquire(ctx)
 	}
-	ctx := context.Background()
-	fn := func(context.Context) error { return nil }
-	p, _ := compose.New("x", compose.Policies{Bulkhead: &fakeStage{name: "b"}, Breaker: passPolicy{}})
 	if n := testing.AllocsPerRun(1000, func() { p.Execute(ctx, fn) }); n != 0 {
-		t.Errorf("plain policy innermost: allocs per call = %v, want 0", n)
+		t.Errorf("allocs per rejected call = %v, want 0", n)
 	}
-	var j journal
-	p, _ = compose.New("x", compose.Policies{Bulkhead: &fakeStage{name: "b", j: &j}, Breaker: &fakeStage{name: "c", j: &j}})
-	if err := p.Execute(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := j.String(), "[enter b enter c exit c <nil> exit b <nil>]"; got != want {
-		t.Errorf("journal = %q, want %q", got, want)
-	}
+	held.Release()
 }

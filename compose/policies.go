@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
 // Policies names the policy in each slot of a [Pipeline]. A nil slot is
@@ -64,6 +66,18 @@ func (p Policies) validate() error {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
 		}
 	}
+	for _, s := range p.slots() {
+		switch s.p.(type) {
+		case *adaptive.Limiter:
+			// compose reports latencies only to the Bulkhead slot's
+			// adaptive limit; elsewhere it would never learn.
+			if s.field != "Bulkhead" {
+				return fmt.Errorf("compose: Policies.%s holds a %T, which learns from each attempt's latency; it works only in the Bulkhead slot", s.field, s.p)
+			}
+		case *retry.Hedge:
+			return fmt.Errorf("compose: Policies.%s holds a %T; a hedge runs whole calls: wrap the pipeline with retry.Hedged instead", s.field, s.p)
+		}
+	}
 	d, dok := p.Deadline.(timeouter)
 	a, aok := p.Attempt.(timeouter)
 	// A Deadline of timeout 0 (the zero deadline.Deadline) imposes none.
@@ -71,4 +85,28 @@ func (p Policies) validate() error {
 		return fmt.Errorf("compose: Policies.Attempt timeout %v is longer than Policies.Deadline timeout %v", a.Timeout(), d.Timeout())
 	}
 	return nil
+}
+
+// build returns the filled slots in order, with an attempt's start after
+// the first Retry, or, without one, below an adaptive limit in the
+// Bulkhead slot (which learns from each attempt's latency).
+func (p Policies) build() []slot {
+	var out []slot
+	attemptAt := -1
+	for _, s := range p.slots() {
+		if s.p == nil {
+			continue
+		}
+		out = append(out, slot{policy: s.p, kind: kindOf(s.p)})
+		if _, ok := s.p.(*retry.Retry); ok && attemptAt < 0 {
+			attemptAt = len(out)
+		}
+	}
+	if attemptAt < 0 && len(out) > 0 && out[0].kind == kindAdaptive {
+		attemptAt = 1
+	}
+	if attemptAt < 0 {
+		return out
+	}
+	return append(out[:attemptAt], append([]slot{{kind: kindAttempt}}, out[attemptAt:]...)...)
 }

@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/watertight/watertight/compose"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
 // rejectingStage rejects through the shared telemetry path, as the built-in
@@ -28,12 +28,8 @@ import (
 type rejectingStage struct{ r *telemetry.Rejection }
 
 func (s *rejectingStage) Execute(ctx context.Context, fn policy.Func) error {
-	return stage.Run(ctx, s, fn)
+	return s.r.Record(ctx)
 }
-func (s *rejectingStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return nil, nil, s.r.Record(ctx)
-}
-func (s *rejectingStage) Exit(ctx context.Context, _ stage.Token, err error) error { return err }
 
 func newTracing(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	sr := tracetest.NewSpanRecorder()
@@ -53,8 +49,14 @@ func attrOf(kvs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
 
 func TestSpans(t *testing.T) {
 	sr, tp := newTracing(t)
+	rt, err := retry.New(retry.Config{MaxAttempts: 3, NewSchedule: func() retry.Schedule {
+		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := compose.New("llm", compose.Policies{
-		Retry:   &fakeRepeater{max: 3},
+		Retry:   rt,
 		Breaker: &fakeStage{name: "breaker"},
 	}, compose.WithTracerProvider(tp))
 	if err != nil {

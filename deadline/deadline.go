@@ -15,8 +15,6 @@ import (
 // watertight.timeouts counter and timeout events).
 const Kind = "deadline"
 
-var _ stage.Stage = (*twoPhase)(nil)
-
 // Deadline runs calls with a timeout; see the package documentation for the
 // outcomes. Create one with [New]. It is safe for concurrent use by
 // multiple goroutines and holds no lock.
@@ -50,101 +48,86 @@ func New(cfg Config) (*Deadline, error) {
 // Timeout returns Config.Timeout (0 for the zero Deadline).
 func (d *Deadline) Timeout() time.Duration { return d.timeout }
 
-// ConcurrentAttempts reports false: Execute runs fn once per call, never
-// beside another run of it. It implements [policy.Concurrent], so that
-// [policy.Do] on a Deadline looks for no hedge's claim, and httppolicy's
-// Transport with a Deadline as its Policy marks each response's arrival.
-func (d *Deadline) ConcurrentAttempts() bool { return false }
-
-var _ policy.Concurrent = (*Deadline)(nil)
-
 // Execute runs fn with a context that is done after the timeout, and
 // returns when fn returns: fn's error, or an [*ExceededError] wrapping it
 // if the Deadline's own timeout fired and fn failed with an error that is
-// not a rejection (policy.ErrRejected), which is returned unchanged. A panic in fn goes on
-// up the stack once the timer has been released. Execute panics if ctx or
-// fn is nil.
+// not a rejection (policy.ErrRejected), which is returned unchanged. A
+// panic in fn goes on up the stack once the timer has been released.
+// Execute panics if ctx or fn is nil.
 func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
-	// The two phases compose runs (enter, exit), as stage.Run would run
-	// them, with the no-timer case short-cut.
-	if ctx == nil {
-		panic("deadline: nil Context")
-	}
 	if fn == nil {
 		panic("deadline: nil fn")
 	}
-	inner, token, _ := d.enter(ctx)
-	if token == nil {
-		// No timer: exit would return err unchanged, and there is nothing
-		// to release if fn panics.
-		return fn(inner)
-	}
-	// finished stays false if fn panics or calls runtime.Goexit; the timer
-	// is then released while the panic unwinds, and the panic is not
-	// recovered: it belongs to the caller.
+	inner, t := d.Start(ctx)
+	// finished stays false if fn panics or calls runtime.Goexit: the timer
+	// is released while the panic goes on up.
 	finished := false
 	defer func() {
 		if !finished {
-			d.exit(inner, token, stage.ErrAborted)
+			t.Stop(stage.ErrAborted)
 		}
 	}()
 	err = fn(inner)
 	finished = true
-	return d.exit(inner, token, err)
+	return t.Stop(err)
 }
 
-// enter starts one call, as internal/stage describes, and never fails. If
-// the caller's deadline is as soon as now + Timeout or sooner, or now +
-// Timeout is past what time can represent in int64 nanoseconds (the year
-// 2262), it returns ctx itself and a nil token: no timer is set. Otherwise
-// it returns a context that is done at now + Timeout, and its CancelFunc as
-// the token. enter panics if ctx is nil.
-func (d *Deadline) enter(ctx context.Context) (context.Context, stage.Token, error) {
+// Timer is one call's timeout, started by [Deadline.Start]. Its zero value
+// is a call with no timeout: Stop returns its argument. A Timer is a small
+// value; copies share the timeout. Call Stop once, from any goroutine.
+type Timer struct {
+	d      *Deadline
+	ctx    context.Context // the context Start returned
+	cancel context.CancelFunc
+}
+
+// Start starts one call's timeout and returns the context the call must
+// run with, done at now + Timeout, and its [Timer]. It sets no timer, and
+// returns ctx itself, if the caller's deadline comes as soon or sooner, or
+// if now + Timeout is past what time can represent (the year 2262). Call
+// Timer.Stop when the call ends, or its timer lives on until it fires.
+// Start panics if ctx is nil.
+func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 	if ctx == nil {
 		panic("deadline: nil Context")
 	}
 	if d.timeout <= 0 {
-		return ctx, nil, nil
+		return ctx, Timer{}
 	}
 	// One reading of the clock serves both the comparison with the caller's
-	// deadline and the deadline set, which is what WithTimeoutCause would
-	// compute from its own reading.
+	// deadline and the deadline set.
 	now := time.Now()
 	if u := now.UnixNano(); u > 0 && int64(d.timeout) > math.MaxInt64-u {
-		return ctx, nil, nil
+		return ctx, Timer{}
 	}
 	at := now.Add(d.timeout)
 	if parent, ok := ctx.Deadline(); ok && !parent.After(at) {
-		return ctx, nil, nil
+		return ctx, Timer{}
 	}
 	inner, cancel := context.WithDeadlineCause(ctx, at, d.cause)
-	return inner, cancel, nil
+	return inner, Timer{d: d, ctx: inner, cancel: cancel}
 }
 
-// exit ends a call started by enter, as internal/stage
-// describes: it releases the timer and returns err, or an [*ExceededError]
-// wrapping err if err is not nil, not a rejection, and the timer set by enter fired (the
-// cause of ctx is the Deadline's own, so a cancellation or deadline of the
-// caller's is returned unchanged). Given [stage.ErrAborted], it releases
-// the timer and returns it.
-func (d *Deadline) exit(ctx context.Context, token stage.Token, err error) error {
-	cancel, ok := token.(context.CancelFunc)
-	if !ok {
+// Stop releases the timer and returns err: unchanged, or as an
+// [*ExceededError] wrapping it if the timer fired while the call ran and
+// err is neither nil nor a rejection (policy.ErrRejected). A cancellation
+// or deadline of the caller's is returned unchanged.
+func (t Timer) Stop(err error) error {
+	if t.cancel == nil {
 		return err
 	}
 	if err == nil || err == stage.ErrAborted || errors.Is(err, policy.ErrRejected) {
-		// Nothing to classify: a rejection (a policy inside fn refused
-		// the call) keeps its own row of the outcome table, and the
-		// success path skips the cause lookup (a walk up ctx and a lock).
-		cancel()
+		// A rejection keeps its own row of the outcome table; success
+		// skips the cause lookup.
+		t.cancel()
 		return err
 	}
-	// Read the cause before cancel: once fn has returned, only a timer
-	// that fired while it ran should make its error a timeout.
-	fired := context.Cause(ctx) == d.cause
-	cancel()
+	// Read the cause before cancel: only a timer that fired while fn ran
+	// makes its error a timeout.
+	fired := context.Cause(t.ctx) == t.d.cause
+	t.cancel()
 	if !fired {
 		return err
 	}
-	return d.exceeded(ctx, err)
+	return t.d.exceeded(t.ctx, err)
 }

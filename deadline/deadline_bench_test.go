@@ -19,14 +19,14 @@ func BenchmarkExecute(b *testing.B) {
 	}
 }
 
-// BenchmarkEnterExit is the two-phase success path compose uses.
-func BenchmarkEnterExit(b *testing.B) {
+// BenchmarkStartStop is the two-step success path compose uses.
+func BenchmarkStartStop(b *testing.B) {
 	d := mustNew(b, Config{Name: "bench", Timeout: time.Minute})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		inner, token, _ := d.Enter(ctx)
-		d.Exit(inner, token, nop(inner))
+		inner, timer := d.Start(ctx)
+		timer.Stop(nop(inner))
 	}
 }
 

@@ -80,7 +80,7 @@ func TestNilPanics(t *testing.T) {
 	}{
 		{"Execute nil ctx", func() { d.Execute(nilCtx, ok) }, "deadline: nil Context"},
 		{"Execute nil fn", func() { d.Execute(context.Background(), nil) }, "deadline: nil fn"},
-		{"Enter nil ctx", func() { d.Enter(nilCtx) }, "deadline: nil Context"},
+		{"Start nil ctx", func() { d.Start(nilCtx) }, "deadline: nil Context"},
 		{"zero Deadline nil ctx", func() { new(Deadline).Execute(nilCtx, ok) }, "deadline: nil Context"},
 	}
 	for _, tt := range tests {
@@ -114,8 +114,8 @@ func TestErrExceededSentinel(t *testing.T) {
 	}
 }
 
-// runner is one way to run fn under d: Execute, or the reference two-phase
-// execution policy.Run, which Execute must match.
+// runner is one way to run fn under d: Execute, or Start and Stop, which
+// Execute must match.
 type runner struct {
 	name string
 	run  func(d *Deadline, ctx context.Context, fn policy.Func) error
@@ -123,7 +123,10 @@ type runner struct {
 
 var runners = []runner{
 	{"Execute", func(d *Deadline, ctx context.Context, fn policy.Func) error { return d.Execute(ctx, fn) }},
-	{"policy.Run", func(d *Deadline, ctx context.Context, fn policy.Func) error { return stage.Run(ctx, d, fn) }},
+	{"Start+Stop", func(d *Deadline, ctx context.Context, fn policy.Func) error {
+		inner, t := d.Start(ctx)
+		return t.Stop(fn(inner))
+	}},
 }
 
 // TestOutcomes covers the outcomes table of the package documentation, with
@@ -330,32 +333,35 @@ func TestCooperative(t *testing.T) {
 	})
 }
 
-func TestEnterTokens(t *testing.T) {
+func TestStartSetsATimerOnlyBeforeTheCallersDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := mustNew(t, Config{Timeout: 2 * time.Second})
 
-		ctx, token, err := d.Enter(context.Background())
-		if err != nil {
-			t.Fatalf("Enter: %v", err)
+		ctx, timer := d.Start(context.Background())
+		if _, ok := ctx.Deadline(); !ok {
+			t.Fatal("Start set no deadline")
 		}
-		cancel, ok := token.(context.CancelFunc)
-		if !ok || cancel == nil {
-			t.Fatalf("token = %T, want a context.CancelFunc", token)
-		}
-		if got := d.Exit(ctx, token, nil); got != nil || ctx.Err() != context.Canceled {
-			t.Errorf("Exit = %v, ctx.Err() = %v; want nil, context.Canceled", got, ctx.Err())
+		if got := timer.Stop(nil); got != nil || ctx.Err() != context.Canceled {
+			t.Errorf("Stop = %v, ctx.Err() = %v; want nil, context.Canceled", got, ctx.Err())
 		}
 
 		for _, parentTimeout := range []time.Duration{time.Second, 2 * time.Second} {
 			parent, cancel := context.WithTimeout(context.Background(), parentTimeout)
-			ctx, token, err := d.Enter(parent)
-			if ctx != parent || token != nil || err != nil {
-				t.Errorf("parent deadline in %v: Enter = %v, %v, %v; want the parent itself, nil, nil", parentTimeout, ctx, token, err)
+			ctx, timer := d.Start(parent)
+			if ctx != parent {
+				t.Errorf("parent deadline in %v: Start returned a new context; want the parent itself", parentTimeout)
 			}
-			if got := d.Exit(ctx, token, errBoom); got != errBoom {
-				t.Errorf("Exit(nil token) = %v, want errBoom unchanged", got)
+			if got := timer.Stop(errBoom); got != errBoom {
+				t.Errorf("Stop of an unset timer = %v, want errBoom unchanged", got)
 			}
 			cancel()
+		}
+
+		ctx, timer = d.Start(context.Background())
+		<-ctx.Done()
+		var ex *ExceededError
+		if got := timer.Stop(ctx.Err()); !errors.As(got, &ex) {
+			t.Errorf("Stop after the timer fired = %v; want an *ExceededError", got)
 		}
 	})
 }
@@ -366,10 +372,10 @@ func TestExitAborted(t *testing.T) {
 		var hooks atomic.Int32
 		d := mustNew(t, Config{Name: "api", Timeout: time.Second, MeterProvider: mp,
 			OnTimeout: func(context.Context, time.Duration) { hooks.Add(1) }})
-		ctx, token, _ := d.Enter(context.Background())
+		_, timer := d.Start(context.Background())
 		time.Sleep(2 * time.Second) // our timer fires
-		if got := d.Exit(ctx, token, stage.ErrAborted); got != stage.ErrAborted {
-			t.Errorf("Exit(ErrAborted) = %v, want stage.ErrAborted", got)
+		if got := timer.Stop(stage.ErrAborted); got != stage.ErrAborted {
+			t.Errorf("Stop(ErrAborted) = %v, want stage.ErrAborted", got)
 		}
 		if got := collect(t, reader, telemetry.MetricTimeouts)["api"]; got != 0 || hooks.Load() != 0 {
 			t.Errorf("aborted call counted as a timeout: counter %d, hooks %d", got, hooks.Load())
@@ -449,11 +455,8 @@ func TestHugeTimeout(t *testing.T) {
 		for _, tt := range tests {
 			d := mustNew(t, Config{Timeout: tt.timeout})
 			parent := context.Background()
-			ctx, token, err := d.Enter(parent)
-			if err != nil {
-				t.Fatalf("%s: Enter: %v", tt.name, err)
-			}
-			if gotTimer := token != nil; gotTimer != tt.wantTimer || (ctx != parent) != tt.wantTimer {
+			ctx, timer := d.Start(parent)
+			if gotTimer := ctx != parent; gotTimer != tt.wantTimer || (ctx != parent) != tt.wantTimer {
 				t.Errorf("%s: timer set %v (ctx is parent %v), want %v", tt.name, gotTimer, ctx == parent, tt.wantTimer)
 			}
 			if tt.wantTimer {
@@ -461,8 +464,8 @@ func TestHugeTimeout(t *testing.T) {
 					t.Errorf("%s: Deadline() = %v, %v (err %v); want %v, not done", tt.name, dl, ok, ctx.Err(), now.Add(tt.timeout))
 				}
 			}
-			if got := d.Exit(ctx, token, nil); got != nil {
-				t.Errorf("%s: Exit = %v, want nil", tt.name, got)
+			if got := timer.Stop(nil); got != nil {
+				t.Errorf("%s: Stop = %v, want nil", tt.name, got)
 			}
 			if got := d.Execute(parent, func(ctx context.Context) error { return ctx.Err() }); got != nil {
 				t.Errorf("%s: Execute = %v, want nil (fn's ctx not done)", tt.name, got)
@@ -615,10 +618,10 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Execute: %v allocs, want at most context.WithTimeoutCause's %v", got, floor)
 	}
 	if got := testing.AllocsPerRun(100, func() {
-		ctx, token, _ := d.Enter(context.Background())
-		d.Exit(ctx, token, nil)
+		_, timer := d.Start(context.Background())
+		timer.Stop(nil)
 	}); got > floor {
-		t.Errorf("Enter+Exit: %v allocs, want at most context.WithTimeoutCause's %v", got, floor)
+		t.Errorf("Start+Stop: %v allocs, want at most context.WithTimeoutCause's %v", got, floor)
 	}
 }
 

@@ -22,6 +22,9 @@ func mayHedge(p policy.Policy) bool {
 	switch p := p.(type) {
 	case *retry.Hedge:
 		return true
+	case holder:
+		// A pipeline takes no hedge in a slot.
+		return false
 	case concurrent:
 		return p.ConcurrentAttempts()
 	}

@@ -15,12 +15,20 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
 var _ http.RoundTripper = (*Transport)(nil)
+
+// holder is a pipeline that can hand a call over (*compose.Pipeline, and
+// types that embed one).
+type holder interface {
+	Start(ctx context.Context, fn policy.Func) (*compose.Held, error)
+	Holds() bool
+}
 
 var (
 	errNilPolicy = errors.New("httppolicy: Transport.Policy is nil")
@@ -219,11 +227,12 @@ type exchange struct {
 	clocked bool
 	// concurrent: the policy may run attempts concurrently (mayHedge).
 	concurrent bool
-	// sus, if not nil, is the policy's Suspender face: Execute runs on
-	// RoundTrip's goroutine, and the attempt whose response is handed
-	// over suspends the call instead of waiting for the body to end (see
-	// runSync). Otherwise Execute runs on a goroutine of its own (run).
-	sus stage.Suspender
+	// sus, if not nil, is the policy as a pipeline that holds across a
+	// hand-over: Start runs on RoundTrip's goroutine, and the attempt whose
+	// response is handed over returns compose.ErrHandOver instead of
+	// waiting for the body to end (see runSync). Otherwise Execute runs on
+	// a goroutine of its own (run).
+	sus holder
 
 	out chan result // 1-buffered: exactly one send per exchange; nil with sus
 
@@ -256,7 +265,7 @@ type exchange struct {
 
 	// With sus, once the call is suspended: the call, and what the
 	// winning attempt does when it ends (see resume).
-	suspended  stage.Suspended
+	suspended  *compose.Held
 	actx       context.Context // the winning attempt's context
 	watch      *streamWatch    // the winning attempt's watch, if any
 	winner     try
@@ -298,8 +307,8 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 	x.concurrent = mayHedge(t.Policy)
 	x.hedgeable = x.concurrent && x.mayRetry(false)
 	x.clocked = !x.concurrent
-	if !x.concurrent {
-		x.sus = stage.SuspenderOf(t.Policy)
+	if h, ok := t.Policy.(holder); ok && !x.concurrent && h.Holds() {
+		x.sus = h
 	}
 	return x
 }
@@ -319,7 +328,7 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 			x.cleanUp()
 		}
 	}()
-	s, err := x.sus.ExecuteSuspendable(ctx, x)
+	s, err := x.sus.Start(ctx, x.attempt)
 	finished = true
 	if s != nil {
 		x.suspended = s
@@ -370,7 +379,7 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 	case ctx.Err() != nil:
 		err = sb.endedByContext(ctx)
 	default:
-		err = retry.Permanent(streamErr)
+		err = streamErr
 	}
 	if x.watch != nil {
 		x.watch.end()
@@ -391,7 +400,7 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 		x.cleanUp()
 		closeFinished()
 	}()
-	err = x.suspended.Resume(err)
+	err = x.suspended.End(err)
 	x.endCall()
 	finished = true
 	// Before finished is closed: the body's final Read reads it then.
@@ -525,9 +534,6 @@ func (x *exchange) cleanUp() {
 	x.discardPending()
 	x.closeUnsentBody()
 }
-
-// Attempt is attempt, as a stage.Attempter.
-func (x *exchange) Attempt(ctx context.Context) error { return x.attempt(ctx) }
 
 // attempt is the policy.Func: one attempt of the exchange.
 //
@@ -1093,7 +1099,7 @@ func (x *exchange) handOver(ctx context.Context, a *try, resp *http.Response, pr
 		x.handedResp, x.actx, x.watch = resp, ctx, watch
 		a.suspended = true
 		x.winner = *a
-		return stage.ErrSuspend
+		return compose.ErrHandOver
 	}
 	sb.done = make(chan error, 1)
 	x.out <- result{resp: resp}

@@ -64,14 +64,7 @@ type Limiter struct {
 	onReject  func(ctx context.Context, err *policy.RejectedError)
 }
 
-// gated is the token of an attempt the gate admitted: its end tells the
-// gate (see exit).
-var gated = new(byte)
-
-var (
-	_ policy.Policy = (*Limiter)(nil)
-	_ stage.Stage   = (*twoPhase)(nil)
-)
+var _ policy.Policy = (*Limiter)(nil)
 
 // New returns a Limiter configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics.
@@ -220,42 +213,65 @@ func (l *Limiter) broadcastLocked() {
 // feeds the hold, and comes back wrapped so that its RetryAfter reads 0
 // (see "No double wait"). It panics if ctx or fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
-	if ctx == nil {
-		panic("ratelimit: nil Context")
-	}
 	if fn == nil {
 		panic("ratelimit: nil fn")
 	}
-	token, err := l.enter(ctx)
+	p, err := l.Wait(ctx)
 	if err != nil {
 		return err
-	}
-	if token == nil {
-		return l.exit(nil, fn(ctx))
 	}
 	// An attempt the gate admitted must report its end even if fn panics,
 	// or the attempts behind it would wait for nothing.
 	finished := false
 	defer func() {
 		if !finished {
-			l.exit(token, stage.ErrAborted)
+			p.Done(stage.ErrAborted)
 		}
 	}()
 	err = fn(ctx)
 	finished = true
-	return l.exit(token, err)
+	return p.Done(err)
+}
+
+// Permit is one attempt admitted by [Limiter.Wait]. Its Done must be
+// called once with the attempt's outcome: an attempt the gate admitted
+// holds the gate until then. The zero Permit's Done returns its argument.
+type Permit struct {
+	l     *Limiter
+	gated bool
+}
+
+// Wait admits one attempt, waiting as Execute does, and returns its
+// [Permit]; or the error Execute would return without running fn. Wait
+// is the two-step form of Execute. It panics if ctx is nil.
+func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
+	g, err := l.enter(ctx)
+	if err != nil {
+		return Permit{}, err
+	}
+	return Permit{l: l, gated: g}, nil
+}
+
+// Done ends the attempt with its outcome err and returns err, or, for a
+// throttled error with a RetryAfter, err wrapped so that its RetryAfter
+// reads 0, once it has fed the hold (see "No double wait").
+func (p Permit) Done(err error) error {
+	if p.l == nil {
+		return err
+	}
+	return p.l.exit(p.gated, err)
 }
 
 // enter admits one attempt, waiting if the hold, the gate or the rate asks.
-// Its token is gated if the gate admitted it, else nil.
-func (l *Limiter) enter(ctx context.Context) (stage.Token, error) {
+// It reports whether the gate admitted it.
+func (l *Limiter) enter(ctx context.Context) (gated bool, err error) {
 	if ctx == nil {
 		panic("ratelimit: nil Context")
 	}
 	active := l.active.Load() != 0
 	if l.requests == nil && l.tokens == nil {
 		if !active {
-			return nil, nil
+			return false, nil
 		}
 		return l.admit(ctx, time.Now(), 0, nil, nil)
 	}
@@ -271,7 +287,7 @@ func (l *Limiter) enter(ctx context.Context) (stage.Token, error) {
 		rateWait = max(rateWait, tok.DelayFrom(now))
 	}
 	if !active && rateWait == 0 {
-		return nil, nil
+		return false, nil
 	}
 	return l.admit(ctx, now, rateWait, req, tok)
 }
@@ -281,7 +297,7 @@ func (l *Limiter) enter(ctx context.Context) (stage.Token, error) {
 // attempt when that cannot end before ctx's deadline and within maxWait:
 // at once if the hold and the rate say so, or when the bound is reached
 // waiting for the gate.
-func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (stage.Token, error) {
+func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (gated bool, err error) {
 	// limit bounds the wait for a hold (the time the server named), and
 	// queueLimit the wait behind the gate (for the answers of the attempts
 	// it let through), which no server named: MaxWait applies to the
@@ -304,9 +320,9 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
 		if rateWait > 0 && rateWait > hold {
-			return nil, l.reject(ctx, l.rated)
+			return false, l.reject(ctx, l.rated)
 		}
-		return nil, l.reject(ctx, l.throttled)
+		return false, l.reject(ctx, l.throttled)
 	} else if w > 0 {
 		l.traceWait(ctx, w)
 	}
@@ -315,7 +331,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	if rateWait > 0 {
 		if err := w.sleep(rateWait, nil, l.rated); err != nil {
 			cancel(time.Now(), req, tok)
-			return nil, err
+			return false, err
 		}
 	}
 	for {
@@ -327,7 +343,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			// A 429 that came during the wait may have moved the hold on.
 			if now.Add(hold).After(limit) {
 				l.mu.Unlock()
-				return nil, l.reject(ctx, l.throttled)
+				return false, l.reject(ctx, l.throttled)
 			}
 			// Asleep on the hold, the attempt waits for the gate as much
 			// as one behind it: an answer that comes as the hold ends,
@@ -341,7 +357,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			l.waiters--
 			l.mu.Unlock()
 			if err != nil {
-				return nil, err
+				return false, err
 			}
 			continue
 		case l.releaseLocked(now) && l.limit > 0 && l.budget >= l.limit/10 && l.waiters == 0:
@@ -349,18 +365,18 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			// nobody waits: the gate opens, as on an answer saying so.
 			l.openLocked(now)
 			l.mu.Unlock()
-			return nil, nil
+			return false, nil
 		case !l.gate:
 			if l.active.Load() != 0 {
 				l.active.Store(0)
 			}
 			l.mu.Unlock()
-			return nil, nil
+			return false, nil
 		case l.budget > 0:
 			l.budget--
 			l.out++
 			l.mu.Unlock()
-			return gated, nil
+			return true, nil
 		}
 		// The quota is spent: wait for the answers of the attempts out,
 		// or the next timed release, as long as the bounds allow. Once
@@ -373,7 +389,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		if release.After(queueLimit) {
 			if l.told || !now.Before(queueLimit) {
 				l.mu.Unlock()
-				return nil, l.reject(ctx, l.throttled)
+				return false, l.reject(ctx, l.throttled)
 			}
 			release = queueLimit
 		}
@@ -388,7 +404,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		l.waiters--
 		l.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		now = time.Now()
 		limit = bound(l.maxWait)
@@ -447,13 +463,13 @@ func cancel(now time.Time, rs ...*rate.Reservation) {
 	}
 }
 
-// exit ends an attempt: one the gate admitted (token gated) that ended
+// exit ends an attempt: one the gate admitted (gated) that ended
 // without its answer saying anything lets the next attempt through (on a
 // failure) or opens the gate (on a success). A throttled error of fn's
 // that names its wait feeds the hold, and is handed on with that wait taken
 // off (see heldError).
-func (l *Limiter) exit(token stage.Token, err error) error {
-	if token == gated {
+func (l *Limiter) exit(gated bool, err error) error {
+	if gated {
 		l.mu.Lock()
 		l.out--
 		if l.gate && l.budget == 0 {

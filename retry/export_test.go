@@ -2,12 +2,10 @@ package retry
 
 import (
 	"context"
-
-	"github.com/watertight/watertight/internal/stage"
 )
 
 // Next and AttemptContext give the tests the loop compose drives.
-func (r *Retry) Next(ctx context.Context, n int, err error, state stage.Token) (bool, stage.Token, error) {
+func (r *Retry) Next(ctx context.Context, n int, err error, state *call) (bool, *call, error) {
 	return r.next(ctx, n, err, state)
 }
 

@@ -9,12 +9,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
-
-var _ stage.Repeater = (*repeater)(nil)
 
 // Retry runs a call again, after a wait, when it fails with an error worth
 // retrying; see the package documentation for the rules. Build one with
@@ -70,8 +67,7 @@ var _ policy.Concurrent = (*Retry)(nil)
 // retrying, waiting between attempts as the schedule asks. It returns nil as
 // soon as an attempt succeeds; otherwise the error the rules in the package
 // documentation give. Attempt n runs with a context for which [Attempt]
-// returns n. It panics if ctx or fn is nil. It runs the same loop as a
-// compose pipeline with r in its Retry slot.
+// returns n. It panics if ctx or fn is nil.
 func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("retry: nil Context")
@@ -79,7 +75,18 @@ func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("retry: nil fn")
 	}
-	return stage.Repeat(ctx, (*repeater)(r), fn)
+	var state *call
+	for n := 1; ; n++ {
+		err := fn(r.attemptContext(ctx, n))
+		if err == nil {
+			return nil
+		}
+		again, next, final := r.next(ctx, n, err, state)
+		if !again {
+			return final
+		}
+		state = next
+	}
 }
 
 // attemptKey is the context key of the attempt number.
@@ -108,7 +115,7 @@ func Attempt(ctx context.Context) int {
 
 // call is the state of one call between attempts, built at its first
 // failure that is retried (a call that succeeds at once builds none) and
-// passed from one next to the next as a stage.Token.
+// passed from one next to the next.
 type call struct {
 	// last is the error of the latest attempt that ran fn: once a call is
 	// retried, a later rejection is not the call's outcome (see next).
@@ -127,13 +134,12 @@ type call struct {
 // with the state for the next call of next, or returns again = false with
 // the error the call ends with. state must be nil on the first call of next
 // for a call and the returned next afterwards. It is what [Retry.Execute]
-// runs between attempts, and what package compose calls when it drives the
-// loop itself (see internal/stage).
-func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (again bool, next stage.Token, final error) {
+// runs between attempts.
+func (r *Retry) next(ctx context.Context, n int, err error, state *call) (again bool, next *call, final error) {
 	if err == nil {
 		return false, state, nil
 	}
-	c, _ := state.(*call)
+	c := state
 	// 1. A rejection (an open breaker, a full bulkhead) is never retried.
 	// It is the call's outcome only if fn never ran in this call: after
 	// attempts that ran fn and failed, the call ends exhausted with fn's
@@ -173,7 +179,7 @@ func (r *Retry) next(ctx context.Context, n int, err error, state stage.Token) (
 	// 6. The wait: asked for by the error, or from the schedule.
 	wait, reason := r.waitAfter(err, &c)
 	if c != nil {
-		state = c // a pointer converted to a Token: no allocation
+		state = c
 	}
 	if reason != "" {
 		return false, state, r.exhaust(ctx, n, reason, wait, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -116,22 +115,20 @@ func TestNilArguments(t *testing.T) {
 	}{
 		{"bulkhead Execute ctx", func() { bh.Execute(nilCtx, fn) }, "bulkhead: nil Context"},
 		{"bulkhead Execute fn", func() { bh.Execute(ctx, nil) }, "bulkhead: nil fn"},
-		{"bulkhead Enter ctx", func() { twoPhase(bh).Enter(nilCtx) }, "bulkhead: nil Context"},
+		{"bulkhead Acquire ctx", func() { bh.Acquire(nilCtx) }, "bulkhead: nil Context"},
 		{"deadline Execute ctx", func() { dl.Execute(nilCtx, fn) }, "deadline: nil Context"},
 		{"deadline Execute fn", func() { dl.Execute(ctx, nil) }, "deadline: nil fn"},
-		{"deadline Enter ctx", func() { twoPhase(dl).Enter(nilCtx) }, "deadline: nil Context"},
+		{"deadline Start ctx", func() { dl.Start(nilCtx) }, "deadline: nil Context"},
 		{"retry Execute ctx", func() { rt.Execute(nilCtx, fn) }, "retry: nil Context"},
 		{"retry Execute fn", func() { rt.Execute(ctx, nil) }, "retry: nil fn"},
 		{"retry Attempt ctx", func() { retry.Attempt(nilCtx) }, "retry: nil Context"},
 		{"breaker Execute ctx", func() { br.Execute(nilCtx, fn) }, "breaker: nil Context"},
 		{"breaker Execute fn", func() { br.Execute(ctx, nil) }, "breaker: nil fn"},
-		{"breaker Enter ctx", func() { twoPhase(br).Enter(nilCtx) }, "breaker: nil Context"},
+		{"breaker Allow ctx", func() { br.Allow(nilCtx) }, "breaker: nil Context"},
 		{"compose Execute ctx", func() { p.Execute(nilCtx, fn) }, "compose: nil Context"},
 		{"compose Execute fn", func() { p.Execute(ctx, nil) }, "compose: nil fn"},
-		{"stage.Run ctx", func() { stage.Run(nilCtx, twoPhase(bh), fn) }, "stage: nil Context"},
-		{"stage.Run fn", func() { stage.Run(ctx, twoPhase(bh), nil) }, "stage: nil fn"},
-		{"stage.Repeat ctx", func() { stage.Repeat(nilCtx, repeater(rt), fn) }, "stage: nil Context"},
-		{"stage.Repeat fn", func() { stage.Repeat(ctx, repeater(rt), nil) }, "stage: nil fn"},
+		{"compose Start ctx", func() { p.Start(nilCtx, fn) }, "compose: nil Context"},
+		{"compose Start fn", func() { p.Start(ctx, nil) }, "compose: nil fn"},
 		{"policy.Do fn", func() { policy.Do[int](ctx, p, nil) }, "policy: nil fn"},
 		// Do passes ctx on to the policy, which names itself.
 		{"policy.Do ctx", func() {
@@ -182,16 +179,19 @@ func TestExtremeValues(t *testing.T) {
 				return
 			}
 			defer b.Close()
+			var held []bulkhead.Permit
 			for range 100 {
-				if _, _, err := twoPhase(b).Enter(ctx); err != nil {
+				p, err := b.Acquire(ctx)
+				if err != nil {
 					t.Error(err)
 				}
+				held = append(held, p)
 			}
 			if err := b.Execute(ctx, ok); err != nil || b.Active() != 100 {
 				t.Errorf("Execute = %v, Active %d", err, b.Active())
 			}
-			for range 100 {
-				twoPhase(b).Exit(ctx, nil, nil)
+			for _, p := range held {
+				p.Release()
 			}
 		})
 	})
@@ -202,7 +202,7 @@ func TestExtremeValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			twoPhase(b).Enter(ctx)
+			held, _ := b.Acquire(ctx)
 			errs := make(chan error, 1000)
 			for range 1000 {
 				go func() { errs <- b.Execute(ctx, ok) }()
@@ -213,7 +213,7 @@ func TestExtremeValues(t *testing.T) {
 			if b.Queued() != 1000 {
 				t.Fatalf("Queued = %d after a century; want all 1000 still waiting", b.Queued())
 			}
-			twoPhase(b).Exit(ctx, nil, nil)
+			held.Release()
 			for range 1000 {
 				if err := <-errs; err != nil {
 					t.Fatal(err)
@@ -332,14 +332,3 @@ func TestExtremeValues(t *testing.T) {
 	})
 }
 
-// twoPhase returns the two-phase face compose runs p through.
-func twoPhase(p policy.Policy) stage.Stage {
-	s, _ := stage.Of(p)
-	return s
-}
-
-// repeater returns the loop face compose drives p through.
-func repeater(p policy.Policy) stage.Repeater {
-	_, r := stage.Of(p)
-	return r
-}

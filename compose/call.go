@@ -1,0 +1,220 @@
+package compose
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
+)
+
+// call is one run through a pipeline. It walks the slots with from, one
+// stack frame per slot, and each frame ends its slot's hold when what is
+// below returns. When fn hands the call over, each frame instead saves its
+// exit in pending, innermost first, for Held.End to run later.
+type call struct {
+	p        *Pipeline
+	fn       func(context.Context) error
+	attempts trace.Tracer    // starts attempt spans, or nil
+	learner  adaptive.Permit // the Bulkhead slot's adaptive permit, if any
+	handed   bool            // fn returned ErrHandOver
+	pending  []exit
+}
+
+// exit is what ends one slot's hold, or one attempt's or the call's
+// telemetry. Only the fields of its kind are set.
+type exit struct {
+	kind  kind
+	bulk  bulkhead.Permit
+	adapt adaptive.Permit
+	timer deadline.Timer
+	rate  ratelimit.Permit
+	brk   breaker.Permit
+	span  trace.Span
+	start time.Time
+	clock *stage.AnswerClock
+	ctx   context.Context // kindCall: the call's context
+	timed bool            // kindCall: the duration is recorded
+}
+
+// from runs slots[i:] and fn.
+func (c *call) from(ctx context.Context, i int) error {
+	if i == len(c.p.slots) {
+		err := c.fn(ctx)
+		if err == ErrHandOver {
+			c.handed = true
+			return nil
+		}
+		return err
+	}
+	s := &c.p.slots[i]
+	switch s.kind {
+	case kindAttempt:
+		return c.attempt(ctx, i)
+	case kindExecute:
+		return s.policy.Execute(ctx, func(ctx context.Context) error { return c.from(ctx, i+1) })
+	}
+	inner, x, err := enter(ctx, s)
+	if err != nil {
+		return err
+	}
+	if x.kind == kindAdaptive {
+		c.learner = x.adapt
+	}
+	return c.under(inner, i, x)
+}
+
+// enter takes the hold of the built-in policy in s.
+func enter(ctx context.Context, s *slot) (context.Context, exit, error) {
+	x := exit{kind: s.kind}
+	var err error
+	switch p := s.policy.(type) {
+	case *bulkhead.Bulkhead:
+		x.bulk, err = p.Acquire(ctx)
+	case *adaptive.Limiter:
+		x.adapt, err = p.Acquire(ctx)
+	case *deadline.Deadline:
+		ctx, x.timer = p.Start(ctx)
+	case *ratelimit.Limiter:
+		x.rate, err = p.Wait(ctx)
+	case *breaker.Breaker:
+		x.brk, err = p.Allow(ctx)
+	}
+	return ctx, x, err
+}
+
+// attempt starts one attempt's span and clock, then runs what is below.
+func (c *call) attempt(ctx context.Context, i int) error {
+	x := exit{kind: kindAttempt}
+	if c.attempts != nil && c.p.retries {
+		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, c.p.attemptOptions(retry.Attempt(ctx))...)
+	}
+	if c.p.learns {
+		x.start = time.Now()
+		if x.clock = stage.AnswerClockFrom(ctx); x.clock != nil {
+			x.clock.Start(x.start)
+		}
+	}
+	return c.under(ctx, i, x)
+}
+
+// under runs slots[i+1:] and fn, then ends x with their outcome: at once,
+// or, if fn handed the call over, once Held.End is called. If anything
+// below panics or calls runtime.Goexit, x ends with stage.ErrAborted and
+// the panic goes on.
+func (c *call) under(ctx context.Context, i int, x exit) (err error) {
+	finished := false
+	defer func() {
+		if !finished {
+			c.end(&x, stage.ErrAborted)
+		}
+	}()
+	err = c.from(ctx, i+1)
+	finished = true
+	if c.handed {
+		c.pending = append(c.pending, x)
+		return nil
+	}
+	return c.end(&x, err)
+}
+
+// end ends x with the outcome err and returns the outcome as seen above it.
+func (c *call) end(x *exit, err error) error {
+	switch x.kind {
+	case kindBulkhead:
+		x.bulk.Release()
+	case kindAdaptive:
+		x.adapt.Release()
+	case kindDeadline:
+		return x.timer.Stop(err)
+	case kindRateLimit:
+		return x.rate.Done(err)
+	case kindBreaker:
+		return x.brk.Done(err)
+	case kindAttempt:
+		c.endAttempt(x, err)
+	case kindCall:
+		c.p.observe(x.ctx, x.span, x.start, x.timed, err)
+	}
+	return err
+}
+
+// endAttempt gives the adaptive limit its sample, up to the answer if the
+// clock marked one, and ends the attempt's span. An aborted attempt is no
+// sample.
+func (c *call) endAttempt(x *exit, err error) {
+	if c.p.learns && err != stage.ErrAborted {
+		end := time.Now()
+		d := end.Sub(x.start)
+		if x.clock != nil {
+			d = x.clock.Latency(end)
+		}
+		c.learner.Observe(d, err)
+	}
+	if x.span != nil {
+		endSpan(x.span, err)
+	}
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(telemetry.KeyError.String(telemetry.ErrorType(err)))
+	}
+	span.End()
+}
+
+// Held is a call that [Pipeline.Start] handed over: every policy of the
+// pipeline still holds what it took for it. Its End must be called once.
+type Held struct {
+	c     *call
+	ended bool
+}
+
+// End ends the held call with its outcome err, which each policy judges
+// as if fn had returned it, innermost first, and returns the call's error.
+// If a policy's work panics, the policies outside it still end (with an
+// aborted outcome) and the panic goes on. End panics if called twice.
+func (h *Held) End(err error) error {
+	if h.ended {
+		panic("compose: held call ended twice")
+	}
+	h.ended = true
+	return h.c.endFrom(0, err)
+}
+
+// endFrom ends pending[k:] in order, each with the error the one before
+// returned.
+func (c *call) endFrom(k int, err error) error {
+	for ; k < len(c.pending); k++ {
+		ok := false
+		func() {
+			defer func() {
+				if !ok {
+					c.abortFrom(k + 1)
+				}
+			}()
+			err = c.end(&c.pending[k], err)
+			ok = true
+		}()
+	}
+	return err
+}
+
+// abortFrom ends pending[k:] as aborted, each even if one before panics.
+func (c *call) abortFrom(k int) {
+	if k >= len(c.pending) {
+		return
+	}
+	defer c.abortFrom(k + 1)
+	c.end(&c.pending[k], stage.ErrAborted)
+}
