@@ -18,7 +18,6 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
-	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
