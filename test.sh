@@ -32,10 +32,28 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+# Docs speak about the code as it is, not about how it was built: process
+# wording in README.md, CONTRIBUTING.md, doc/, doc.go files, Go comments or
+# test file names fails the run (at the end, with the other failures).
+step "process wording"
+wording='not met|found by review|by review|previous (run|session)|earlier (run|session)|review round|reviewer|\breview\b|\bissue [0-9]+'
+process_hits=$(
+	{
+		git ls-files README.md CONTRIBUTING.md doc '*doc.go' | xargs -r grep -HniE "$wording"
+		git ls-files '*.go' | xargs -r grep -HnE "//.*" | grep -iE "^[^:]+:[0-9]+:.*//.*($wording)"
+		git ls-files '*_test.go' | grep -iE 'review|session|not_?met|previous_?run|earlier_?run'
+	} 2>/dev/null | sort -u || true
+)
+if [ -n "$process_hits" ]; then
+	echo "process wording (say what the code does instead):" >&2
+	echo "$process_hits" >&2
+fi
+
 # The simulations skip under -short and -race: they are bench/run.sh's.
 skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts): cd bench && go test -count=1 -run '^TestSim' -v ."
 	"fuzzing for new inputs (every target's seed corpus ran as a test; CI fuzzes each target for 2 s): FUZZTIME=2s ./fuzz.sh")
 failed=()
+[ -n "$process_hits" ] && failed+=("process wording in the docs, Go comments or test file names (listed above)")
 if ! command -v redis-server >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_REDIS:-0}" = 1 ] && { echo "redis-server not found and WATERTIGHT_REQUIRE_REDIS=1" >&2; exit 1; }
 	skipped+=("redisstate's tests against a real Redis: install redis-server (Debian: sudo apt-get update && sudo apt-get install -y redis-server)")

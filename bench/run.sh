@@ -12,15 +12,18 @@
 #                        (the limits over time; copied to adaptive-limit.svg)
 #   out/sim-attempts.txt the output of TestSimAttempts (retry budget and
 #                        hedging, simulated), which writes out/sim-attempts.json
-#   out/table.md         Markdown summary: machine, medians, ratios, targets,
-#                        the simulation's figures and targets if
-#                        out/sim-adaptive.json exists; also spliced into
-#                        ../README.md (README=0: not)
+#   out/machine.txt      the machine the rounds ran on: go version, CPU model
+#                        (from /proc/cpuinfo) and core count, recorded at the
+#                        start of the run
+#   out/table.md         Markdown summary: the command, the machine, medians,
+#                        ratios, targets, the simulation's figures and
+#                        targets if out/sim-adaptive.json exists; also
+#                        spliced into README.md here (README=0: not)
 # Environment: COUNT (default 6), BENCHTIME (default 300ms), BENCH (default .),
-# README (1: splice the report into ../README.md; default 1 for a full run,
-# 0 for a subset), REPORT_ONLY (1: skip the runs, report on out/raw.txt and
-# out/sim-adaptive.json), SIM (0: skip the simulation, and leave it out of
-# the report; default 1).
+# README (1: splice the report into README.md, this directory's; default 1
+# for a full run, 0 for a subset), REPORT_ONLY (1: skip the runs, report on
+# out/raw.txt, out/machine.txt and out/sim-adaptive.json), SIM (0: skip the
+# simulation, and leave it out of the report; default 1).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -44,6 +47,16 @@ if [ "${REPORT_ONLY:-0}" = 1 ]; then
 else
 	LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 	export LOADAVG_START COUNT
+
+	# The machine, recorded now so that a later REPORT_ONLY=1 run reports
+	# the machine the rounds ran on, not its own.
+	{
+		echo "go: $(go version)"
+		echo "cpu: $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | sed -n 1p)"
+		echo "cores: $(nproc)"
+		echo "command: cd bench && COUNT=$COUNT BENCHTIME=$BENCHTIME BENCH='$BENCH' SIM=${SIM:-1} ./run.sh"
+	} >out/machine.txt
+	cat out/machine.txt >&2
 
 	# The suite runs COUNT times, each benchmark once per round, rather than
 	# each benchmark COUNT times in a row: on a shared machine a slow spell then
@@ -97,22 +110,39 @@ benchstat out/scaling.raw >out/scaling.txt
 benchstat -col /lib out/scaling.raw >out/scaling-by-lib.txt
 rm -f out/*.raw
 
-go run ./cmd/benchtable out/raw.txt >out/table.md
+# The report: benchtable's tables, with the command that reproduces them
+# and the machine they ran on (out/machine.txt) after its title.
+machine() {
+	local v
+	v=$(sed -n "s/^$1: //p" out/machine.txt 2>/dev/null | sed -n 1p)
+	echo "${v:-unknown}"
+}
+go run ./cmd/benchtable out/raw.txt >out/table.body.md
+{
+	sed -n 1p out/table.body.md
+	echo
+	echo "Command: \`$(machine command)\`."
+	echo
+	echo "Run on: $(machine cpu), $(machine cores) cores, $(machine go)."
+	sed -n '2,$p' out/table.body.md
+} >out/table.md
+rm -f out/table.body.md
 cat out/table.md
 
 # With README=1, the report replaces what stands between the markers
-# <!-- bench:begin --> and <!-- bench:end --> in ../README.md (its title
-# dropped, its sections demoted to fit under Performance), so that the
-# figures there are always a real run's.
+# <!-- bench:begin --> and <!-- bench:end --> in README.md (this
+# directory's; its title dropped, its sections demoted one level to fit
+# under "The latest full run"), so that the figures there are always a
+# real run's.
 README=${README:-$([ "$BENCH" = . ] && echo 1 || echo 0)}
-if [ "$README" != 0 ] && grep -q '<!-- bench:begin -->' ../README.md; then
+if [ "$README" != 0 ] && grep -q '<!-- bench:begin -->' README.md; then
 	awk -v table=out/table.md '
 		/<!-- bench:begin -->/ {
 			print
 			first = 1
 			while ((getline line < table) > 0) {
 				if (first) { first = 0; continue }
-				sub(/^## /, "#### ", line)
+				sub(/^## /, "### ", line)
 				print line
 			}
 			skip = 1
@@ -120,7 +150,7 @@ if [ "$README" != 0 ] && grep -q '<!-- bench:begin -->' ../README.md; then
 		}
 		/<!-- bench:end -->/ { skip = 0 }
 		!skip
-	' ../README.md >out/README.md.new
-	mv out/README.md.new ../README.md
-	echo "updated ../README.md between the bench markers" >&2
+	' README.md >out/README.md.new
+	mv out/README.md.new README.md
+	echo "updated README.md between the bench markers" >&2
 fi
