@@ -1,9 +1,9 @@
 package adaptive_test
 
 // Congestion that shows as a tail must lower the limit as congestion that
-// slows every call does. (By the third reviewer of the probe fixes: a cap
-// of each sample at 3 x noLoad hid a LIFO server's starving calls, with
-// the limit at 37 against a capacity of 10 and 5% of calls timing out.)
+// slows every call does: a cap of each sample at 3 x noLoad must not hide
+// a LIFO server's starving calls (a limit of 37 against a capacity of 10,
+// with 5% of calls timing out).
 import (
 	"context"
 	"errors"

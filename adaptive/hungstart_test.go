@@ -17,8 +17,8 @@ import (
 // the first probe can never get its 10 samples while they are held. Nothing
 // can be measured, but the limiter must not sit at the probe's cap: each
 // abandoned probe doubles the wait for the next (ProbeInterval, then 2x,
-// 4x, 8x), and in between it admits InitialLimit. (By the third reviewer:
-// capped in 300 of 300 s.)
+// 4x, 8x), and in between it admits InitialLimit, rather than staying
+// capped for the whole run.
 func TestHungFromStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})

@@ -117,8 +117,8 @@ func TestStreamsDrift(t *testing.T) {
 // (12 callers, MaxLimit 12) drifts to 2 to 10 s: the periodic probe
 // re-measures noLoad. The latencies cycle through 1, 1.5,
 // ..., 5 s (times 2 after the drift), so that any 10 consecutive calls
-// have a median of about 3 s (6 s): a reviewer's scenario, with uniform
-// random latencies whose medians of 10 overlapped in one run in six.
+// have a median of about 3 s (6 s); uniform random latencies would give
+// medians of 10 that overlap now and then.
 func TestSlowSteadyDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{MaxQueue: adaptive.Unbounded, MaxLimit: 12})

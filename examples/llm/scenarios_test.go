@@ -32,7 +32,7 @@ import (
 // are loose: a Limiter that holds but lets everything after a hold go at
 // once misses them, but the gate's finer rules (the hold's length, the
 // order of answers, the uncounted attempts, the timed release) can be
-// broken and still meet them (a review's mutations did); ratelimit's own
+// broken and still meet them; ratelimit's own
 // tests guard those.
 func TestQuotaSimulated(t *testing.T) {
 	for _, noThrottle := range []bool{false, true} {

@@ -258,13 +258,13 @@ func (r report) targets() {
 
 	// The breaker's part of the floor is gobreaker's two-step face, the one
 	// the breaker drives (Allow and its done closure, one allocation).
-	// Issue 5 set the floor as context.WithTimeout + gobreaker + one span on
-	// the no-op tracer, which the pipeline then started on every call. It
-	// no longer does with telemetry off, so the second row holds the
-	// composition to the floors it still pays: the stricter bound.
+	// This floor is context.WithTimeout + gobreaker + one span on the
+	// no-op tracer. The pipeline starts no span with telemetry off, so the
+	// second row holds the composition to the floors it still pays: the
+	// stricter bound.
 	floor := ns("Floor/op=WithTimeout") + ns("Floor/op=gobreaker-2step") + ns("Floor/op=noop-span")
 	c, ca := ns("Composed/lib=watertight"), allocs("Composed/lib=watertight")
-	r.check("four composed (floors as issue 5 set them)", fmt.Sprintf("<= WithTimeout + two-step + no-op span %s + 150 ns, <= 8 allocs", fmtNum(floor)),
+	r.check("four composed (floors with a no-op span)", fmt.Sprintf("<= WithTimeout + two-step + no-op span %s + 150 ns, <= 8 allocs", fmtNum(floor)),
 		fmt.Sprintf("%s ns (%+.0f), %s allocs", fmtNum(c), c-floor, fmtNum(ca)), c <= floor+150 && ca <= 8)
 	paid := ns("Floor/op=WithTimeout") + ns("Floor/op=gobreaker-2step")
 	r.check("four composed (the floors it pays: no span when telemetry is off)", fmt.Sprintf("<= WithTimeout + two-step %s + 150 ns", fmtNum(paid)),
