@@ -44,11 +44,6 @@
 //     included, waits out the provider's hold (package ratelimit), and
 //     outside the breaker so that a held attempt does not hold a half-open
 //     probe's place. A held attempt keeps its bulkhead slot.
-//   - A Hedge (retry.Hedge) in the Retry slot runs its concurrent attempts
-//     each through the slots below, with its own attempt span; a losing
-//     attempt is reported to them as canceled, so the breaker excludes it.
-//     A pipeline with no hedge says so ([Pipeline.ConcurrentAttempts]), and
-//     policy.Do then looks for no attempt's claim.
 //   - The Breaker sits inside the retry so that it judges each attempt: three
 //     failed attempts are three failures, and once it opens, the next attempt
 //     is rejected and the retry loop ends at once.
@@ -57,14 +52,23 @@
 //     budget lasts. [New] rejects an Attempt timeout longer than the Deadline.
 //
 // Every slot is optional (nil slots are skipped) and takes any
-// [policy.Policy]: the built-in ones, or a user's own that keeps the contract
-// in package policy. The built-in policies run in two phases (before fn,
-// after fn) through an interface internal to this module, so a pipeline of
-// them allocates no closure per call; any other policy is called through
-// its Execute method, at the cost of one closure. The innermost policy is
-// called through its Execute, with the fn given to [Pipeline.Execute]
-// itself, which needs no closure, unless it is a retry or an adaptive limit
-// in the Bulkhead slot (which compose times, attempt by attempt).
+// [policy.Policy]. The policies of this module are a closed set, found by
+// their types: compose takes and frees their holds in two steps
+// (bulkhead.Bulkhead.Acquire, breaker.Breaker.Allow, deadline.Deadline.Start,
+// ratelimit.Limiter.Wait, adaptive.Limiter.Acquire). A Retry, and any policy
+// of another package, runs through its Execute, with what is below it as
+// fn. A hedge runs whole calls: wrap the pipeline with retry.Hedged rather
+// than putting it in a slot.
+//
+// # Hand-over
+//
+// [Pipeline.Start] runs a call that may outlive it, such as an HTTP
+// response whose body the caller reads later. fn returns [ErrHandOver] to
+// hand the call over; every policy of this module then keeps its hold
+// until [Held.End] gives the call's outcome. A Retry sees the hand-over as
+// a success and retries nothing after it. A policy of another package
+// sees the same success, and frees its hold then ([Pipeline.Holds]
+// reports whether a pipeline has one).
 //
 // # Telemetry
 //

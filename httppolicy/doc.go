@@ -14,20 +14,19 @@
 //
 // Execute wraps the call, and the response must reach the caller before the
 // call ends (as soon as the headers are in). When Policy is a
-// *compose.Pipeline (or a watertight.Pipeline) of this module's policies
-// that never runs attempts concurrently (no hedge, no policy of another
-// package in a slot, and not a Repeater in nearly every slot), RoundTrip runs Execute on the caller's goroutine and the
-// pipeline suspends the call: the attempt's fn sends the request with the
-// context Execute gave it and, on an accepted response, wraps the body and
-// returns at once, leaving every policy above it entered (the bulkhead
-// slot taken, the deadline's context live), and RoundTrip returns the
-// response. The body's end resumes the call on the goroutine that ends it:
-// EOF (a success), an early Close (a success: the caller chose to stop), a
-// failed Read (that error: a failure); and so does the end of the
-// attempt's context (its error), read or not, on a goroutine of the
-// context package's. The retry then judges the outcome, the policies exit
-// and the pipeline records its telemetry, as if the attempt had waited for
-// the body inside Execute. No goroutine is started per request.
+// *compose.Pipeline (or a watertight.Pipeline) whose slots hold only this
+// module's policies (compose.Pipeline.Holds), RoundTrip runs it with
+// compose.Pipeline.Start on the caller's goroutine. The attempt's fn sends
+// the request with the context the pipeline gave it and, on an accepted
+// response, wraps the body and hands the call over: every policy keeps its
+// hold (the bulkhead slot taken, the deadline's context live), and
+// RoundTrip returns the response. The body's end ends the call
+// (compose.Held.End) on the goroutine that ends it: EOF (a success), an
+// early Close (a success: the caller chose to stop), a failed Read (that
+// error: a failure); and so does the end of the attempt's context (its
+// error), read or not, on a goroutine of the context package's. The
+// policies then judge the outcome and record their telemetry, as if the
+// attempt had waited for the body. No goroutine is started per request.
 //
 // Any other policy is run on a goroutine of its own: its Execute must not
 // return before fn has, so the attempt's fn hands the response to
@@ -47,8 +46,9 @@
 // cannot be stopped and ends that goroutine, where on the other path it
 // ended only the policy's own. Hooks must not call runtime.Goexit.
 //
-// Once the response has been handed over, nothing is retried: the stream's
-// outcome is marked with retry.Permanent. A 101 Switching Protocols
+// Once the response has been handed over, nothing is retried. On the
+// goroutine path the stream's outcome is marked with retry.Permanent; a
+// handed-over pipeline call returns it unmarked. A 101 Switching Protocols
 // response keeps its writable body (an io.ReadWriteCloser, as net/http
 // gives it), and the call lasts as long as the switched connection.
 //
