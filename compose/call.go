@@ -28,6 +28,9 @@ type call struct {
 	learner  adaptive.Permit // the Bulkhead slot's adaptive permit, if any
 	handed   bool            // fn returned ErrHandOver
 	pending  []exit
+	// below runs the slots below the pipeline's one Retry: the fn given
+	// to its Execute, built once per recycled call (see calls).
+	below func(context.Context) error
 }
 
 // exit is what ends one slot's hold, or one attempt's or the call's
@@ -61,6 +64,9 @@ func (c *call) from(ctx context.Context, i int) error {
 	case kindAttempt:
 		return c.attempt(ctx, i)
 	case kindExecute:
+		if c.below != nil && i == c.p.retryAt {
+			return s.policy.Execute(ctx, c.below)
+		}
 		return s.policy.Execute(ctx, func(ctx context.Context) error { return c.from(ctx, i+1) })
 	}
 	inner, x, err := enter(ctx, s)

@@ -37,6 +37,8 @@ type Pipeline struct {
 	holds bool
 	// retries: a Retry is in a slot, and each attempt gets a span.
 	retries bool
+	// retryAt is the index in slots of the first Retry, or -1.
+	retryAt int
 
 	tracer      telemetry.Tracer
 	spanName    string
@@ -112,11 +114,15 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		attemptName: "watertight " + name + " attempt",
 		pipelineKV:  telemetry.KeyPipeline.String(name),
 		holds:       true,
+		retryAt:     -1,
 	}
 	pl.slots = p.build()
-	for _, s := range pl.slots {
+	for i, s := range pl.slots {
 		pl.learns = pl.learns || s.kind == kindAdaptive
 		if _, ok := s.policy.(*retry.Retry); ok {
+			if !pl.retries {
+				pl.retryAt = i
+			}
 			pl.retries = true
 		} else if s.kind == kindExecute {
 			pl.holds = false
@@ -228,7 +234,11 @@ func (c *call) held(err error) (*Held, error) {
 // calls recycles the state of calls through pipelines that hold only this
 // module's policies, none of which calls fn after its Execute returned, so
 // that a call (a rejection above all) allocates nothing of compose's.
-var calls = sync.Pool{New: func() any { return new(call) }}
+var calls = sync.Pool{New: func() any {
+	c := new(call)
+	c.below = func(ctx context.Context) error { return c.from(ctx, c.p.retryAt+1) }
+	return c
+}}
 
 func (p *Pipeline) newCall(fn policy.Func) *call {
 	if !p.holds {
@@ -243,7 +253,7 @@ func (p *Pipeline) newCall(fn policy.Func) *call {
 // the fn that refers to it.
 func (p *Pipeline) free(c *call) {
 	if p.holds {
-		*c = call{}
+		*c = call{below: c.below}
 		calls.Put(c)
 	}
 }
