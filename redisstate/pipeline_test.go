@@ -14,12 +14,12 @@ import (
 )
 
 // TestPipelineUse: a Budget in the Bulkhead slot and a SharedBreaker in the
-// Breaker slot of a watertight pipeline (Config.Use), run in two phases by
-// compose: a full budget rejects, a panic gives the lease back, and a trip
-// on one replica's pipeline opens the other's.
+// Breaker slot of a watertight pipeline (Config.Use), each run through its
+// Execute: a full budget rejects, a panic gives the lease back and counts
+// as a failure, and a trip on one replica's pipeline opens the other's.
 func TestPipelineUse(t *testing.T) {
 	s := startRedis(t)
-	mk := func() (*watertight.Pipeline, *redisstate.Budget) {
+	mk := func() (*watertight.Pipeline, *redisstate.Budget, *redisstate.SharedBreaker) {
 		b := newBudget(t, redisstate.BudgetConfig{Name: "pipe", Limit: 1, Redis: patientRedis(newClient(t, s.Addr()))})
 		br := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "pipe", ConsecutiveFailures: 2, OpenTimeout: time.Minute},
 			Redis: patientRedis(newClient(t, s.Addr())), PollInterval: 20 * time.Millisecond})
@@ -28,10 +28,10 @@ func TestPipelineUse(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		return p, b
+		return p, b, br
 	}
-	a, ba := mk()
-	b, _ := mk()
+	a, ba, bra := mk()
+	b, _, _ := mk()
 	ctx := context.Background()
 
 	held, release := make(chan struct{}), make(chan struct{})
@@ -58,13 +58,14 @@ func TestPipelineUse(t *testing.T) {
 	if ba.InFlight() != 0 {
 		t.Fatalf("%d in flight after a panic", ba.InFlight())
 	}
+	if c := bra.Breaker().Counts(); c.TotalFailures != 1 {
+		t.Fatalf("a panic not counted as a failure: %+v", c)
+	}
 	if err := b.Execute(ctx, func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("lease not given back after a panic: %v", err)
 	}
 
-	for range 2 {
-		a.Execute(ctx, func(context.Context) error { return errBoom })
-	}
+	a.Execute(ctx, func(context.Context) error { return errBoom }) // the second failure in a row
 	eventually(t, patience, "the other pipeline's breaker opens", func() bool {
 		return errors.Is(b.Execute(ctx, func(context.Context) error { return nil }), breaker.ErrOpen)
 	})
