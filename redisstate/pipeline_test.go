@@ -3,6 +3,9 @@ package redisstate_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/redisstate"
 )
 
@@ -69,4 +73,44 @@ func TestPipelineUse(t *testing.T) {
 	eventually(t, patience, "the other pipeline's breaker opens", func() bool {
 		return errors.Is(b.Execute(ctx, func(context.Context) error { return nil }), breaker.ErrOpen)
 	})
+}
+
+// TestTransportHoldsLease: through httppolicy's Transport, a pipeline
+// with a Budget holds the lease until the response body ends, and the
+// shared breaker counts the exchange only then.
+func TestTransportHoldsLease(t *testing.T) {
+	s := startRedis(t)
+	c := newClient(t, s.Addr())
+	b := newBudget(t, redisstate.BudgetConfig{Name: "http", Limit: 1, Redis: patientRedis(c)})
+	br := newShared(t, redisstate.BreakerConfig{Breaker: breaker.Config{Name: "http"}, Redis: patientRedis(newClient(t, s.Addr()))})
+	p, err := compose.New("http", compose.Policies{Bulkhead: b, Breaker: br})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "body")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &httppolicy.Transport{Policy: p}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := zcard(t, c, leasesKey("http")); n != 1 || b.InFlight() != 1 {
+		t.Fatalf("body unread: %d leases, %d in flight", n, b.InFlight())
+	}
+	if got := br.Breaker().Counts(); got.TotalSuccesses != 0 {
+		t.Fatalf("counted before the body ended: %+v", got)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := zcard(t, c, leasesKey("http")); n != 0 || b.InFlight() != 0 {
+		t.Fatalf("body read: %d leases, %d in flight", n, b.InFlight())
+	}
+	if got := br.Breaker().Counts(); got.TotalSuccesses != 1 {
+		t.Fatalf("after the body: %+v", got)
+	}
 }
