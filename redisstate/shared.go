@@ -189,20 +189,21 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
-// errPanicked is the outcome reported to the local breaker for a call
-// whose fn panicked or called runtime.Goexit. It counts as a failure: the
-// breaker excludes only nil, a rejection (policy.ErrRejected),
-// context.Canceled and, by default, policy.ErrThrottled, none of which it
-// matches, and then asks Config.IsFailure, which DefaultIsFailure answers
-// true and NewSharedBreaker's wrapper of any other IsFailure answers true
-// for it. As for any outcome, a call whose caller's ctx had ended first
-// (not by a Deadline's timer) is excluded instead.
+// errPanicked is the outcome reported to the local breaker when fn panics
+// or calls runtime.Goexit. The breaker counts it as a failure. Its outcome
+// rules (breaker/outcome.go) exclude nil, a rejection (policy.ErrRejected),
+// context.Canceled and, by default, policy.ErrThrottled: errPanicked
+// matches none of them. Then Config.IsFailure decides: DefaultIsFailure
+// returns true for it, and NewSharedBreaker wraps any other IsFailure to
+// return true for it.
 var errPanicked = errors.New("redisstate: fn panicked or called runtime.Goexit")
 
 // Execute runs fn through the local breaker: see [breaker.Breaker.Execute].
 // A call admitted while the local breaker is held for a shared open period
-// is a probe of it. It never waits for Redis. It panics if ctx or fn is
-// nil.
+// is a probe of it. If fn panics or calls runtime.Goexit, the call counts
+// as a failure and the panic goes on; but if ctx had ended first (not by a
+// Deadline's timer), the call is excluded, as any outcome then is. Execute
+// never waits for Redis. It panics if ctx or fn is nil.
 func (s *SharedBreaker) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("redisstate: nil Context")
