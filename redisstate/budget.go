@@ -16,8 +16,6 @@ import (
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
-	"github.com/watertight/watertight/internal/stage"
-	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -46,7 +44,7 @@ type Budget struct {
 	name     string
 	conn     *conn
 	limit    int
-	local    stage.Stage // nil without BudgetConfig.Local
+	local    *bulkhead.Bulkhead // BudgetConfig.Local, or nil
 	ttl      time.Duration
 	ttlMS    string // ttl in milliseconds, as the scripts take it
 	repTTLMS string
@@ -70,15 +68,13 @@ type Budget struct {
 	ghosts  []any
 	haunted atomic.Bool // ghosts is not empty
 
-	rejFull, rejWait, rejUnavailable *telemetry.Rejection
+	rejFull, rejWait, rejUnavailable *rejection
 	fallback                         *fallbackRecord
 	onReject                         func(context.Context, *policy.RejectedError)
 
 	closeOnce sync.Once
 	reg       metric.Registration
 }
-
-var _ stage.Stage = (*budgetStage)(nil)
 
 // NewBudget returns a Budget configured by cfg, or an error naming the
 // first invalid field. It does not contact Redis. Call [Budget.Close] when
@@ -95,7 +91,8 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if ttl == 0 {
 		ttl = DefaultLeaseTTL
 	}
-	in := telemetry.NewInstruments(cfg.MeterProvider)
+	m := meterOf(cfg.MeterProvider)
+	rejections := rejectionCounter(m)
 	prefix := keyPrefix("budget", cfg.Name)
 	b := &Budget{
 		name:     cfg.Name,
@@ -111,20 +108,18 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 		replica:  cfg.Replica,
 		keys:     []string{prefix + "leases", prefix + "replicas", prefix + "replicas:since"},
 		limitArg: strconv.Itoa(cfg.Limit),
-		rejFull:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonFull, bulkhead.ErrFull),
-		rejWait:  telemetry.NewRejection(in, KindBudget, cfg.Name, bulkhead.ReasonWaitTimeout, bulkhead.ErrFull),
-		rejUnavailable: telemetry.NewRejection(in, KindBudget, cfg.Name, ReasonRedisUnavailable,
+		local:    cfg.Local,
+		rejFull:  newRejection(rejections, KindBudget, cfg.Name, bulkhead.ReasonFull, bulkhead.ErrFull),
+		rejWait:  newRejection(rejections, KindBudget, cfg.Name, bulkhead.ReasonWaitTimeout, bulkhead.ErrFull),
+		rejUnavailable: newRejection(rejections, KindBudget, cfg.Name, ReasonRedisUnavailable,
 			bulkhead.ErrFull),
-		fallback: newFallbackRecord(in.Meter, KindBudget, cfg.Name, cfg.Fallback.String()),
+		fallback: newFallbackRecord(m, KindBudget, cfg.Name, cfg.Fallback.String()),
 		onReject: cfg.OnReject,
 	}
 	if b.replica == "" {
 		b.replica = newReplicaID()
 	}
-	if cfg.Local != nil {
-		b.local, _ = stage.Of(cfg.Local)
-	}
-	b.reg = b.registerObservers(in.Meter)
+	b.reg = b.registerObservers(m)
 	return b, nil
 }
 
@@ -144,50 +139,37 @@ func (b *Budget) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("redisstate: nil fn")
 	}
-	return stage.Run(ctx, (*budgetStage)(b), fn)
+	if b.local != nil {
+		slot, err := b.local.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		// Deferred, so that it also runs if fn panics or calls
+		// runtime.Goexit: the slot is never lost, and the panic goes on.
+		defer slot.Release()
+	}
+	l, err := b.admit(ctx)
+	if err != nil {
+		return err
+	}
+	// Runs before the slot's release (deferred calls run last in, first
+	// out), on a panic or Goexit in fn too.
+	defer b.end(ctx, l)
+	return fn(ctx)
 }
 
 // lease is one admitted call: its lease in Redis, if it has one.
 type lease struct {
 	b     *Budget
 	id    string // "" if admitted by the fallback
-	local stage.Token
 	mu    sync.Mutex
 	timer *time.Timer // renews the lease; nil without one
 	ended bool
 }
 
-// enter admits one call: Local first, then the global lease.
-func (b *Budget) enter(ctx context.Context) (context.Context, stage.Token, error) {
-	if ctx == nil {
-		panic("redisstate: nil Context")
-	}
-	var localTok stage.Token
-	if b.local != nil {
-		var err error
-		if _, localTok, err = b.local.Enter(ctx); err != nil {
-			return ctx, nil, err
-		}
-	}
-	l, err := b.admit(ctx)
-	if err != nil {
-		if b.local != nil {
-			b.local.Exit(ctx, localTok, err)
-		}
-		return ctx, nil, err
-	}
-	l.local = localTok
-	return ctx, l, nil
-}
-
-// exit ends a call enter admitted: it stops the renewal, releases the
-// lease (one round trip; if it fails, the lease lapses after LeaseTTL)
-// and the local slot, and returns err unchanged.
-func (b *Budget) exit(ctx context.Context, token stage.Token, err error) error {
-	l, _ := token.(*lease)
-	if l == nil {
-		return err
-	}
+// end ends a call admit admitted: it stops the renewal and releases the
+// lease (one round trip; if it fails, the lease lapses after LeaseTTL).
+func (b *Budget) end(ctx context.Context, l *lease) {
 	if l.id != "" {
 		l.mu.Lock()
 		l.ended = true
@@ -200,10 +182,6 @@ func (b *Budget) exit(ctx context.Context, token stage.Token, err error) error {
 		b.releaseIDs(ctx, b.takeGhosts(l.id))
 	}
 	b.inflight.Add(-1)
-	if b.local != nil {
-		b.local.Exit(ctx, l.local, err)
-	}
-	return err
 }
 
 // admit takes a lease, waiting up to MaxWait, or applies the fallback.
@@ -416,10 +394,10 @@ func (b *Budget) putGhosts(g []any) {
 }
 
 // reject records a rejection and calls OnReject.
-func (b *Budget) reject(ctx context.Context, r *telemetry.Rejection) error {
-	err := r.Record(ctx)
+func (b *Budget) reject(ctx context.Context, r *rejection) error {
+	err := r.record(ctx)
 	if b.onReject != nil {
-		b.onReject(ctx, r.Err)
+		b.onReject(ctx, r.err)
 	}
 	return err
 }
@@ -437,11 +415,11 @@ func (b *Budget) Replica() string { return b.replica }
 // registerObservers registers the watertight.bulkhead.active and queued
 // counters under kind "budget": this replica's calls in flight and waiting.
 func (b *Budget) registerObservers(m metric.Meter) metric.Registration {
-	active, queued := telemetry.SlotCounters(m)
+	active, queued := slotCounters(m)
 	if active == nil || queued == nil {
 		return nil
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(telemetry.PolicyAttrs(KindBudget, b.name)...))
+	opt := metric.WithAttributeSet(attribute.NewSet(policyAttrs(KindBudget, b.name)...))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(active, b.inflight.Load(), opt)
 		o.ObserveInt64(queued, b.waiting.Load(), opt)
@@ -474,28 +452,4 @@ func (b *Budget) Close() error {
 		b.conn.close()
 	})
 	return nil
-}
-
-// budgetStage is the two-phase face of a Budget that package compose runs.
-type budgetStage Budget
-
-func init() {
-	stage.Register(func(p policy.Policy) (stage.Stage, stage.Repeater) {
-		if x, ok := p.(*Budget); ok && x != nil {
-			return (*budgetStage)(x), nil
-		}
-		return nil, nil
-	})
-}
-
-func (s *budgetStage) Execute(ctx context.Context, fn policy.Func) error {
-	return (*Budget)(s).Execute(ctx, fn)
-}
-
-func (s *budgetStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	return (*Budget)(s).enter(ctx)
-}
-
-func (s *budgetStage) Exit(ctx context.Context, token stage.Token, err error) error {
-	return (*Budget)(s).exit(ctx, token, err)
 }

@@ -13,6 +13,16 @@
 // carries the same hash tag, {watertight:<kind>:<name>}, so the multi-key
 // scripts run on one Cluster slot.
 //
+// # In a pipeline
+//
+// In a compose pipeline, a Budget or a SharedBreaker runs through its
+// Execute, as any policy of another package does. Execute holds what it
+// took (a lease and a Local slot, or the local breaker's permit) while fn
+// runs, and gives it back when fn returns, panics or calls runtime.Goexit;
+// a panic or Goexit counts as a failure of the shared breaker. Through
+// httppolicy's Transport, such a pipeline runs on a goroutine of the
+// Transport's, and every policy holds until the response body ends.
+//
 // # Redis time, Redis off the hot path
 //
 // Every expiry (a lease, a trip, an open period) is scored by Redis TIME in

@@ -2,6 +2,7 @@ package redisstate
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -12,8 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/watertight/watertight/breaker"
-	"github.com/watertight/watertight/internal/stage"
-	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -83,7 +82,6 @@ type SharedBreaker struct {
 	// that a replica without calls does not keep the others from probing.
 	wanted atomic.Bool
 	probes atomic.Int64
-	inner  stage.Stage // the local breaker's two phases
 
 	applyMu sync.Mutex // serialises applying the shared state
 	events  chan report
@@ -131,7 +129,6 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
 	prefix := keyPrefix("breaker", cfg.Breaker.Name)
-	in := telemetry.NewInstruments(cfg.Breaker.MeterProvider)
 	s := &SharedBreaker{
 		conn:    c,
 		replica: cfg.Replica,
@@ -146,7 +143,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 		leaseMS:  ms(lease),
 		poll:     poll,
 		maxOpen:  open,
-		fallback: newFallbackRecord(in.Meter, KindSharedBreaker, cfg.Breaker.Name, "local"),
+		fallback: newFallbackRecord(meterOf(cfg.Breaker.MeterProvider), KindSharedBreaker, cfg.Breaker.Name, "local"),
 		events:   make(chan report, 64),
 		stop:     make(chan struct{}),
 	}
@@ -161,13 +158,17 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 		}
 		s.onStateChange(from, to)
 	}
+	if isFailure := bc.IsFailure; isFailure != nil {
+		// A panic in fn is a failure whatever IsFailure says, as in
+		// breaker.Execute. (DefaultIsFailure counts errPanicked already.)
+		bc.IsFailure = func(err error) bool { return err == errPanicked || isFailure(err) }
+	}
 	s.br, err = breaker.New(bc)
 	if err != nil {
 		c.close()
 		return nil, errorf("Config.%w", trimPrefix(err))
 	}
 	s.br.GateProbes(s.gate)
-	s.inner, _ = stage.Of(s.br)
 	s.wg.Add(1)
 	go s.work()
 	if !cfg.NoSubscribe {
@@ -188,43 +189,50 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
+// errPanicked is the outcome reported to the local breaker when fn panics
+// or calls runtime.Goexit. The breaker counts it as a failure. Its outcome
+// rules (breaker/outcome.go) exclude nil, a rejection (policy.ErrRejected),
+// context.Canceled and, by default, policy.ErrThrottled: errPanicked
+// matches none of them. Then Config.IsFailure decides: DefaultIsFailure
+// returns true for it, and NewSharedBreaker wraps any other IsFailure to
+// return true for it.
+var errPanicked = errors.New("redisstate: fn panicked or called runtime.Goexit")
+
 // Execute runs fn through the local breaker: see [breaker.Breaker.Execute].
-// It never waits for Redis.
+// A call admitted while the local breaker is held for a shared open period
+// is a probe of it. If fn panics or calls runtime.Goexit, the call counts
+// as a failure and the panic goes on; but if ctx had ended first (not by a
+// Deadline's timer), the call is excluded, as any outcome then is. Execute
+// never waits for Redis. It panics if ctx or fn is nil.
 func (s *SharedBreaker) Execute(ctx context.Context, fn policy.Func) error {
-	return stage.Run(ctx, (*sharedStage)(s), fn)
-}
-
-// sharedStage is the two-phase face of a SharedBreaker: the local
-// breaker's, counting the probes of a shared open period.
-type sharedStage SharedBreaker
-
-var _ stage.Stage = (*sharedStage)(nil)
-
-// probeToken marks a call admitted while the local breaker was held for a
-// shared open period: a probe.
-type probeToken struct{ inner stage.Token }
-
-func (t *sharedStage) Execute(ctx context.Context, fn policy.Func) error {
-	return (*SharedBreaker)(t).Execute(ctx, fn)
-}
-
-func (t *sharedStage) Enter(ctx context.Context) (context.Context, stage.Token, error) {
-	ctx, tok, err := t.inner.Enter(ctx)
+	if ctx == nil {
+		panic("redisstate: nil Context")
+	}
+	if fn == nil {
+		panic("redisstate: nil fn")
+	}
+	p, err := s.br.Allow(ctx)
+	if err != nil {
+		return err
+	}
 	// Closed and not held for a shared period (the steady state): one
 	// atomic load more than the local breaker alone.
-	if err != nil || !t.active.Load() {
-		return ctx, tok, err
+	if s.active.Load() {
+		s.probes.Add(1)
+		defer s.probes.Add(-1) // after the outcome is reported
 	}
-	t.probes.Add(1)
-	return ctx, &probeToken{inner: tok}, nil
-}
-
-func (t *sharedStage) Exit(ctx context.Context, token stage.Token, err error) error {
-	if p, ok := token.(*probeToken); ok {
-		defer t.probes.Add(-1)
-		return t.inner.Exit(ctx, p.inner, err)
-	}
-	return t.inner.Exit(ctx, token, err)
+	// A panic or runtime.Goexit in fn is reported as a failure from a
+	// deferred call that recovers nothing, so that a half-open breaker is
+	// never left waiting for a probe's outcome.
+	finished := false
+	defer func() {
+		if !finished {
+			p.Done(errPanicked)
+		}
+	}()
+	err = fn(ctx)
+	finished = true
+	return p.Done(err)
 }
 
 // Breaker returns the local breaker, for its State and Counts. Calling its
@@ -541,13 +549,4 @@ func (s *SharedBreaker) Close() error {
 		s.conn.close()
 	})
 	return nil
-}
-
-func init() {
-	stage.Register(func(p policy.Policy) (stage.Stage, stage.Repeater) {
-		if x, ok := p.(*SharedBreaker); ok && x != nil {
-			return (*sharedStage)(x), nil
-		}
-		return nil, nil
-	})
 }
