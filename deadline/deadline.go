@@ -50,14 +50,6 @@ func New(cfg Config) (*Deadline, error) {
 // Timeout returns Config.Timeout (0 for the zero Deadline).
 func (d *Deadline) Timeout() time.Duration { return d.timeout }
 
-// ConcurrentAttempts reports false: Execute runs fn once per call, never
-// beside another run of it. It implements [policy.Concurrent], so that
-// [policy.Do] on a Deadline looks for no hedge's claim, and httppolicy's
-// Transport with a Deadline as its Policy marks each response's arrival.
-func (d *Deadline) ConcurrentAttempts() bool { return false }
-
-var _ policy.Concurrent = (*Deadline)(nil)
-
 // Execute runs fn with a context that is done after the timeout, and
 // returns when fn returns: fn's error, or an [*ExceededError] wrapping it
 // if the Deadline's own timeout fired and fn failed with an error that is
