@@ -44,11 +44,9 @@
 //     included, waits out the provider's hold (package ratelimit), and
 //     outside the breaker so that a held attempt does not hold a half-open
 //     probe's place. A held attempt keeps its bulkhead slot.
-//   - A Hedge (retry.Hedge) in the Retry slot runs its concurrent attempts
-//     each through the slots below, with its own attempt span; a losing
-//     attempt is reported to them as canceled, so the breaker excludes it.
-//     A pipeline with no hedge says so ([Pipeline.ConcurrentAttempts]), and
-//     policy.Do then looks for no attempt's claim.
+//   - A hedge (retry.Hedge) takes no slot: [New] refuses one. Run
+//     retry.Hedged around the pipeline instead: each attempt is a whole
+//     call of the pipeline, with its own bulkhead slot and breaker verdict.
 //   - The Breaker sits inside the retry so that it judges each attempt: three
 //     failed attempts are three failures, and once it opens, the next attempt
 //     is rejected and the retry loop ends at once.

@@ -44,9 +44,6 @@ type Pipeline struct {
 	observer   stage.Observer
 	perAttempt bool
 
-	// concurrent: fn may run concurrently with itself (see
-	// ConcurrentAttempts).
-	concurrent bool
 	// suspends: a call can be suspended (see suspend.go).
 	suspends bool
 }
@@ -57,18 +54,14 @@ type slot struct {
 	policy   policy.Policy
 	twoPhase stage.Stage    // non-nil: run in two phases
 	repeater stage.Repeater // non-nil: compose drives the loop
-	// hedger, if not nil, runs attempts concurrently (a *retry.Hedge),
-	// each through the slots below it, with its own attempt span and
-	// timing.
-	hedger stage.Hedger
 }
 
 var _ policy.Policy = (*Pipeline)(nil)
 
 // New returns a Pipeline named name (used in span names and the
 // watertight.pipeline.name attribute) over the policies in p. It returns an
-// error if name is empty, if a slot holds a typed nil pointer, or if the
-// Attempt timeout is longer than the Deadline's.
+// error if name is empty, if a slot holds a typed nil pointer or a
+// *retry.Hedge, or if the Attempt timeout is longer than the Deadline's.
 func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("compose: name must not be empty")
@@ -93,16 +86,12 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		}
 		st := slot{policy: s.p}
 		st.twoPhase, st.repeater = stage.Of(s.p)
-		if st.twoPhase == nil && st.repeater == nil {
-			st.hedger = stage.HedgerOf(s.p)
-		}
 		pl.stages = append(pl.stages, st)
-		if st.repeater != nil || st.hedger != nil {
+		if st.repeater != nil {
 			pl.perAttempt = true
 		}
-		pl.concurrent = pl.concurrent || concurrent(st)
 	}
-	pl.suspends = canSuspend(pl.stages, pl.concurrent)
+	pl.suspends = canSuspend(pl.stages)
 	// Only the outermost slot's policy is told the latencies (it is the
 	// Bulkhead slot's, since p.Bulkhead comes first). It runs in two phases
 	// even when it is the only slot, where the innermost policy would
@@ -140,33 +129,6 @@ func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
 
 // Name returns the pipeline's name.
 func (p *Pipeline) Name() string { return p.name }
-
-// ConcurrentAttempts reports whether the pipeline may run fn concurrently
-// with itself: whether a slot holds a hedge (a *retry.Hedge), or a policy
-// of another package that does not say, through
-// [policy.Concurrent], that it never does. policy.Do asks it, and looks
-// for an attempt's claim only when it is true. It implements
-// [policy.Concurrent].
-func (p *Pipeline) ConcurrentAttempts() bool { return p.concurrent }
-
-var _ policy.Concurrent = (*Pipeline)(nil)
-
-// concurrent reports whether the policy in st may run fn concurrently with
-// itself: a hedger does; a Stage or a Repeater never does (this module's
-// own, which keep the contract of internal/stage); any other policy does
-// unless it says otherwise.
-func concurrent(st slot) bool {
-	switch {
-	case st.hedger != nil:
-		return true
-	case st.twoPhase != nil, st.repeater != nil:
-		return false
-	}
-	if c, ok := st.policy.(policy.Concurrent); ok {
-		return c.ConcurrentAttempts()
-	}
-	return true
-}
 
 // Execute runs fn through the pipeline's policies and returns fn's error or
 // the error of the policy that refused or cut the call (see the outcome table
@@ -263,7 +225,7 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 	}
 	st := &p.stages[i]
 	switch {
-	case i == len(p.stages)-1 && st.repeater == nil && st.hedger == nil && (i > 0 || p.observer == nil):
+	case i == len(p.stages)-1 && st.repeater == nil && (i > 0 || p.observer == nil):
 		// The innermost policy wraps fn itself, which needs no closure:
 		// its own Execute costs no more than its two phases (the
 		// breaker's is those two phases).
@@ -272,39 +234,11 @@ func (p *Pipeline) run(ctx context.Context, i int, fn policy.Func, attempts trac
 		return p.runStage(ctx, i, st.twoPhase, fn, attempts)
 	case st.repeater != nil:
 		return p.loop(ctx, i, st.repeater, fn, attempts)
-	case st.hedger != nil:
-		return p.hedge(ctx, i, st.hedger, fn, attempts)
 	default:
 		return st.policy.Execute(ctx, func(ctx context.Context) error {
 			return p.run(ctx, i+1, fn, attempts)
 		})
 	}
-}
-
-// hedge runs the concurrent attempts of h, each below the hedge as loop
-// runs a Repeater's. Two closures per call, beside the hedger's own
-// goroutine per attempt: the first reports the fn of an attempt that lost
-// (canceled because the call ended: another attempt won) as canceled to
-// the slots below, whatever its own error (a driver's "timeout", say): an
-// outcome that says nothing about the dependency (a breaker excludes it).
-func (p *Pipeline) hedge(ctx context.Context, i int, h stage.Hedger, fn policy.Func, attempts trace.Tracer) error {
-	inner := func(ctx context.Context) error {
-		err := fn(ctx)
-		if err != nil && h.Lost(ctx) {
-			return hedgeLost{err}
-		}
-		return err
-	}
-	return h.Hedge(ctx, func(ctx context.Context, n int) error {
-		switch {
-		case attempts != nil:
-			return p.tracedAttempt(ctx, attempts, n, i+1, inner)
-		case p.observer != nil:
-			return p.runTimed(ctx, i+1, inner, nil)
-		default:
-			return p.run(ctx, i+1, inner, nil)
-		}
-	})
 }
 
 func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy.Func, attempts trace.Tracer) error {
@@ -329,17 +263,6 @@ func (p *Pipeline) runStage(ctx context.Context, i int, s stage.Stage, fn policy
 	finished = true
 	return s.Exit(inner, token, err)
 }
-
-// hedgeLost is the outcome of a hedge's losing attempt as the slots below
-// the hedge see it: it matches context.Canceled and unwraps to fn's own
-// error.
-type hedgeLost struct{ err error }
-
-func (e hedgeLost) Error() string { return "hedge lost: " + e.err.Error() }
-func (e hedgeLost) Unwrap() error { return e.err }
-
-// Is reports whether target is context.Canceled.
-func (e hedgeLost) Is(target error) bool { return target == context.Canceled }
 
 // runTimed is run for one attempt whose latency the observer learns from:
 // up to the moment the dependency answered, if an AnswerClock in ctx says

@@ -13,9 +13,9 @@ import (
 )
 
 // A pipeline whose every slot runs in two phases (a Stage or a Repeater)
-// and that never runs attempts concurrently can suspend a call (see
-// stage.Suspender): httppolicy's Transport then hands a streamed response
-// over without a goroutine of its own to hold the call open. The functions
+// can suspend a call (see stage.Suspender): httppolicy's Transport then
+// hands a streamed response over without a goroutine of its own to hold
+// the call open. The functions
 // here mirror run, runStage, runTimed, loop, tracedAttempt and
 // executeObserved; each returns, beside the error, the suspension if fn
 // suspended the call, to which it adds its own frame (what it does after
@@ -45,12 +45,9 @@ func (p *Pipeline) suspender() stage.Suspender {
 	return (*suspendFace)(p)
 }
 
-// canSuspend reports whether a pipeline with the slots st and whose
-// attempts may run concurrently if concurrent can suspend a call.
-func canSuspend(st []slot, concurrent bool) bool {
-	if concurrent {
-		return false
-	}
+// canSuspend reports whether a pipeline with the slots st can suspend a
+// call.
+func canSuspend(st []slot) bool {
 	// The frames a suspension may need, at most: one per slot (a Stage's
 	// exit or a Repeater's decision), an attempt span and a latency sample
 	// inside each Repeater, the latency sample under the first slot, and

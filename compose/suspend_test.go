@@ -193,12 +193,10 @@ func TestSuspendedSpansEndAtResume(t *testing.T) {
 	}
 }
 
-// Only a pipeline of Stages and Repeaters that never runs attempts
-// concurrently can suspend; ErrSuspend under Execute is an error like any
-// other.
+// Only a pipeline of Stages and Repeaters can suspend; ErrSuspend under
+// Execute is an error like any other.
 func TestSuspenderOf(t *testing.T) {
 	plain, _ := compose.New("x", compose.Policies{Bulkhead: &fakeStage{name: "b"}, Breaker: &wrapPolicy{name: "w", j: &journal{}}})
-	hedged, _ := compose.New("x", compose.Policies{Retry: &twin{}})
 	empty, _ := compose.New("x", compose.Policies{})
 	for _, tt := range []struct {
 		name string
@@ -208,7 +206,6 @@ func TestSuspenderOf(t *testing.T) {
 		{"stages", func() *compose.Pipeline { p, _ := compose.New("x", stages(nil)); return p }(), true},
 		{"empty", empty, true},
 		{"closure", plain, false},
-		{"hedge", hedged, false},
 		{"not a pipeline", &fakeStage{name: "b"}, false},
 	} {
 		if got := stage.SuspenderOf(tt.p) != nil; got != tt.want {
