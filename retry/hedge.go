@@ -20,9 +20,19 @@ import (
 // Such an attempt's error says nothing about the dependency, whatever it
 // is (an attempt deadline's, say): a policy that counts outcomes (a
 // breaker) should exclude an attempt whose context's cause matches
-// ErrHedgeLost. The winner's context is canceled too, once its fn has
-// returned, with no cause of its own: its cause is context.Canceled.
-var ErrHedgeLost = errors.New("retry: hedge lost: the call ended with another attempt")
+// ErrHedgeLost. It matches context.Canceled too, since code that returns
+// a context's cause (net/http does) must still read as a cancellation.
+// The winner's context is canceled too, once its fn has returned, with no
+// cause of its own: its cause is context.Canceled.
+var ErrHedgeLost error = hedgeLost{}
+
+// hedgeLost is ErrHedgeLost's type.
+type hedgeLost struct{}
+
+func (hedgeLost) Error() string { return "retry: hedge lost: the call ended with another attempt" }
+
+// Is reports whether target is context.Canceled.
+func (hedgeLost) Is(target error) bool { return target == context.Canceled }
 
 // Hedge runs a call that is safe to repeat and, when the first attempt has
 // not answered after a delay, starts another beside it, up to MaxHedges;
