@@ -146,8 +146,9 @@ func TestHedgeFixedDelay(t *testing.T) {
 }
 
 // As Hedged returns, every attempt's context is canceled: the losers'
-// with the cause ErrHedgeLost, the winner's (its fn has returned) with no
-// cause of its own, so that fn can tell a loss from the call's end.
+// with the cause ErrHedgeLost (which reads as context.Canceled), the
+// winner's (its fn has returned) with no cause of its own, so that fn can
+// tell a loss from the call's end.
 func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond})
@@ -164,6 +165,9 @@ func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
 			t.Fatalf("Hedged = %d, %v; want 2, nil", v, err)
 		}
 		synctest.Wait()
+		if !errors.Is(ErrHedgeLost, context.Canceled) {
+			t.Error("ErrHedgeLost does not match context.Canceled")
+		}
 		for range 2 {
 			ctx := <-ctxs
 			want := ErrHedgeLost
