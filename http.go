@@ -8,6 +8,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/internal/pipeopt"
+	"github.com/watertight/watertight/retry"
 )
 
 // HTTPOptions are the settings of the httppolicy.Transport that
@@ -34,6 +35,14 @@ type HTTPOptions struct {
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
 	KeepaliveEvents  []string
+
+	// Hedge, if set, hedges the requests that are safe to send twice at
+	// once: the client's Transport is then an httppolicy.Hedging with
+	// this Hedge around the httppolicy.Transport, so that each attempt is
+	// a whole call of the pipeline, with its own bulkhead slot (see
+	// httppolicy.Hedging for the requests it hedges). Nil means no
+	// hedging. A Hedge in a slot of Config.Use is refused.
+	Hedge *retry.Hedge
 }
 
 // Client is an *http.Client whose every request runs through Pipeline, over
@@ -58,22 +67,11 @@ type Client struct {
 // bulkhead's Limit (to an adaptive limiter's MaxLimit; without either, a
 // clone of http.DefaultTransport's settings), so an admitted call never
 // waits unseen for a connection and no other dependency shares its pool.
-// With a hedge in a slot of Use (a *retry.Hedge, usually in Use.Retry),
-// whose call holds one slot for all its concurrent attempts, the pool is
-// sized for the hedges: Limit × (1 + MaxHedges) connections (the factors
-// of hedges in several slots multiplied), so that a hedge never queues
-// behind the slow attempts it is meant to overtake. A request the
-// Transport may retry is then hedged (see httppolicy's documentation),
-// and, since attempts may run concurrently, an adaptive limit samples each
-// attempt up to its end (the whole stream), not to its response headers.
-// The same holds with a policy of your own in a slot of Use that does not
-// say, through policy.Concurrent, that it runs attempts one at a time:
-// the Transport cannot tell that it never hedges, and its requests lose
-// the time-to-headers sample too (a stream answered in 10 ms and read for
-// 500 ms is sampled as 500 ms). Implement ConcurrentAttempts returning
-// false on such a policy to keep it. The client has
-// no Timeout of its own: the pipeline's deadlines bound each request, its
-// body included. The pipeline's RateLimit policy, if it is a
+// With HTTPOptions.Hedge, each hedged attempt takes a bulkhead slot of its
+// own, so the same pool serves the hedges: size the Limit for them, as a
+// hedge the bulkhead refuses stops the hedging. The client has no Timeout
+// of its own: the pipeline's deadlines bound each request, its body
+// included. The pipeline's RateLimit policy, if it is a
 // *ratelimit.Limiter, is fed by the Transport's Signals
 // (httppolicy.LimiterSignals): every response's rate-limit headers feed
 // its hold.
@@ -90,16 +88,13 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	if err != nil {
 		return nil, err
 	}
-	// A hedged call holds one slot for all its attempts: the pool has a
-	// connection for each attempt the admitted calls may run at once.
-	perCall := attemptsPerCall(cfg.Use)
 	var base *http.Transport
 	if bh := p.Bulkhead(); bh != nil {
-		base = httppolicy.NewDependencyTransport(bh.Limit() * perCall)
+		base = httppolicy.NewDependencyTransport(bh.Limit())
 	} else if l := p.Limiter(); l != nil {
 		// The most calls the limit may ever admit at once, for a limiter
 		// built from the Adaptive section or given in Use.Bulkhead.
-		base = httppolicy.NewDependencyTransport(l.MaxLimit() * perCall)
+		base = httppolicy.NewDependencyTransport(l.MaxLimit())
 	} else {
 		// No bulkhead to match: http.DefaultTransport's settings, caps
 		// included (none on connections, net/http's default on idle ones).
@@ -121,26 +116,15 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	// Every response feeds the shared hold (nil without a RateLimit
 	// section).
 	tr.Signals = httppolicy.LimiterSignals(p.RateLimit())
+	var rt http.RoundTripper = tr
+	if h.Hedge != nil {
+		rt = &httppolicy.Hedging{Base: tr, Hedge: h.Hedge, IsFailure: h.IsFailure}
+	}
 	return &Client{
-		Client:   &http.Client{Transport: tr},
+		Client:   &http.Client{Transport: rt},
 		Pipeline: p,
 		base:     base,
 	}, nil
-}
-
-// attemptsPerCall returns how many attempts of one call may run at once
-// under the policies of u: 1 + MaxHedges for each hedge (a policy with a
-// MaxHedges method, such as a *retry.Hedge) in any slot, multiplied, since
-// each attempt of an outer hedge runs the slots below it, an inner hedge
-// included.
-func attemptsPerCall(u compose.Policies) int {
-	n := 1
-	for _, p := range []any{u.Bulkhead, u.Deadline, u.Retry, u.RateLimit, u.Breaker, u.Attempt} {
-		if h, ok := p.(interface{ MaxHedges() int }); ok {
-			n *= 1 + h.MaxHedges()
-		}
-	}
-	return n
 }
 
 // Close closes the client's idle connections and its Pipeline. It is safe

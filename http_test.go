@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -253,11 +254,10 @@ func TestHTTPClientStreamTimeouts(t *testing.T) {
 	}
 }
 
-// With a hedge in Use.Retry, NewHTTPClient sizes the pool for the hedges:
-// when every call the bulkhead admits is stuck on a slow attempt, the hedge
-// still gets a connection and wins (with the pool capped at the bulkhead's
-// limit it would wait behind the slow attempt until the deadline).
-func TestHTTPClientHedgeGetsAConnection(t *testing.T) {
+// With HTTPOptions.Hedge, the client hedges its GETs: the hedge takes a
+// bulkhead slot of its own, and the pool, sized to the bulkhead's Limit,
+// has a connection for it while the first attempt is stuck.
+func TestHTTPClientHedgesWithHTTPOptionsHedge(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
@@ -272,16 +272,16 @@ func TestHTTPClientHedgeGetsAConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := watertight.NewHTTPClient("api", watertight.Config{
-		Bulkhead: &bulkhead.Config{Limit: 1},
+		Bulkhead: &bulkhead.Config{Limit: 2},
 		Deadline: &deadline.Config{Timeout: 5 * time.Second},
-		Use:      compose.Policies{Retry: h},
-	}, watertight.HTTPOptions{})
+	}, watertight.HTTPOptions{Hedge: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport); base.MaxConnsPerHost != 2 {
-		t.Fatalf("MaxConnsPerHost = %d, want Limit × (1 + MaxHedges) = 2", base.MaxConnsPerHost)
+	hg := c.Client.Transport.(*httppolicy.Hedging)
+	if base := hg.Base.(*httppolicy.Transport).Base.(*http.Transport); base.MaxConnsPerHost != 2 || hg.Hedge != h {
+		t.Fatalf("MaxConnsPerHost = %d, want the Limit, 2", base.MaxConnsPerHost)
 	}
 	resp, err := c.Get(srv.URL)
 	if err != nil {
@@ -294,40 +294,69 @@ func TestHTTPClientHedgeGetsAConnection(t *testing.T) {
 	}
 }
 
-
-// NewHTTPClient sizes the pool for a hedge in any slot of Use, not only in
-// Use.Retry, and multiplies the factors of hedges in several slots (each
-// attempt of the outer one runs the inner one).
-func TestHTTPClientPoolSizedForHedgesInAnySlot(t *testing.T) {
-	hedge := func(maxHedges int) *retry.Hedge {
-		h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond, MaxHedges: maxHedges})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
+// Hedged attempts run concurrently, each a call of a pipeline whose
+// Bulkhead slot learns from latencies: each has an answer clock of its
+// own (-race checks), and every slot is free once the calls end.
+func TestHTTPClientHedgeWithObserver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(r.ContentLength%3) * time.Millisecond)
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Microsecond, MaxHedges: 2})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		cfg  watertight.Config
-		want int
-	}{
-		{"Retry", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Retry: hedge(1)}}, 6},
-		{"Attempt", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Attempt: hedge(2)}}, 9},
-		{"Breaker", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Breaker: hedge(2)}}, 9},
-		{"Retry and Attempt", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 2}, Use: compose.Policies{Retry: hedge(1), Attempt: hedge(2)}}, 12},
-		{"adaptive, Attempt", watertight.Config{Adaptive: &adaptive.Config{MinLimit: 1, MaxLimit: 10}, Use: compose.Policies{Attempt: hedge(2)}}, 30},
-		{"no hedge", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}}, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := watertight.NewHTTPClient("api", tc.cfg, watertight.HTTPOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
-			if base.MaxConnsPerHost != tc.want {
-				t.Errorf("MaxConnsPerHost = %d, want %d", base.MaxConnsPerHost, tc.want)
+	lim, err := adaptive.New(adaptive.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	c, err := watertight.NewHTTPClient("api", watertight.Config{
+		Use: compose.Policies{Bulkhead: lim},
+	}, watertight.HTTPOptions{Hedge: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 10 {
+				// POSTs are not hedged.
+				var resp *http.Response
+				var err error
+				if j%2 == 0 {
+					resp, err = c.Get(srv.URL)
+				} else {
+					resp, err = c.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", i+j)))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
 			}
 		})
+	}
+	wg.Wait()
+	if n := lim.Active(); n != 0 {
+		t.Fatalf("%d slots held after every call ended", n)
+	}
+}
+
+// A hedge in a slot of Config.Use is refused, the error pointing to
+// retry.Hedged; HTTPOptions.Hedge is the client's way to hedge.
+func TestHTTPClientRefusesAHedgeInUse(t *testing.T) {
+	h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Retry: h},
+	}, watertight.HTTPOptions{})
+	if c != nil || err == nil || !strings.Contains(err.Error(), "retry.Hedged") {
+		t.Fatalf("NewHTTPClient = %v, %v; want an error pointing to retry.Hedged", c, err)
 	}
 }

@@ -198,12 +198,6 @@ func (p Permit) latency(start time.Time) time.Duration {
 	return time.Since(start)
 }
 
-// ConcurrentAttempts reports false: Execute runs fn once per call, never
-// beside another run of it (it implements policy.Concurrent, so that
-// httppolicy's Transport with a Limiter as its Policy marks each answer
-// for it, and policy.Do looks for no hedge's claim).
-func (l *Limiter) ConcurrentAttempts() bool { return false }
-
 // watch watches the AnswerClock in ctx, if there is one and no other
 // policy watches it, so that the call counts as answered from its answer
 // (httppolicy's Transport marks the response headers) until it ends, and

@@ -9,7 +9,6 @@ import (
 	fshedge "github.com/failsafe-go/failsafe-go/hedgepolicy"
 	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
 
-	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -85,6 +84,10 @@ func BenchmarkHedge(b *testing.B) {
 		h := wtHedge(b)
 		seq(b, nil, func() error { return h.Execute(bg, work) })
 	})
+	b.Run("lib=watertight/op=hedged", func(b *testing.B) {
+		h := wtHedge(b)
+		seq(b, nil, func() error { _, err := retry.Hedged(bg, h, nil, workValue); return err })
+	})
 	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
 		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
 		seq(b, nil, func() error { return ex.RunWithExecution(fsWork) })
@@ -100,61 +103,19 @@ func BenchmarkHedgeParallel(b *testing.B) {
 		h := wtHedge(b)
 		par(b, func() error { return h.Execute(bg, work) })
 	})
+	b.Run("lib=watertight/op=hedged", func(b *testing.B) {
+		h := wtHedge(b)
+		par(b, func() error { _, err := retry.Hedged(bg, h, nil, workValue); return err })
+	})
 	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
 		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
 		par(b, func() error { return ex.RunWithExecution(fsWork) })
 	})
 }
 
+// workValue is work with a value, as retry.Hedged runs it.
+func workValue(ctx context.Context) (int, error) { return 1, work(ctx) }
+
 func wtHedge(tb testing.TB) *retry.Hedge {
 	return must[*retry.Hedge](tb)(retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: time.Hour}))
 }
-
-// The cost of policy.Do over Execute on the success path once a hedge
-// exists somewhere in the process (a Claimer has been put in a context),
-// on policies that never hedge (a Retry; the composed pipeline of
-// BenchmarkComposed), called with an 8-deep context, as a request's
-// context often is. Do's own closure is paid on both sides: op=execute
-// runs the same closure, which publishes its value. Watertight's target:
-// op=do within a few ns of op=execute (before, Do looked for the claim
-// through the whole context chain on every call).
-func BenchmarkDoClaim(b *testing.B) {
-	policy.WithClaimer(bg, claimAll{}) // a hedge exists in the process
-	ctx := bg
-	for i := range 8 {
-		ctx = context.WithValue(ctx, depthKey(i), i)
-	}
-	b.Run("policy=retry", func(b *testing.B) {
-		doClaim(b, ctx, wtRetry(b, nil))
-	})
-	b.Run("policy=composed", func(b *testing.B) {
-		doClaim(b, ctx, wtComposed(b, providers{}))
-	})
-}
-
-func doClaim(b *testing.B, ctx context.Context, p policy.Policy) {
-	var out int
-	b.Run("op=execute", func(b *testing.B) {
-		seq(b, nil, func() error {
-			return p.Execute(ctx, func(context.Context) error { out = 1; return nil })
-		})
-	})
-	b.Run("op=do", func(b *testing.B) {
-		seq(b, nil, func() error {
-			v, err := policy.Do(ctx, p, func(context.Context) (int, error) { return 1, nil })
-			out = v
-			return err
-		})
-	})
-	sinkInt = out
-}
-
-var sinkInt int
-
-// depthKey keys the values of BenchmarkDoClaim's deep context.
-type depthKey int
-
-// claimAll is a Claimer that grants every claim.
-type claimAll struct{}
-
-func (claimAll) Claim() bool { return true }

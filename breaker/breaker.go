@@ -106,14 +106,6 @@ func (b *Breaker) newMachine() *machine {
 	return m
 }
 
-// ConcurrentAttempts reports false: Execute runs fn at most once per call,
-// never beside another run of it. It implements [policy.Concurrent], so that
-// [policy.Do] on a Breaker looks for no hedge's claim, and httppolicy's
-// Transport with a Breaker as its Policy marks each response's arrival.
-func (b *Breaker) ConcurrentAttempts() bool { return false }
-
-var _ policy.Concurrent = (*Breaker)(nil)
-
 // Execute runs fn if the breaker lets the call through, and returns fn's
 // error unchanged; otherwise it returns a rejection matching [ErrOpen] and
 // [policy.ErrRejected] without calling fn. If fn panics or calls

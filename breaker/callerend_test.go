@@ -126,10 +126,11 @@ func TestOurTimeoutsAreFailures(t *testing.T) {
 	}
 }
 
-// TestHedgeLosersAreExcluded checks a Breaker run by a retry.Hedge through
-// Execute (no compose): the attempts that lose, even when they return an
-// error of their own, are not counted. The breaker opens on the third
-// consecutive failure; the hedge wins ten calls, each with losers behind it.
+// TestHedgeLosersAreExcluded checks a Breaker as the policy of
+// retry.Hedged (no compose): each attempt runs through it, and the
+// attempts that lose, even when they return an error of their own, are
+// not counted. The breaker opens on the third consecutive failure; the
+// hedge wins ten calls, each with losers behind it.
 func TestHedgeLosersAreExcluded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, err := breaker.New(breaker.Config{ConsecutiveFailures: 3})
@@ -143,15 +144,13 @@ func TestHedgeLosersAreExcluded(t *testing.T) {
 		}
 		for i := range 10 {
 			var attempts atomic.Int32
-			err := h.Execute(context.Background(), func(ctx context.Context) error {
+			_, err := retry.Hedged(context.Background(), h, b, func(ctx context.Context) (int32, error) {
 				n := attempts.Add(1)
-				return b.Execute(ctx, func(ctx context.Context) error {
-					if n == 3 { // the last hedge wins at once
-						return nil
-					}
-					<-ctx.Done()
-					return errOwn
-				})
+				if n == 3 { // the last hedge wins at once
+					return n, nil
+				}
+				<-ctx.Done()
+				return 0, errOwn
 			})
 			if err != nil {
 				t.Fatalf("call %d: %v", i, err)

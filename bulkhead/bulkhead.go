@@ -49,14 +49,6 @@ func New(cfg Config) (*Bulkhead, error) {
 	return b, nil
 }
 
-// ConcurrentAttempts reports false: Execute runs fn at most once per call,
-// never beside another run of it. It implements [policy.Concurrent], so that
-// [policy.Do] on a Bulkhead looks for no hedge's claim, and httppolicy's
-// Transport with a Bulkhead as its Policy marks each response's arrival.
-func (b *Bulkhead) ConcurrentAttempts() bool { return false }
-
-var _ policy.Concurrent = (*Bulkhead)(nil)
-
 // Execute runs fn once it holds a slot, and frees the slot when fn returns,
 // panics or calls runtime.Goexit. It returns fn's error unchanged; a
 // rejection (errors.Is ErrFull and policy.ErrRejected) if the bulkhead and

@@ -32,8 +32,8 @@ type Policies struct {
 	Attempt policy.Policy
 }
 
-// timeouter is implemented by deadline.Deadline; compose checks the slots
-// through it so that it imports no concrete policy.
+// timeouter is implemented by deadline.Deadline; compose checks the
+// slots through it, so that any policy with a timeout is checked.
 type timeouter interface {
 	Timeout() time.Duration
 }
@@ -64,6 +64,11 @@ func (p Policies) validate() error {
 		// panic on the first call. Say so at New instead.
 		if v := reflect.ValueOf(s.p); v.Kind() == reflect.Pointer && v.IsNil() {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
+		}
+		// A hedge's attempts run concurrently, each needing a slot and a
+		// breaker verdict of its own: it goes around the pipeline.
+		if _, ok := s.p.(*retry.Hedge); ok {
+			return fmt.Errorf("compose: Policies.%s is a *retry.Hedge, which takes no slot; run retry.Hedged around the pipeline instead", s.field)
 		}
 	}
 	for _, s := range p.slots() {

@@ -97,9 +97,9 @@
 // while another of the same call runs fails at once, marked with
 // retry.Permanent, with an error saying so, and the interceptor returns
 // only once the attempt that was running has: nothing writes the caller's
-// reply after the call returned. Put a hedge in the pipelines of other
-// calls, or hedge above the generated client with policy.Do and a reply
-// of each attempt's own.
+// reply after the call returned. To hedge, run retry.Hedged above the
+// generated client, with a reply of each attempt's own: each attempt is a
+// whole call through the interceptor and its policy.
 //
 // # grpc-go's own retries
 //

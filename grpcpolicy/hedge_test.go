@@ -18,7 +18,7 @@ import (
 // loudly, not raced: the second attempt fails at once with an error that
 // says why, and the call returns only once the first attempt has, so
 // nothing writes the caller's reply afterwards (-race checks it).
-func TestHedgeRefused(t *testing.T) {
+func TestClientRefusesConcurrentAttempts(t *testing.T) {
 	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

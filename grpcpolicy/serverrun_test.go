@@ -138,8 +138,21 @@ func (p signalReturn) Execute(ctx context.Context, fn policy.Func) error {
 	return p.inner.Execute(ctx, fn)
 }
 
+// hedged is a policy that runs each call with retry.Hedged around p: its
+// attempts run concurrently, and it returns without waiting for the
+// losers.
+type hedged struct {
+	h *retry.Hedge
+	p policy.Policy
+}
+
+func (hp hedged) Execute(ctx context.Context, fn policy.Func) error {
+	_, err := retry.Hedged(ctx, hp.h, hp.p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
+}
+
 // hedgeAfterCancel returns a server whose policy is a hedge (no second
-// attempt) over a bulkhead of one slot, wrapped to signal Execute's
+// attempt) around a bulkhead of one slot, wrapped to signal Execute's
 // return, and that bulkhead: a handler that cancels its caller's context
 // and waits for returned runs after Execute has returned, as a hedge's
 // attempt whose client went away mid-call.
@@ -150,7 +163,7 @@ func hedgeAfterCancel(t *testing.T) (s *grpcpolicy.Server, returned chan struct{
 	}
 	bh := newBulkhead(t, "dep", 1, 0)
 	returned = make(chan struct{})
-	sr := signalReturn{inner: newPipeline(t, compose.Policies{Bulkhead: bh, Retry: h}), returned: returned}
+	sr := signalReturn{inner: hedged{h, newPipeline(t, compose.Policies{Bulkhead: bh})}, returned: returned}
 	return newServer(t, grpcpolicy.ServerConfig{Policy: sr}), returned, bh.Active
 }
 
@@ -298,7 +311,7 @@ func TestServerHedgeStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	bh := newBulkhead(t, "dep", 1000, 0)
-	s := newServer(t, grpcpolicy.ServerConfig{Policy: newPipeline(t, compose.Policies{Bulkhead: bh, Retry: h})})
+	s := newServer(t, grpcpolicy.ServerConfig{Policy: hedged{h, newPipeline(t, compose.Policies{Bulkhead: bh})}})
 	icpt, sicpt := s.UnaryInterceptor(), s.StreamInterceptor()
 	info, sinfo := &grpc.UnaryServerInfo{FullMethod: mCall}, &grpc.StreamServerInfo{FullMethod: mWatch}
 	n := 2000

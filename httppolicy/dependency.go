@@ -16,10 +16,8 @@ import (
 // the transport, and the connections the bulkhead's calls warm up stay open
 // for the next ones.
 //
-// Behind a pipeline that hedges (a retry.Hedge in its Retry slot), a call
-// holds one bulkhead slot for all its concurrent attempts: pass limit × (1
-// + MaxHedges), so that every attempt the bulkhead's calls may start has a
-// connection.
+// Behind a [Hedging], each hedged attempt takes a bulkhead slot of its
+// own, so limit still bounds the requests in flight.
 //
 // Over HTTP/2 many requests share one connection, so MaxConnsPerHost does
 // not bound the calls in flight there: the bulkhead does.

@@ -212,104 +212,48 @@
 //
 // # Client side: hedging
 //
-// A policy may run attempts of one call concurrently: a retry.Hedge in a
-// pipeline's Retry slot starts another attempt when the first has not
-// answered after a delay. The Transport hedges only the requests it may
-// retry after any failure (idempotent ones, those with an idempotency key,
-// and all of them with [Transport.RetryUnsafe]) whose body, if any, can be
-// sent again: each attempt sends its own copy of the request, the first
-// with req.Body, the others with a body from GetBody. The first attempt
-// whose response is accepted (a success: not a failure by IsFailure, and,
-// with a first byte timeout, its first byte in) wins, as the hedge's claim
-// (policy.Claim) decides; the caller gets that response and no other. The
-// winner then cancels the requests of the attempts still running (the
-// server sees them canceled), and the body of a response that arrives
-// after the winner's is closed at once.
+// The Transport sends one attempt at a time: a policy that runs fn
+// concurrently with itself has its second attempt refused (it fails at
+// once, marked with retry.Permanent), and a *retry.Hedge as the Policy is
+// refused outright. To hedge, wrap the Transport in a [Hedging], which
+// runs each attempt as a whole RoundTrip of the Transport (retry.Hedged
+// around it): each attempt takes its own bulkhead slot, breaker verdict,
+// retries and stream timeouts. A hedge the bulkhead refuses stops the
+// hedging; size the bulkhead for 1 + MaxHedges attempts per call.
 //
-// A losing attempt returns at once an error that matches
-// context.Canceled: a breaker below the hedge excludes it, counting it
-// neither as a success nor as a failure (an Attempt timeout of its own has
-// no time to fire), and a retry.Hedge, whose claim the winner holds,
-// starts no attempt in its place and none on its delay while the winner
-// streams. An attempt that completed with a failure (a 5xx, a broken
-// connection) while another had won returns that failure, without a
-// retry.Permanent marker, so that the call stays the winner's. A breaker
-// below the hedge counts it only if it ended before its context was
-// canceled: once canceled (cause retry.ErrHedgeLost), an attempt is
-// excluded whatever it returns. An attempt the hedge starts as the call ends (the caller
-// canceling as its delay fires) returns its context's error. A panic in
-// an attempt that has lost (Transport.Signals on a late response, a base
-// transport) is reported to otel.Handle, with the value and the stack of
-// the goroutine that panicked, not carried into the call, whose winner's
-// stream goes on, and the program goes on too. This differs from a
-// retry.Hedge on its own, where a losing attempt's panic after the call
-// has returned goes on up the attempt's goroutine and crashes the program
-// (see retry.Hedge): through the Transport, the only sign of it is the
-// otel error handler's (by default, a line on stderr), so set one that
-// your alerts see.
+// Hedging hedges only requests safe to send twice at once: an idempotent
+// method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and a body, if any,
+// that GetBody can replay. A POST is never sent twice, Idempotency-Key
+// or not: any other request goes to the Transport once. The first
+// response that is not a failure (by Hedging.IsFailure, and with a first
+// byte timeout, its first byte in) wins; the caller gets it and no other.
+// The others are canceled with the cause retry.ErrHedgeLost, which a
+// breaker excludes, and the body of a response that arrives later is
+// closed at once. If every attempt fails with a failure response, the
+// caller gets the last (the one the hedge's error names), as from a
+// Transport.
 //
-// The winner's response is the caller's as soon as it is accepted, and
-// its body's Close returns as soon as the policy's Execute has: a losing
-// attempt whose base transport ignores its context does not hold them up.
-// What such an attempt holds (its response's body, the request body if no
-// attempt sent it) is freed when it returns. If every attempt fails, the
-// caller gets the failure response the policy's error names
-// ([StatusError]), whatever order the responses came in.
+// A losing attempt whose base ignores its context keeps its bulkhead slot
+// and its connection until the base returns; the winner does not wait for
+// it. A panic in an attempt before the call has its outcome reaches the
+// caller; a panic in an attempt that lost (a Signals on a late response,
+// a base on its cancel path) is reported to otel.Handle, with its value
+// and stack, and the program goes on. This differs from retry.Hedged on
+// its own, where a losing attempt's late panic crashes the program: set
+// an otel error handler that your alerts see.
 //
-// Any other request is never sent twice at once: its attempt takes the
-// hedge's claim as it enters, so that the hedge starts no attempt beside
-// it on its delay (none calls OnHedge or takes from the budget). An
-// attempt the policy starts while another runs all the same waits for that
-// one to end, and then, if no response was accepted and the call goes on,
-// runs as a retry would (after a failure the request may be retried after,
-// such as a 503). After a failure that may not be retried (a POST without
-// an idempotency key answered 500), no attempt sends the request again: an
-// attempt that was waiting returns as a loser (context.Canceled), and the
-// call ends with that failure. A hedged request whose GetBody fails is treated alike:
-// that attempt waits for the running one instead of failing the call, and
-// the request is sent by one attempt at a time from then on; if no attempt
-// is left to send it, the call ends with GetBody's error.
-//
-// A Transport called from inside an attempt of a hedge further out (an
-// HTTP call in a pipeline's Execute) does not take that hedge's claim: the
-// claim is the outer attempt's (see policy.WithoutClaimer).
-//
-// An adaptive limit in the pipeline learns from each attempt's time to its
-// response headers through an answer clock that the exchange shares with
-// package compose, which starts it for each attempt. Concurrent attempts
-// cannot share it (even those of a request that is never sent twice at
-// once, since compose starts the clock before the attempt waits), so no
-// exchange has an answer clock when its Policy may run attempts
-// concurrently: a
-// *retry.Hedge, a policy whose ConcurrentAttempts method (see
-// policy.Concurrent) says so, such as a *compose.Pipeline with a hedge in
-// a slot, or a policy with no such method. For those the limit samples
-// each attempt up to its end, stream included: a stream answered in 10 ms
-// and read for 500 ms is a 500 ms sample, and an adaptive limit then takes
-// long streams for congestion. This holds even when no attempt is ever
-// run beside another, as with a pipeline that has no hedge but holds a
-// policy of your own that does not say it runs attempts one at a time:
-// give such a policy a ConcurrentAttempts method that returns false to
-// keep the time-to-headers samples. (One clock per attempt, which package
-// compose would have to give each attempt's context, would lift this for
-// hedges too; it is not done.)
+// An adaptive limit in the pipeline learns from each attempt's time to
+// its response headers, through an answer clock that each exchange shares
+// with package compose: a stream answered in 10 ms and read for 500 ms is
+// a 10 ms sample.
 //
 // # Connections and HTTP/2
 //
 // Give each dependency its own base transport sized to its bulkhead with
 // [NewDependencyTransport]: MaxConnsPerHost equal to the bulkhead's limit
 // means no admitted call waits unseen for a connection. A bulkhead counts
-// calls, not attempts, and a hedged call holds one slot for all its
-// attempts: size the base for the hedges, limit × (1 + MaxHedges)
-// connections, so that a hedge never queues unseen behind the slow
-// attempts it is meant to overtake. The slot is the call's, not its
-// attempts': it is freed when the hedge's Execute returns, which it does
-// as soon as the call has its outcome, without waiting for the losers it
-// canceled. A loser whose base transport honours its context returns at
-// once; one that ignores it keeps its request, and its connection, until
-// the base returns, so more requests than the bulkhead's Limit can then be
-// in the base at once, and the pool sizing of limit × (1 + MaxHedges)
-// covers only losers that honour cancellation. Over HTTP/2 many
+// requests in flight, hedged attempts included (each takes a slot), so
+// the pool needs no more connections than the limit. Over HTTP/2 many
 // streams share one connection, so MaxConnsPerHost bounds little there: the
 // bulkhead is the bound.
 //

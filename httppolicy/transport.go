@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +34,11 @@ var (
 	errNilReq    = errors.New("httppolicy: nil Request")
 	errNoRun     = errors.New("httppolicy: the policy returned without sending the request")
 	errDone      = errors.New("httppolicy: the exchange is over: a policy called fn again after the response was accepted")
+	// errConcurrent is what an attempt returns when its policy starts it
+	// while another attempt of the same request runs.
+	errConcurrent = errors.New("httppolicy: the policy ran two attempts of a request at once: a Transport sends one at a time; hedge with Hedging around the Transport")
+	errHedge      = errors.New("httppolicy: Transport.Policy is a *retry.Hedge; wrap the Transport in a Hedging instead")
+	errStopped    = errors.New("httppolicy: the request may not be sent again after a failure that may not be retried")
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
@@ -130,11 +134,9 @@ type Transport struct {
 // timeout (Transport.FirstByteTimeout or [WithStreamTimeouts]), it returns
 // only once the first byte of the body that counts is in; the stream
 // timeouts do not watch the connection of a 101 Switching Protocols
-// response. Under a policy that runs attempts concurrently (a hedge), a
-// request that may be retried after any failure is sent by each attempt,
-// and the first accepted response is returned (see the package
-// documentation); any other request is never sent twice at once. It closes
-// req.Body, even on error, and does not modify req.
+// response. The Policy runs one attempt at a time: to hedge, wrap the
+// Transport in a [Hedging]. It closes req.Body, even on error, and does
+// not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
@@ -143,6 +145,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeReqBody(req)
 		return nil, errNilPolicy
 	}
+	if _, ok := t.Policy.(*retry.Hedge); ok {
+		closeReqBody(req)
+		return nil, errHedge
+	}
 	st, err := t.streamTimeoutsOf(req.Context())
 	if err != nil {
 		closeReqBody(req)
@@ -150,16 +156,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := newExchange(t, req)
 	x.timeouts = st
-	// A claim in the request's context is an outer call's (RoundTrip runs
-	// inside an attempt of a hedge further out): its attempt claims it
-	// once its own work has succeeded, and an attempt of this exchange
-	// must not take it when its response is accepted (see win), as
-	// policy.Do hides it from its fn. The Policy's own hedge, if any, puts
-	// its claim in each attempt's context.
-	ctx := policy.WithoutClaimer(req.Context())
-	if x.clocked {
-		ctx = x.clock.Init(ctx)
-	}
+	ctx := x.clock.Init(req.Context())
 	if x.sus != nil {
 		return x.runSync(ctx)
 	}
@@ -200,10 +197,9 @@ type result struct {
 }
 
 // exchange is one RoundTrip: one Execute of the policy, with every attempt
-// it makes. Attempts may run concurrently (a hedge: see hedgeable), each
-// with its own request, context and response; what they share is guarded
-// by mu. The fields above mu are set before Execute starts and only read
-// afterwards.
+// it makes, one at a time (see enter). Execute runs on one goroutine (run
+// or runSync) until the response is handed over; a suspended call resumes
+// on the goroutine that ends the body.
 type exchange struct {
 	t         *Transport
 	req       *http.Request
@@ -214,19 +210,6 @@ type exchange struct {
 	hasBody    bool // req has a body to send
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
-	// hedgeable: the policy may run attempts concurrently (a hedge) and
-	// the request may be retried after any failure, so each attempt sends
-	// it, with a context of its own that the winner cancels. Otherwise an
-	// attempt started while another runs waits for it to end (see enter):
-	// the request is never sent twice at once.
-	hedgeable bool
-	// clocked: clock is in Execute's context (see RoundTrip), since the
-	// policy runs attempts one at a time. Package compose starts the clock
-	// for each attempt before fn runs, so concurrent attempts would share
-	// it even when this exchange makes the later ones wait.
-	clocked bool
-	// concurrent: the policy may run attempts concurrently (mayHedge).
-	concurrent bool
 	// sus, if not nil, is the policy as a pipeline that holds across a
 	// hand-over: Start runs on RoundTrip's goroutine, and the attempt whose
 	// response is handed over returns compose.ErrHandOver instead of
@@ -236,28 +219,21 @@ type exchange struct {
 
 	out chan result // 1-buffered: exactly one send per exchange; nil with sus
 
-	mu      sync.Mutex
-	running int           // attempts inside fn
-	wake    chan struct{} // made by a waiter, closed when running drops to 0, won or over is set, or ended
-	// bodySent: req.Body was given to the base transport.
-	bodySent bool
-	// noReplay: GetBody failed while another attempt was sending: no
-	// more attempts send beside a running one, as if the body could not be
-	// replayed (see enter).
-	noReplay bool
-	won      bool                      // an attempt's response was accepted: the winner's
-	over     bool                      // the winning attempt has returned
-	ended    bool                      // Execute has returned: no attempt enters or wins any more
-	stopped  bool                      // an attempt failed in a way that may not be retried: no attempt enters any more
-	cancels  []context.CancelCauseFunc // of a hedgeable exchange's attempts, by number - 1
-	// pending holds the failure responses (bodies in memory) of the
-	// attempts since the last one that ran alone: the call's error names
-	// one of them (StatusError.Response), which the caller gets (see
-	// finish). Concurrent attempts may fail in any order, and the policy's
-	// order of their results is not the order they got their responses.
-	pending []*http.Response
-	// Written by the winning attempt before it returns, read by run once
-	// it has (mu orders them).
+	// state guards against a policy that runs fn concurrently with itself
+	// or after Execute returned (see enter); idle is made by waitIdle,
+	// closed by exit.
+	state atomic.Int32
+	idle  chan struct{}
+
+	bodySent bool // req.Body was given to the base transport
+	won      bool // an attempt's response was accepted
+	// stopped: an attempt failed in a way that may not be retried: no
+	// attempt sends after it.
+	stopped bool
+	// pending is the failure response (body in memory) of the latest
+	// attempt: the call's error may name it (StatusError.Response), and
+	// the caller then gets it (see outcome).
+	pending  *http.Response
 	accepted *http.Response // a success without a body, returned at the end
 	stream   *streamBody    // the body of the response handed over, if any
 	finished chan struct{}  // made with the stream; closed once Execute has returned
@@ -268,25 +244,30 @@ type exchange struct {
 	suspended  *compose.Held
 	actx       context.Context // the winning attempt's context
 	watch      *streamWatch    // the winning attempt's watch, if any
-	winner     try
 	handedResp *http.Response
 	stopAfter  func() bool // stops the resume by the end of actx
 
 	// clock marks when the attempt got its response headers, so that an
 	// adaptive limit in the pipeline samples the time to the answer, not
 	// the time until the caller has read a stream (see internal/stage).
-	// It is one per exchange and package compose starts it for each
-	// attempt, so it is used only when attempts cannot run concurrently
-	// (see clocked). It is the context that carries the clock too, held
-	// here to spare an allocation.
+	// It is the context that carries the clock too, held here to spare
+	// an allocation.
 	clock stage.ClockContext
 
 	// watch1 is the stream watch of the first attempt that needs one,
 	// held here to spare an allocation (see send); later attempts
 	// allocate theirs.
 	watch1     streamWatch
-	watch1Used bool // under mu
+	watch1Used bool
 }
+
+// States of exchange.state.
+const (
+	exIdle    int32 = iota // no attempt runs
+	exRunning              // an attempt runs
+	exWaited               // an attempt runs, and waitIdle waits for it
+	exClosed               // Execute has returned: no attempt enters
+)
 
 func newExchange(t *Transport, req *http.Request) *exchange {
 	x := &exchange{
@@ -304,10 +285,7 @@ func newExchange(t *Transport, req *http.Request) *exchange {
 		x.isFailure = DefaultIsFailure
 	}
 	x.replayable = !x.hasBody || req.GetBody != nil
-	x.concurrent = mayHedge(t.Policy)
-	x.hedgeable = x.concurrent && x.mayRetry(false)
-	x.clocked = !x.concurrent
-	if h, ok := t.Policy.(holder); ok && !x.concurrent && h.Holds() {
+	if h, ok := t.Policy.(holder); ok && h.Holds() {
 		x.sus = h
 	}
 	return x
@@ -331,6 +309,8 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 	s, err := x.sus.Start(ctx, x.attempt)
 	finished = true
 	if s != nil {
+		// The attempt that suspended the call still runs: no other
+		// enters until resume.
 		x.suspended = s
 		sb := x.stream
 		x.stopAfter = context.AfterFunc(x.actx, func() {
@@ -343,9 +323,8 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 		})
 		return x.handedResp, nil
 	}
-	x.endCall()
-	r := x.outcome(ctx, err)
 	x.waitIdle()
+	r := x.outcome(ctx, err)
 	x.cleanUp()
 	return r.resp, r.err
 }
@@ -384,9 +363,7 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 	if x.watch != nil {
 		x.watch.end()
 	}
-	a := x.winner
-	a.suspended = false
-	x.leave(&a)
+	x.exit() // the suspended attempt ends
 	finished := false
 	defer func() {
 		if finished {
@@ -401,12 +378,11 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 		closeFinished()
 	}()
 	err = x.suspended.End(err)
-	x.endCall()
+	x.waitIdle()
 	finished = true
 	// Before finished is closed: the body's final Read reads it then.
 	sb.setCallErr(err)
 	closeFinished()
-	x.waitIdle()
 	x.cleanUp()
 }
 
@@ -414,13 +390,6 @@ func (x *exchange) resume(streamErr error, byCtx bool) {
 // delivered a response already. It runs on its own goroutine so that the
 // policy's Execute (and with it the bulkhead slot and the deadline's
 // context) can outlive RoundTrip while the caller reads the body.
-//
-// The outcome is delivered as soon as Execute has returned and the winning
-// attempt, if any, with it: a policy that runs attempts concurrently (a
-// hedge) returns without waiting for the attempts it canceled, and one
-// whose base transport ignores its context must not hold up the winner's
-// caller. What such attempts hold (a failure response, the unsent request
-// body) is freed once the last of them returns.
 func (x *exchange) run(ctx context.Context) {
 	growStack(0)
 	finishedClosed := false
@@ -460,7 +429,7 @@ func (x *exchange) run(ctx context.Context) {
 		closeFinished()
 	}()
 	err := x.t.Policy.Execute(ctx, x.attempt)
-	x.endCall()
+	x.waitIdle()
 	finished = true
 	if x.stream != nil {
 		// Before finished is closed: the body's final Read reads it then.
@@ -468,19 +437,21 @@ func (x *exchange) run(ctx context.Context) {
 	}
 	closeFinished()
 	x.finish(ctx, err)
-	x.waitIdle()
-	x.cleanUp()
 }
 
-// finish delivers Execute's outcome err.
+// finish delivers Execute's outcome err, once what the attempts left is
+// freed: the caller finds the request body closed.
 func (x *exchange) finish(ctx context.Context, err error) {
 	if x.handed {
 		// The caller has the response and has seen any stream error
 		// through Read.
+		x.cleanUp()
 		return
 	}
 	x.handed = true
-	x.out <- x.outcome(ctx, err)
+	r := x.outcome(ctx, err)
+	x.cleanUp()
+	x.out <- r
 }
 
 // outcome returns what RoundTrip returns when Execute returned err without
@@ -510,258 +481,133 @@ func (x *exchange) outcome(ctx context.Context, err error) result {
 	return result{err: retry.Unmark(err)}
 }
 
-// takePending reports whether resp is the failure response of one of the
-// exchange's attempts, and if so takes it out of pending: it is the
-// caller's.
+// takePending reports whether resp is the failure response of the
+// latest attempt, and if so takes it: it is the caller's.
 func (x *exchange) takePending(resp *http.Response) bool {
-	if resp == nil {
+	if resp == nil || resp != x.pending {
 		return false
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for i, p := range x.pending {
-		if p == resp {
-			x.pending = append(x.pending[:i], x.pending[i+1:]...)
-			return true
-		}
-	}
-	return false
+	x.pending = nil
+	return true
 }
 
 // cleanUp frees what the attempts left once none runs: the failure
-// responses not handed over, and the request body if no attempt sent it.
+// response not handed over, and the request body if no attempt sent it.
 func (x *exchange) cleanUp() {
 	x.discardPending()
 	x.closeUnsentBody()
 }
 
 // attempt is the policy.Func: one attempt of the exchange.
-//
-// A panic (or runtime.Goexit) in an attempt that has lost (another
-// attempt's response was accepted, or the call has ended: a Signals that
-// panics on a late response, a base transport that panics as it returns)
-// is reported to otel.Handle, and the attempt returns as a loser: carried
-// through the policy, a hedge would take it to the caller and cancel the
-// winner's stream, or, after the call, crash the process from the hedge's
-// goroutine. A panic in any other attempt goes on.
-func (x *exchange) attempt(ctx context.Context) (err error) {
-	var a try
-	if err := x.enter(ctx, &a); err != nil {
+func (x *exchange) attempt(ctx context.Context) error {
+	if err := x.enter(ctx); err != nil {
 		return err
 	}
-	defer x.leave(&a)
-	normal := false
-	defer func() {
-		if normal || a.won {
-			return
-		}
-		x.mu.Lock()
-		lost := x.won || x.ended
-		x.mu.Unlock()
-		if !lost {
-			return
-		}
-		if v := recover(); v != nil {
-			// With the stack: the panic is not re-raised, and nothing
-			// else shows where it came from.
-			otel.Handle(fmt.Errorf("httppolicy: panic in an attempt that lost to another's: %v\n\n%s", v, debug.Stack()))
-			err = lostError{}
-		}
-	}()
-	err = x.send(ctx, &a)
-	normal = true
-	if err != nil && !a.won {
-		x.mu.Lock()
-		lost := x.won
-		x.mu.Unlock()
-		if lost {
-			// Another attempt's response was accepted.
-			if a.ctx != nil && context.Cause(a.ctx) == errLost {
-				// Canceled by the winner: an outcome that says nothing
-				// about the dependency. It returns at once (a timeout of
-				// its own must not fire while it waits): the hedge, whose
-				// claim the winner holds, starts no attempt in its place.
-				return lostError{}
-			}
-			// A failure that completed all the same, which a breaker
-			// counts; it must not end the call, which is the winner's: no
-			// Permanent marker.
-			return retry.Unmark(err)
-		}
+	var a try
+	defer x.exitUnlessSuspended(&a)
+	if err := x.admit(&a); err != nil {
+		return err
 	}
-	return err
+	return x.send(ctx, &a)
 }
 
 // try is one attempt's own state.
 type try struct {
-	ctx    context.Context // the request's, canceled with errLost when another attempt wins; nil if no other attempt may run
-	n      int             // 1-based, in the order attempts entered
-	won    bool            // its response was accepted
-	bodyOK bool            // it sends req.Body itself (the first to send)
-	body   io.ReadCloser   // the copy of the body it sends (GetBody's), if not req.Body
-	watch1 bool            //  it may use the exchange's watch1
-	// stops: it failed in a way that may not be retried (its error is
-	// marked with retry.Permanent): no attempt of the exchange sends after
-	// it (see leave and enter).
-	stops bool
+	won    bool          // its response was accepted
+	bodyOK bool          // it sends req.Body itself (the first to send)
+	body   io.ReadCloser // the copy of the body it sends (GetBody's), if not req.Body
+	watch1 bool          // it may use the exchange's watch1
 	// suspended: it handed its response over and suspended the call;
 	// resume ends it.
 	suspended bool
 }
 
-// final returns err marked with retry.Permanent, as the failure of a that
-// may not be retried, and notes that no attempt may send after a.
-func (a *try) final(err error) error {
-	a.stops = true
+// final returns err marked with retry.Permanent, as the failure of an
+// attempt that may not be retried, and notes that no attempt may send
+// after it.
+func (x *exchange) final(err error) error {
+	x.stopped = true
 	return retry.Permanent(err)
 }
 
-// errLost is the cause with which the winning attempt cancels the others'
-// requests.
-var errLost = errors.New("httppolicy: another attempt's response was accepted")
-
-// lostError is what a losing attempt returns: it matches
-// context.Canceled, so that a breaker excludes it and a hedge takes it for
-// what it is.
-type lostError struct{}
-
-func (lostError) Error() string        { return errLost.Error() }
-func (lostError) Is(target error) bool { return target == context.Canceled || target == errLost }
-
-// enter admits an attempt and sets its state a, or returns the error the
-// attempt returns without sending anything.
-//
-// An attempt started while another runs goes on beside it only if the
-// exchange is hedgeable and it has a copy of the body to send (GetBody);
-// otherwise it waits for the running one to end, and goes on only if the
-// call has not ended and no response was accepted meanwhile. If GetBody
-// fails while another attempt sends, the body is taken for one that cannot
-// be replayed: this attempt (and any later one) waits, and its failure
-// says nothing about the dependency; it ends the call only if no other
-// attempt is left to send.
-//
-// An attempt that may run only alone (the request is not hedgeable, or its
-// body could not be copied) under a policy that may run attempts
-// concurrently takes the policy's claim (policy.Claim) as it enters: a
-// retry.Hedge starts no attempt beside one that holds its claim. The claim
-// goes back to the hedge if the attempt fails.
-func (x *exchange) enter(ctx context.Context, a *try) error {
-	var body io.ReadCloser // a copy of req.Body for this attempt
-	x.mu.Lock()
-	for {
-		if err := x.refusedLocked(ctx); err != nil {
-			x.mu.Unlock()
-			if body != nil {
-				body.Close()
-			}
-			return err
-		}
-		if x.running == 0 || (x.hedgeable && !x.noReplay) {
-			if !x.hasBody || !x.bodySent || body != nil {
-				break
-			}
-			// req.Body is another attempt's (the base transport closes
-			// it): this one sends a copy. The state may change while
-			// GetBody runs: look again once it has returned.
-			x.mu.Unlock()
-			b, gerr := x.getBody()
-			x.mu.Lock()
-			if gerr == nil {
-				body = b
-				continue
-			}
-			if x.running == 0 {
-				// No other attempt sends: the call cannot go on.
-				x.mu.Unlock()
-				return retry.Permanent(gerr)
-			}
-			x.noReplay = true
-		}
-		// Wait for the running attempt to end, or for a response to be
-		// accepted, or for the call to end.
-		ch := x.wakeChan()
-		x.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if body != nil {
-				body.Close()
-			}
-			return ctx.Err()
-		}
-		x.mu.Lock()
+// enter marks an attempt as running, or returns the error it returns at
+// once: the policy runs fn concurrently with itself (a hedge's way:
+// Hedging hedges), or after Execute returned. The refusal is cheap and
+// loud, where the exchange's state would otherwise be raced.
+func (x *exchange) enter(ctx context.Context) error {
+	if x.state.CompareAndSwap(exIdle, exRunning) {
+		return nil
 	}
-	x.admitLocked(ctx, a, body)
-	x.mu.Unlock()
-	return nil
+	if x.state.Load() != exClosed {
+		return retry.Permanent(errConcurrent)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return retry.Permanent(errDone)
 }
 
-// refusedLocked returns the error an attempt entering now ends with
-// without sending, or nil if it may go on. x.mu must be held.
-func (x *exchange) refusedLocked(ctx context.Context) error {
+// exit marks the attempt as over, and wakes waitIdle.
+func (x *exchange) exit() {
+	if x.state.Swap(exIdle) == exWaited {
+		close(x.idle)
+	}
+}
+
+// exitUnlessSuspended is exit, unless a suspended the call: resume ends
+// it then.
+func (x *exchange) exitUnlessSuspended(a *try) {
+	if !a.suspended {
+		x.exit()
+	}
+}
+
+// waitIdle returns once no attempt runs, and makes any attempt started
+// later return at once. A policy returns after its attempt has; this
+// covers one that does not, before the exchange reads what attempts
+// wrote.
+func (x *exchange) waitIdle() {
+	for !x.state.CompareAndSwap(exIdle, exClosed) {
+		// Written before the CompareAndSwap that publishes it to exit.
+		x.idle = make(chan struct{})
+		if x.state.CompareAndSwap(exRunning, exWaited) {
+			<-x.idle
+		}
+		x.idle = nil
+	}
+}
+
+// admit sets the state a of an attempt about to send, or returns the
+// error it returns without sending.
+func (x *exchange) admit(a *try) error {
 	switch {
-	case x.ended:
-		// Execute has returned. A hedge's attempt started as its call
-		// ended finds its context done: an outcome that says nothing about
-		// the dependency. Otherwise a policy called fn after its Execute
-		// returned.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return retry.Permanent(errDone)
-	case x.won && x.over && policy.Claim(ctx):
-		// Attempts one after another (no other attempt holds the claim):
-		// the policy called fn again after the response was accepted.
-		return retry.Permanent(errDone)
 	case x.won:
-		// A hedge started beside the winner, or after it but before the
-		// policy learned of it: nothing to send.
-		return lostError{}
+		// The policy called fn again after the response was accepted.
+		return retry.Permanent(errDone)
 	case x.stopped:
-		// An attempt failed in a way that may not be retried (a POST
-		// answered 500, say): the call ends with its failure, and no
-		// attempt sends after it, not even one that was waiting for it to
-		// end as a hedge started it (whose policy has not learned of the
-		// failure yet). This one says nothing about the dependency: a
-		// breaker excludes it, and a hedge ignores it while the failed
-		// attempt holds its claim.
-		return lostError{}
+		// An earlier attempt failed in a way that may not be retried (a
+		// POST answered 500), and the policy ignored its marker.
+		return retry.Permanent(errStopped)
+	}
+	// An earlier attempt's failure response is no longer the call's.
+	x.discardPending()
+	if x.hasBody {
+		if x.bodySent {
+			// req.Body is an earlier attempt's (the base transport closes
+			// it): this one sends a copy.
+			body, err := x.getBody()
+			if err != nil {
+				return retry.Permanent(err)
+			}
+			a.body = body
+		} else {
+			x.bodySent, a.bodyOK = true, true
+		}
+	}
+	if !x.watch1Used {
+		x.watch1Used, a.watch1 = true, true
 	}
 	return nil
-}
-
-// admitLocked admits attempt a, which sends body (nil: req.Body, or no
-// body). x.mu must be held.
-func (x *exchange) admitLocked(ctx context.Context, a *try, body io.ReadCloser) {
-	if x.running == 0 && !x.hedgeable {
-		// Attempts one after another: an earlier one's failure response
-		// is no longer the call's.
-		x.discardPendingLocked()
-	}
-	x.running++
-	a.n = len(x.cancels) + 1
-	if !x.bodySent {
-		x.bodySent = true
-		a.bodyOK = true
-	}
-	a.body = body
-	if !x.watch1Used {
-		x.watch1Used = true
-		a.watch1 = true
-	}
-	if x.hedgeable {
-		var cancel context.CancelCauseFunc
-		a.ctx, cancel = context.WithCancelCause(ctx)
-		x.cancels = append(x.cancels, cancel)
-	}
-	if x.concurrent && (!x.hedgeable || x.noReplay) {
-		// It must run alone: keep a hedge from starting attempts beside
-		// it (each would call OnHedge, take from the budget and wait). If
-		// another attempt still holds the claim (it has left but its
-		// failure has not reached the hedge yet), this one claims when its
-		// response is accepted, as any attempt does (see win).
-		policy.Claim(ctx)
-	}
 }
 
 // getBody returns a copy of the request's body to send, from GetBody.
@@ -776,107 +622,9 @@ func (x *exchange) getBody() (io.ReadCloser, error) {
 	return body, nil
 }
 
-// endCall is called once Execute has returned: it waits for the winning
-// attempt, if any, to return (a policy returns after its attempt has; this
-// covers one that does not), and makes any attempt that enters or gets its
-// response later return at once.
-func (x *exchange) endCall() {
-	x.mu.Lock()
-	for x.won && !x.over {
-		ch := x.wakeChan()
-		x.mu.Unlock()
-		<-ch
-		x.mu.Lock()
-	}
-	x.ended = true
-	x.wakeAll()
-	x.mu.Unlock()
-}
-
-// waitIdle returns once no attempt runs, and makes any attempt started
-// later return at once. A policy that ran attempts concurrently (a hedge)
-// may return before an attempt it canceled has: what the exchange's
-// attempts hold is freed only once every attempt has returned.
-func (x *exchange) waitIdle() {
-	x.mu.Lock()
-	x.ended = true
-	for x.running > 0 {
-		ch := x.wakeChan()
-		x.mu.Unlock()
-		<-ch
-		x.mu.Lock()
-	}
-	x.wakeAll()
-	x.mu.Unlock()
-}
-
-// wakeChan returns the channel closed at the next change that a waiter
-// looks for (see wakeAll). mu is held.
-func (x *exchange) wakeChan() chan struct{} {
-	if x.wake == nil {
-		x.wake = make(chan struct{})
-	}
-	return x.wake
-}
-
-// wakeAll wakes every waiter: an attempt waiting for the running one
-// (enter), endCall waiting for the winner, waitIdle for the last attempt.
-// mu is held.
-func (x *exchange) wakeAll() {
-	if x.wake != nil {
-		close(x.wake)
-		x.wake = nil
-	}
-}
-
-// leave marks attempt a as over, unless it suspended the call: it wakes
-// an attempt, endCall or waitIdle waiting for it.
-func (x *exchange) leave(a *try) {
-	if a.suspended {
-		return
-	}
-	x.mu.Lock()
-	x.running--
-	if a.won {
-		x.over = true
-	}
-	if a.stops && !a.won {
-		x.stopped = true
-	}
-	if x.running == 0 || a.won {
-		x.wakeAll()
-	}
-	var cancel context.CancelCauseFunc
-	if a.ctx != nil {
-		cancel = x.cancels[a.n-1]
-	}
-	x.mu.Unlock()
-	if cancel != nil {
-		cancel(nil)
-	}
-}
-
-// win makes a's response the exchange's, if no other attempt's is, the
-// call has not ended, and the policy grants a the claim (policy.Claim: a
-// hedge's winner), and cancels the other attempts' requests. It reports
-// whether a won. Attempts waiting to enter return at once.
-func (x *exchange) win(ctx context.Context, a *try) bool {
-	x.mu.Lock()
-	if x.won || x.ended || !policy.Claim(ctx) {
-		x.mu.Unlock()
-		return false
-	}
+// win makes a's response the exchange's.
+func (x *exchange) win(a *try) {
 	x.won, a.won = true, true
-	x.wakeAll()
-	// No attempt registers once won is set: the slice is read unlocked.
-	cancels := x.cancels
-	x.mu.Unlock()
-	for i, cancel := range cancels {
-		if i != a.n-1 {
-			cancel(errLost)
-		}
-	}
-	return true
 }
 
 // send sends the request once, as attempt a, and waits, if its response is
@@ -898,16 +646,14 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 
 	resp, err := x.base.RoundTrip(r)
 	if resp == nil || err != nil {
-		return x.noResponse(a, w, r, resp, err)
+		return x.noResponse(w, r, resp, err)
 	}
-	if x.clocked {
-		x.clock.Clock.Answered()
-	}
+	x.clock.Clock.Answered()
 	if x.t.Signals != nil {
 		x.observe(resp)
 	}
 	if x.failure(resp) {
-		return x.failureStatus(a, w, resp)
+		return x.failureStatus(w, resp)
 	}
 	noBody := resp.Body == nil || resp.Body == http.NoBody
 	if noBody || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -917,16 +663,13 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 			if resp.Body != nil {
 				resp.Body.Close()
 			}
-			return x.failed(a, w.cause())
+			return x.failed(w.cause())
 		}
 		if noBody {
 			// The call ends now and RoundTrip returns the response when
 			// Execute does.
-			if x.win(ctx, a) {
-				x.accept(resp)
-			} else if resp.Body != nil {
-				resp.Body.Close()
-			}
+			x.win(a)
+			x.accepted = resp
 			return nil
 		}
 		return x.handOver(ctx, a, resp, nil, nil, w)
@@ -934,17 +677,16 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	if w == nil {
 		return x.handOver(ctx, a, resp, nil, nil, nil)
 	}
-	prefix, whole, err := x.firstBytes(a, w, resp)
+	prefix, whole, err := x.firstBytes(w, resp)
 	switch {
 	case err != nil:
 		return err
 	case whole:
 		// The whole body is in (resp's own is closed): the call ends now.
-		if x.win(ctx, a) {
-			w.whole.b = prefix
-			resp.Body = &w.whole
-			x.accept(resp)
-		}
+		x.win(a)
+		w.whole.b = prefix
+		resp.Body = &w.whole
+		x.accepted = resp
 		return nil
 	case w.idle > 0:
 		return x.handOver(ctx, a, resp, prefix, w, w)
@@ -955,24 +697,20 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 // watchFor returns the context attempt a sends its request with and, with
 // a stream timeout, the watch whose timers cancel it (see streamWatch).
 func (x *exchange) watchFor(ctx context.Context, a *try) (context.Context, *streamWatch) {
-	rctx := ctx
-	if a.ctx != nil {
-		rctx = a.ctx
-	}
 	if x.timeouts.firstByte <= 0 && x.timeouts.idle <= 0 {
-		return rctx, nil
+		return ctx, nil
 	}
 	w := &x.watch1
 	if !a.watch1 {
 		w = new(streamWatch)
 	}
-	w.init(x.t, rctx, x.timeouts)
+	w.init(x.t, ctx, x.timeouts)
 	return w.ctx, w
 }
 
-// noResponse ends attempt a, whose base RoundTrip returned resp and err
+// noResponse ends an attempt whose base RoundTrip returned resp and err
 // with one of them nil: a broken base, or the exchange's failure.
-func (x *exchange) noResponse(a *try, w *streamWatch, r *http.Request, resp *http.Response, err error) error {
+func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Response, err error) error {
 	if resp == nil && err == nil {
 		// A broken base, reported as http.Client reports one. It is the
 		// attempt's failure, and a breaker counts it: the dependency's
@@ -983,11 +721,9 @@ func (x *exchange) noResponse(a *try, w *streamWatch, r *http.Request, resp *htt
 		if r.Body != nil {
 			r.Body.Close()
 		}
-		return a.final(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
+		return x.final(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
-	if x.clocked {
-		x.clock.Clock.Answered()
-	}
+	x.clock.Clock.Answered()
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
@@ -998,16 +734,16 @@ func (x *exchange) noResponse(a *try, w *streamWatch, r *http.Request, resp *htt
 		}
 	}
 	if !x.mayRetry(unprocessedError(err)) {
-		return a.final(err)
+		return x.final(err)
 	}
 	return err
 }
 
-// failureStatus ends attempt a, whose response is a failure by IsFailure:
+// failureStatus ends an attempt whose response is a failure by IsFailure:
 // its body is read now, while the attempt's context is live, so that the
 // connection goes back to the pool and the response stays readable if it
 // turns out to be the last.
-func (x *exchange) failureStatus(a *try, w *streamWatch, resp *http.Response) error {
+func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 	if w != nil && resp.Body != nil {
 		resp.Body = &firstByteBody{ReadCloser: resp.Body, w: w}
 	}
@@ -1016,29 +752,14 @@ func (x *exchange) failureStatus(a *try, w *streamWatch, resp *http.Response) er
 		// Its first byte came too late: the timeout, not the status, is
 		// the attempt's failure.
 		resp.Body.Close()
-		return x.failed(a, w.cause())
+		return x.failed(w.cause())
 	}
-	x.mu.Lock()
-	if !x.won && !x.ended {
-		x.pending = append(x.pending, resp)
-	}
-	x.mu.Unlock()
-	se := &StatusError{Response: resp, StatusCode: resp.StatusCode}
-	if d, ok := ParseRetryAfter(resp.Header, time.Now()); ok {
-		se.RetryAfterDelay = d
-	}
+	x.pending = resp
+	se := newStatusError(resp)
 	if !x.mayRetry(unprocessedStatus(resp.StatusCode)) {
-		return a.final(se)
+		return x.final(se)
 	}
 	return se
-}
-
-// accept makes resp, whose body is whole (or absent), the call's
-// response: the attempt won it.
-func (x *exchange) accept(resp *http.Response) {
-	x.mu.Lock()
-	x.accepted = resp
-	x.mu.Unlock()
 }
 
 // firstBytes watches resp's body with w and, with a first byte timeout,
@@ -1046,7 +767,7 @@ func (x *exchange) accept(resp *http.Response) {
 // this attempt's failure, which may be retried. It returns the bytes read,
 // and whole if they are the whole body (resp's own body is then closed).
 // An idle timeout starts once the first byte is in.
-func (x *exchange) firstBytes(a *try, w *streamWatch, resp *http.Response) (p []byte, whole bool, err error) {
+func (x *exchange) firstBytes(w *streamWatch, resp *http.Response) (p []byte, whole bool, err error) {
 	w.watchResponse(resp)
 	if w.firstByte <= 0 {
 		w.firstByteIn()
@@ -1054,7 +775,7 @@ func (x *exchange) firstBytes(a *try, w *streamWatch, resp *http.Response) (p []
 		var eof bool
 		if p, eof, err = w.readFirst(resp.Body, resp.ContentLength); err != nil {
 			resp.Body.Close()
-			return nil, false, x.failed(a, err)
+			return nil, false, x.failed(err)
 		}
 		if eof {
 			resp.Body.Close()
@@ -1067,19 +788,11 @@ func (x *exchange) firstBytes(a *try, w *streamWatch, resp *http.Response) (p []
 	return p, false, nil
 }
 
-// handOver accepts resp, if no other attempt's response was: it hands the
-// response over now, and keeps this attempt (and every policy above it)
-// open while the caller reads the body, which w watches (nil: nothing to
-// watch). A response that lost is closed (its connection is not reused
-// before its body is drained) and is a success that publishes nothing.
+// handOver accepts resp: it hands the response over now, and keeps this
+// attempt (and every policy above it) open while the caller reads the
+// body, which w watches (nil: nothing to watch).
 func (x *exchange) handOver(ctx context.Context, a *try, resp *http.Response, prefix []byte, w, watch *streamWatch) error {
-	if !x.win(ctx, a) {
-		if w != nil {
-			w.closing()
-		}
-		resp.Body.Close()
-		return nil
-	}
+	x.win(a)
 	x.finished = make(chan struct{})
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, finished: x.finished}
 	if w, ok := resp.Body.(io.Writer); ok {
@@ -1098,7 +811,6 @@ func (x *exchange) handOver(ctx context.Context, a *try, resp *http.Response, pr
 		sb.x = x
 		x.handedResp, x.actx, x.watch = resp, ctx, watch
 		a.suspended = true
-		x.winner = *a
 		return compose.ErrHandOver
 	}
 	sb.done = make(chan error, 1)
@@ -1129,11 +841,11 @@ func (x *exchange) endWatch(w *streamWatch, a *try) {
 	}
 }
 
-// failed returns err, the failure of attempt a, which may have reached the
-// server, marked with retry.Permanent if it may not be retried.
-func (x *exchange) failed(a *try, err error) error {
+// failed returns err, the failure of an attempt, which may have reached
+// the server, marked with retry.Permanent if it may not be retried.
+func (x *exchange) failed(err error) error {
 	if !x.mayRetry(false) {
-		return a.final(err)
+		return x.final(err)
 	}
 	return err
 }
@@ -1147,7 +859,7 @@ func (x *exchange) mayRetry(unprocessed bool) bool {
 // observe tells Transport.Signals of resp. If Signals panics or calls
 // runtime.Goexit, resp's body is closed on the way out, so that its
 // connection is not left open (no one else holds the response yet); the
-// panic goes on (see attempt for a panic in an attempt that lost).
+// panic goes on.
 func (x *exchange) observe(resp *http.Response) {
 	told := false
 	defer func() {
@@ -1174,21 +886,12 @@ func (x *exchange) failure(resp *http.Response) bool {
 	return f
 }
 
-// discardPending closes the failure responses not handed over.
+// discardPending closes the failure response not handed over.
 func (x *exchange) discardPending() {
-	x.mu.Lock()
-	x.discardPendingLocked()
-	x.mu.Unlock()
-}
-
-// discardPendingLocked is discardPending with mu held (closing a body in
-// memory does not block).
-func (x *exchange) discardPendingLocked() {
-	for _, p := range x.pending {
-		p.Body.Close()
+	if x.pending != nil {
+		x.pending.Body.Close()
+		x.pending = nil
 	}
-	clear(x.pending)
-	x.pending = x.pending[:0]
 }
 
 func (x *exchange) closeAccepted() {
@@ -1204,11 +907,8 @@ func (x *exchange) closeAccepted() {
 // transport: a RoundTripper must close it in every case. It is called once
 // no attempt runs.
 func (x *exchange) closeUnsentBody() {
-	x.mu.Lock()
-	unsent := x.hasBody && !x.bodySent
-	x.bodySent = true
-	x.mu.Unlock()
-	if unsent {
+	if x.hasBody && !x.bodySent {
+		x.bodySent = true
 		x.req.Body.Close()
 	}
 }

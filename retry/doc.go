@@ -104,16 +104,24 @@
 //
 // # Hedging
 //
-// A [Hedge] (built with [NewHedge] from a [HedgeConfig]) takes the Retry
-// slot for calls that are safe to repeat, and cuts the slow tail rather
-// than the failures: when the first attempt has not answered after a
-// delay, it starts another beside it, up to MaxHedges; the first success
-// wins at once, and the others are canceled, their contexts' cause being
-// [ErrHedgeLost]. A failed attempt starts the next hedge at once, as
-// gRPC's hedging does for a non-fatal status. The delay is fixed
-// (HedgeConfig.Delay), or learned: a quantile of the latencies of the last
-// Window attempts, at least MinDelay, kept in a ring of fixed size. Every
-// hedge draws on the same [Budget] as retries.
+// A [Hedge] (built with [NewHedge] from a [HedgeConfig]) cuts the slow
+// tail of calls that are safe to repeat, rather than the failures: when
+// the first attempt has not answered after a delay, it starts another
+// beside it, up to MaxHedges; the first success wins at once, and the
+// others are canceled, their contexts' cause being [ErrHedgeLost]. A
+// failed attempt starts the next hedge at once, as gRPC's hedging does
+// for a non-fatal status. The delay is fixed (HedgeConfig.Delay), or
+// learned: a quantile of the latencies of the last Window attempts, at
+// least MinDelay, kept in a ring of fixed size. Every hedge draws on the
+// same [Budget] as retries.
+//
+// A hedge runs around a pipeline, not in one of its slots: [Hedged] runs
+// each attempt as a whole call of the policy it is given. So each attempt
+// takes its own bulkhead slot (a hedged call may hold 1 + MaxHedges slots
+// at once: size the bulkhead for it), and its own breaker verdict (a
+// loser, canceled, is excluded). A bulkhead that refuses a hedge stops
+// the hedging, as any rejection does. Hedged returns the winner's value;
+// the losers' values are dropped.
 //
 // After an attempt fails with err, the first rule that applies decides:
 //
@@ -135,31 +143,23 @@
 // a policy below until then ends as that policy's rejection, never as a
 // timeout. Once the timer has fired, the caller's cancel changes nothing:
 // the call still waits for its attempts. Each attempt the timer cuts is a
-// timeout of its own, which a breaker below counts as a failure. While another
-// attempt holds the claim (policy.Claim: its result is being published),
-// no hedge starts and a failure decides nothing yet: a refusal stops
-// further hedges, and the first failure marked Permanent or refused by
-// ShouldRetry ends the call if the holder then fails; other failures count
-// among the attempts. Each attempt runs in
-// a goroutine of its own, with a context for which [Attempt] returns its
-// number; fn therefore runs concurrently with itself, and policy.Do
-// publishes only the winner's value (see package policy). Execute returns
-// with the winner without waiting for the losers: one that ignores its
-// context runs on until fn returns. A panic in an attempt that ends before
-// the call has its outcome is carried to the caller (the call panics, the
-// other attempts canceled); a panic in a losing attempt after the call has
-// its outcome has no caller left to carry it to, and crashes the program,
-// as a panic in any goroutine does: fn must not panic on its way out of a
-// canceled attempt (see [Hedge]).
+// timeout of its own, which a breaker counts as a failure. Each attempt
+// runs in a goroutine of its own, with a context for which [Attempt]
+// returns its number. Hedged returns with the winner without waiting for
+// the losers: one that ignores its context runs on until fn returns. A
+// panic in an attempt that ends before the call has its outcome is
+// carried to the caller (the call panics, the other attempts canceled); a
+// panic in a losing attempt after the call has its outcome has no caller
+// left to carry it to, and crashes the program, as a panic in any
+// goroutine does: fn must not panic on its way out of a canceled attempt
+// (see [Hedge]).
 //
 // Telemetry: each hedge adds 1 to watertight.hedges with its outcome in
 // watertight.hedge.outcome (won, lost, canceled, failed) and a
 // watertight.hedge event to the span in ctx; an exhaustion adds 1 to
 // watertight.retry.exhausted with watertight.policy.kind = "hedge" and its
-// reason. In a compose pipeline's Retry slot, each attempt of a Hedge runs
-// through the slots below it with an attempt span of its own, and an
-// attempt canceled because another won reaches them as context.Canceled
-// (a breaker excludes it), whatever its own error.
+// reason. Around a compose pipeline, each attempt is a call of the
+// pipeline, with a call span of its own.
 //
 // # Permanent errors
 //

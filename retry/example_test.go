@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -141,15 +140,16 @@ func ExampleBudget() {
 }
 
 // A hedge: the first attempt is slow, so after 10ms a second starts beside
-// it and wins; the first is canceled, and policy.Do returns the winner's
-// value.
-func ExampleHedge() {
+// it and wins; the first is canceled, and Hedged returns the winner's
+// value. With a policy (a pipeline) in place of nil, each attempt would
+// run through it on its own.
+func ExampleHedged() {
 	h, err := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 10 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
 	lost := make(chan bool, 1)
-	v, err := policy.Do(context.Background(), h, func(ctx context.Context) (string, error) {
+	v, err := retry.Hedged(context.Background(), h, nil, func(ctx context.Context) (string, error) {
 		if retry.Attempt(ctx) == 1 {
 			<-ctx.Done() // a slow replica, until canceled
 			lost <- context.Cause(ctx) == retry.ErrHedgeLost

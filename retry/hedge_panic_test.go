@@ -11,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/watertight/watertight/policy"
 )
 
 // A panic in the first attempt while its hedge runs (and would win later)
@@ -29,7 +27,7 @@ func TestHedgeLoserPanicBeforeWinner(t *testing.T) {
 					t.Errorf("recovered %v, want the first attempt's panic", r)
 				}
 			}()
-			v, _ = policy.Do(t.Context(), h, func(ctx context.Context) (string, error) {
+			v, _ = Hedged(t.Context(), h, nil, func(ctx context.Context) (string, error) {
 				if Attempt(ctx) == 1 {
 					time.Sleep(5 * time.Millisecond)
 					panic("first attempt panicked")
@@ -42,14 +40,14 @@ func TestHedgeLoserPanicBeforeWinner(t *testing.T) {
 					return "", ctx.Err()
 				}
 			})
-			t.Errorf("Do returned")
+			t.Errorf("Hedged returned")
 		}()
 		synctest.Wait()
 		if c, _ := hedgeCause.Load().(error); !errors.Is(c, ErrHedgeLost) {
 			t.Errorf("the hedge's cause = %v, want ErrHedgeLost", c)
 		}
 		if v != "" {
-			t.Errorf("Do published %q", v)
+			t.Errorf("Hedged returned %q", v)
 		}
 	})
 }
@@ -71,7 +69,7 @@ func TestHedgeLatePanicCrashes(t *testing.T) {
 		t.Fatalf("child ended with %v, want exit status 2 (a crash); output:\n%s", err, out)
 	}
 	s := string(out)
-	returned := strings.Index(s, "Do returned winner <nil>")
+	returned := strings.Index(s, "Hedged returned winner <nil>")
 	crashed := strings.Index(s, "panic: losing attempt panicked late")
 	if returned < 0 || crashed < returned {
 		t.Errorf("want the winner returned, then the loser's panic; output:\n%s", s)
@@ -79,7 +77,7 @@ func TestHedgeLatePanicCrashes(t *testing.T) {
 }
 
 // latePanic runs a hedged call whose first attempt ignores its context,
-// then panics after the hedge has won and Do has returned: it never
+// then panics after the hedge has won and Hedged has returned: it never
 // returns, the panic ending the process.
 func latePanic() {
 	h, err := NewHedge(HedgeConfig{Delay: time.Millisecond})
@@ -87,14 +85,14 @@ func latePanic() {
 		panic(err)
 	}
 	release := make(chan struct{})
-	v, err := policy.Do(context.Background(), h, func(ctx context.Context) (string, error) {
+	v, err := Hedged(context.Background(), h, nil, func(ctx context.Context) (string, error) {
 		if Attempt(ctx) == 1 {
 			<-release // ignores ctx
 			panic("losing attempt panicked late")
 		}
 		return "winner", nil
 	})
-	fmt.Fprintln(os.Stderr, "Do returned", v, err)
+	fmt.Fprintln(os.Stderr, "Hedged returned", v, err)
 	close(release)
 	select {} // the loser's panic ends the process
 }

@@ -145,6 +145,42 @@ func TestHedgeFixedDelay(t *testing.T) {
 	})
 }
 
+// As Hedged returns, every attempt's context is canceled: the losers'
+// with the cause ErrHedgeLost (which reads as context.Canceled), the
+// winner's (its fn has returned) with no cause of its own, so that fn can
+// tell a loss from the call's end.
+func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond})
+		ctxs := make(chan context.Context, 2)
+		v, err := Hedged(t.Context(), h, nil, func(ctx context.Context) (int, error) {
+			ctxs <- ctx
+			if Attempt(ctx) == 1 {
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}
+			return 2, nil
+		})
+		if v != 2 || err != nil {
+			t.Fatalf("Hedged = %d, %v; want 2, nil", v, err)
+		}
+		synctest.Wait()
+		if !errors.Is(ErrHedgeLost, context.Canceled) {
+			t.Error("ErrHedgeLost does not match context.Canceled")
+		}
+		for range 2 {
+			ctx := <-ctxs
+			want := ErrHedgeLost
+			if Attempt(ctx) == 2 {
+				want = context.Canceled
+			}
+			if c := context.Cause(ctx); c != want {
+				t.Errorf("attempt %d's cause = %v, want %v", Attempt(ctx), c, want)
+			}
+		}
+	})
+}
+
 // An attempt that answers before the delay is the only one.
 func TestHedgeNotNeeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -182,7 +218,7 @@ func TestHedgeFailureStartsNextAtOnce(t *testing.T) {
 }
 
 // A fn that ignores its context in a losing attempt: the winner returns at
-// once, policy.Do returns the winner's value, and the loser's goroutine
+// once, Hedged returns the winner's value, and the loser's goroutine
 // ends when fn returns (goleak checks at the end of the package's tests).
 func TestHedgeLoserIgnoresContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -190,7 +226,7 @@ func TestHedgeLoserIgnoresContext(t *testing.T) {
 		release := make(chan struct{})
 		var loserDone atomic.Bool
 		start := time.Now()
-		v, err := policy.Do(t.Context(), h, func(ctx context.Context) (string, error) {
+		v, err := Hedged(t.Context(), h, nil, func(ctx context.Context) (string, error) {
 			if Attempt(ctx) == 1 {
 				<-release // ignores ctx
 				loserDone.Store(true)
@@ -200,7 +236,7 @@ func TestHedgeLoserIgnoresContext(t *testing.T) {
 			return "winner", nil
 		})
 		if v != "winner" || err != nil || time.Since(start) != 15*time.Millisecond {
-			t.Errorf("Do = %q, %v after %v; want the winner at 15ms", v, err, time.Since(start))
+			t.Errorf("Hedged = %q, %v after %v; want the winner at 15ms", v, err, time.Since(start))
 		}
 		close(release)
 		synctest.Wait()
@@ -527,7 +563,7 @@ func TestHedgeProperties(t *testing.T) {
 					defer func() { _ = recover() }()
 					var n, mu = atomic.Int64{}, sync.Mutex{}
 					succeeded := map[int]bool{}
-					v, err := policy.Do(ctx, h, func(ctx context.Context) (int, error) {
+					v, err := Hedged(ctx, h, nil, func(ctx context.Context) (int, error) {
 						started.Add(1)
 						defer ended.Add(1)
 						a := Attempt(ctx)
@@ -621,7 +657,7 @@ func TestHedgeStorm(t *testing.T) {
 				seed := r.Uint64()
 				func() {
 					defer func() { _ = recover() }()
-					v, err := policy.Do(ctx, h, func(ctx context.Context) (uint64, error) {
+					v, err := Hedged(ctx, h, nil, func(ctx context.Context) (uint64, error) {
 						started.Add(1)
 						defer ended.Add(1)
 						a := Attempt(ctx)

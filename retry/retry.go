@@ -56,13 +56,6 @@ func New(cfg Config) (*Retry, error) {
 // MaxAttempts returns the number of tries a call gets, the first included.
 func (r *Retry) MaxAttempts() int { return r.s.maxAttempts }
 
-// ConcurrentAttempts reports false: a Retry runs fn again only after the
-// previous attempt returned, so policy.Do looks for no claim in its
-// attempts' contexts. It implements [policy.Concurrent].
-func (r *Retry) ConcurrentAttempts() bool { return false }
-
-var _ policy.Concurrent = (*Retry)(nil)
-
 // Execute runs fn, and runs it again while it fails with an error worth
 // retrying, waiting between attempts as the schedule asks. It returns nil as
 // soon as an attempt succeeds; otherwise the error the rules in the package

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -86,38 +87,36 @@ func (rec *recorder) exhaust(ctx context.Context, reason string) {
 }
 
 // HedgeKind is the watertight.policy.kind of every Hedge.
-const HedgeKind = telemetry.KindHedge
+const HedgeKind = "hedge"
 
 // Outcomes of a hedge (an attempt after the first of a [Hedge]'s call), in
 // the watertight.hedge.outcome attribute of watertight.hedges.
 const (
 	// HedgeWon: the hedge's success is the call's.
-	HedgeWon = telemetry.HedgeWon
+	HedgeWon = "won"
 	// HedgeLost: another attempt won while the hedge ran.
-	HedgeLost = telemetry.HedgeLost
+	HedgeLost = "lost"
 	// HedgeCanceled: the call ended otherwise while the hedge ran (the
 	// caller's context, another attempt's fatal error).
-	HedgeCanceled = telemetry.HedgeCanceled
+	HedgeCanceled = "canceled"
 	// HedgeFailed: the hedge failed on its own before the call ended.
-	HedgeFailed = telemetry.HedgeFailed
+	HedgeFailed = "failed"
 )
 
-// Telemetry names of a Hedge, for dashboards and tests: the same as
-// those every watertight package records under (they are defined once,
-// in an internal package).
+// Telemetry names of a Hedge, for dashboards and tests.
 const (
 	// MetricHedges counts hedges by outcome: "watertight.hedges".
-	MetricHedges = telemetry.MetricHedges
+	MetricHedges = "watertight.hedges"
 	// KeyHedgeOutcome is the outcome of a hedge on watertight.hedges:
 	// "watertight.hedge.outcome".
-	KeyHedgeOutcome = telemetry.KeyHedgeOutcome
+	KeyHedgeOutcome = attribute.Key("watertight.hedge.outcome")
 	// EventHedge is the span event a hedge's start adds to the span in
 	// the call's ctx, with its attempt number and whether a failure
 	// (rather than the delay) started it: "watertight.hedge".
-	EventHedge = telemetry.EventHedge
+	EventHedge = "watertight.hedge"
 	// KeyHedgeAfterFailure says, on a watertight.hedge event, that a
 	// failure started the hedge: "watertight.hedge.after_failure".
-	KeyHedgeAfterFailure = telemetry.KeyHedgeAfterFailure
+	KeyHedgeAfterFailure = attribute.Key("watertight.hedge.after_failure")
 )
 
 var hedgeOutcomes = [...]string{HedgeWon, HedgeLost, HedgeCanceled, HedgeFailed}
@@ -131,11 +130,23 @@ type hedgeRecorder struct {
 
 func newHedgeRecorder(mp metric.MeterProvider, name string) hedgeRecorder {
 	in := telemetry.NewInstruments(mp)
-	rec := hedgeRecorder{recorder: newRecorder(in, HedgeKind, name), hedges: telemetry.HedgeCounter(in.Meter)}
+	rec := hedgeRecorder{recorder: newRecorder(in, HedgeKind, name), hedges: hedgeCounter(in.Meter)}
 	for i, o := range hedgeOutcomes {
 		rec.outcomeOpts[i] = telemetry.AddOptions(rec.kind, rec.name, KeyHedgeOutcome.String(o))
 	}
 	return rec
+}
+
+// hedgeCounter returns the watertight.hedges counter of m; if its
+// creation fails, the error goes to otel.Handle and the counter returned
+// is the no-op one the API leaves in its place.
+func hedgeCounter(m metric.Meter) metric.Int64Counter {
+	c, err := m.Int64Counter(MetricHedges, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
+	if err != nil {
+		otel.Handle(err)
+	}
+	return c
 }
 
 // started adds a watertight.hedge event to the span in ctx, if it is

@@ -16,10 +16,10 @@ import (
 
 // A hedged GET: when the first attempt has not answered after 20 ms, a
 // second starts beside it; the first response wins, and the slow request
-// is canceled. The pool has a connection for every attempt a call may run
-// (Limit × (1 + MaxHedges)), since a call holds one bulkhead slot for all
-// of them.
-func ExampleTransport_hedge() {
+// is canceled. Each attempt is a whole call of the pipeline, with its own
+// bulkhead slot: the bulkhead's Limit bounds attempts, and the pool needs
+// no more connections than that.
+func ExampleHedging() {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1) == 1 {
@@ -32,12 +32,13 @@ func ExampleTransport_hedge() {
 
 	bh, _ := bulkhead.New(bulkhead.Config{Name: "search", Limit: 10})
 	defer bh.Close()
+	pipeline, _ := compose.New("search", compose.Policies{Bulkhead: bh})
 	hedge, _ := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 20 * time.Millisecond, MaxHedges: 1})
-	pipeline, _ := compose.New("search", compose.Policies{Bulkhead: bh, Retry: hedge})
 
-	base := httppolicy.NewDependencyTransport(bh.Limit() * (1 + hedge.MaxHedges()))
+	base := httppolicy.NewDependencyTransport(bh.Limit())
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: &httppolicy.Transport{Base: base, Policy: pipeline}}
+	tr := &httppolicy.Transport{Base: base, Policy: pipeline}
+	client := &http.Client{Transport: &httppolicy.Hedging{Base: tr, Hedge: hedge}}
 
 	resp, err := client.Get(srv.URL)
 	if err != nil {
