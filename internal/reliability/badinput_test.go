@@ -331,4 +331,3 @@ func TestExtremeValues(t *testing.T) {
 		})
 	})
 }
-
