@@ -307,7 +307,7 @@ func TestHTTPClientHedgeWithObserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := adaptive.New(adaptive.Config{})
+	lim, err := adaptive.New(adaptive.Config{MaxQueue: adaptive.Unbounded})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// TestSimAttempts is the simulation of issue 11: how many attempts a
+// TestSimAttempts measures how many attempts a
 // dependency receives per call when retries draw on a budget, and how much
 // of the slow tail hedging cuts, and at what cost in attempts, simulated
 // under testing/synctest (the fake clock makes the 40 s and 50 s runs take
