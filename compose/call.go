@@ -26,7 +26,8 @@ type call struct {
 	fn       func(context.Context) error
 	attempts trace.Tracer    // starts attempt spans, or nil
 	learner  adaptive.Permit // the Bulkhead slot's adaptive permit, if any
-	handed   bool            // fn returned ErrHandOver
+	mayHand  bool            // run by Start: fn may hand the call over
+	handed   bool            // fn returned ErrHandOver under Start
 	pending  []exit
 	// below runs the slots below the pipeline's one Retry: the fn given
 	// to its Execute, built once per recycled call (see calls).
@@ -53,7 +54,7 @@ type exit struct {
 func (c *call) from(ctx context.Context, i int) error {
 	if i == len(c.p.slots) {
 		err := c.fn(ctx)
-		if err == ErrHandOver {
+		if err == ErrHandOver && c.mayHand {
 			c.handed = true
 			return nil
 		}

@@ -100,6 +100,16 @@ func TestStartWithoutHandOverIsExecute(t *testing.T) {
 	}
 }
 
+// Under Execute, ErrHandOver is an error like any other: every slot is
+// freed and the call fails with it.
+func TestExecuteTreatsErrHandOverAsAnError(t *testing.T) {
+	p, bh, _ := handOverPipeline(t, 5)
+	err := p.Execute(context.Background(), func(context.Context) error { return compose.ErrHandOver })
+	if !errors.Is(err, compose.ErrHandOver) || bh.Active() != 0 {
+		t.Fatalf("Execute = %v with %d active; want ErrHandOver and 0", err, bh.Active())
+	}
+}
+
 // A policy of another package does not hold across a hand-over.
 func TestHoldsOnlyWithBuiltInPolicies(t *testing.T) {
 	p, err := compose.New("x", compose.Policies{Breaker: &fakeStage{name: "b"}})

@@ -165,7 +165,7 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("compose: nil fn")
 	}
-	_, err := p.run(ctx, fn)
+	_, err := p.run(ctx, fn, false)
 	return err
 }
 
@@ -186,18 +186,19 @@ func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*Held, error) {
 	if fn == nil {
 		panic("compose: nil fn")
 	}
-	return p.run(ctx, fn)
+	return p.run(ctx, fn, true)
 }
 
 // Holds reports whether every slot holds a policy of this module, so that
 // each one holds what it took until [Held.End] after a hand-over.
 func (p *Pipeline) Holds() bool { return p.holds }
 
-func (p *Pipeline) run(ctx context.Context, fn policy.Func) (*Held, error) {
+func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held, error) {
 	if ctx == nil {
 		panic("compose: nil Context")
 	}
 	c := p.newCall(fn)
+	c.mayHand = mayHand
 	tr := p.tracer.Tracer()
 	timed := p.duration.Enabled(ctx)
 	if tr == nil && !timed {
