@@ -295,9 +295,9 @@ func TestHTTPClientHedgesWithHTTPOptionsHedge(t *testing.T) {
 }
 
 // Hedged attempts run concurrently, each a call of a pipeline whose
-// Bulkhead slot learns from latencies: each has an answer clock of its
-// own (-race checks), and every slot is free once the calls end.
-func TestHTTPClientHedgeWithObserver(t *testing.T) {
+// Bulkhead slot learns from latencies: each marks its own attempt's answer
+// (-race checks), and every slot is free once the calls end.
+func TestHTTPClientHedgeWithAdaptiveLimit(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Duration(r.ContentLength%3) * time.Millisecond)
 		io.WriteString(w, "ok")

@@ -27,10 +27,11 @@ type Limiter struct {
 	// bulkhead; the controller moves its limit.
 	slots slots.Slots
 
-	// answers counts the calls in flight whose answer has arrived (their
-	// AnswerClock told it: see internal/stage): a probe caps only the
-	// others, the calls awaiting their answer.
-	answers stage.AnswerCount
+	// answers counts the calls in flight whose answer has arrived (see
+	// countAnswer): a probe caps only the others, the calls awaiting it.
+	answers atomic.Int64
+	// countAnswer, as a func value built once.
+	countAnswerFn func(delta int)
 
 	// Read by every sample, written rarely: kept off the cache lines that
 	// every call writes (the slots' counts, the window).
@@ -95,7 +96,7 @@ func New(cfg Config) (*Limiter, error) {
 		onReject:    cfg.OnReject,
 	}
 	l.ctl.init(s)
-	l.answers.Notify = l.answersChanged
+	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
 	l.slots.Init(s.initial, s.queueCap, s.maxWait)
@@ -115,7 +116,7 @@ func New(cfg Config) (*Limiter, error) {
 // or ctx.Err() if the caller's ctx is done on entry or while waiting, in
 // which case fn is not run. Execute panics if ctx or
 // fn is nil.
-func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
+func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("adaptive: nil fn")
 	}
@@ -126,26 +127,27 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	// A deferred release also runs if fn panics or calls runtime.Goexit,
 	// so the slot is never lost; such an attempt is no sample.
 	defer p.Release()
-	start := time.Now()
-	if p.clock != nil {
-		p.clock.Start(start)
-	}
+	ctx, s := p.Begin(ctx)
+	finished := false
+	defer func() {
+		if !finished {
+			s.End(stage.ErrAborted)
+		}
+	}()
 	err = fn(ctx)
-	p.Observe(p.latency(start), err)
+	finished = true
+	s.End(err)
 	return err
 }
 
 // Permit is a call admitted by [Limiter.Acquire]: it holds one slot until
 // Release. The zero Permit holds nothing.
-type Permit struct {
-	l     *Limiter
-	clock *stage.AnswerClock // watched for the call, or nil
-}
+type Permit struct{ l *Limiter }
 
 // Acquire admits one call, waiting as Execute does, and returns its
 // [Permit]; or the error Execute would return without running fn. Acquire
-// is the two-step form of Execute: report each attempt's latency with
-// Permit.Observe, and call Permit.Release exactly once. It does not
+// is the two-step form of Execute: sample each attempt with Permit.Begin
+// and Sample.End, and call Permit.Release exactly once. It does not
 // allocate on a rejection. It panics if ctx is nil.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
@@ -157,66 +159,63 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
 		return Permit{}, l.refused(ctx, o, err)
 	}
-	return Permit{l: l, clock: l.watch(ctx)}, nil
+	return Permit{l: l}, nil
 }
 
-// Observe reports one attempt of the permit's call, which took latency and
-// ended with err: see "What it samples" in the package documentation. A
-// success or a timeout is a latency sample; a rejection from below or a
-// cancellation says nothing; any other error is a failure.
-func (p Permit) Observe(latency time.Duration, err error) {
+// Sample is one attempt of a permitted call, begun by [Permit.Begin].
+// Its End must be called once. The zero Sample's End does nothing.
+type Sample struct {
+	l *Limiter
+	a *stage.Attempt
+}
+
+// Begin starts one attempt of the permit's call and returns the context it
+// must run with. The attempt's latency ends at its answer if httppolicy's
+// Transport marks one (the response headers), else at Sample.End; until
+// its End, an answered attempt does not count against a probe's cap. It
+// allocates the attempt's context.
+func (p Permit) Begin(ctx context.Context) (context.Context, Sample) {
 	if p.l == nil {
+		return ctx, Sample{}
+	}
+	ctx, a := stage.Begin(ctx, p.l.countAnswerFn)
+	return ctx, Sample{l: p.l, a: a}
+}
+
+// End ends the attempt, which ended with err, and samples it: see "What
+// it samples" in the package documentation. A success or a timeout is a
+// latency sample; a rejection from below or a cancellation says nothing;
+// any other error is a failure.
+func (s Sample) End(err error) {
+	if s.l == nil {
 		return
 	}
+	d := s.a.End()
 	end := time.Now()
 	switch {
 	case err == nil:
-		p.l.observe(latency, false, end)
-	case errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
+		s.l.observe(d, false, end)
+	case err == stage.ErrAborted, errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
 	case errors.Is(err, context.DeadlineExceeded):
-		p.l.observe(latency, false, end)
+		s.l.observe(d, false, end)
 	default:
-		p.l.observe(latency, true, end)
+		s.l.observe(d, true, end)
 	}
 }
 
-// Release frees the permit's slot. Call it once; the zero Permit's
-// Release does nothing.
+// Release frees the permit's slot. Call it once, after the End of its
+// attempts; the zero Permit's Release does nothing.
 func (p Permit) Release() {
 	if p.l != nil {
-		p.l.release(p.clock)
+		p.l.slots.Release()
 	}
 }
 
-// latency is the time from start to the answer, if the call's answer
-// clock marked one (httppolicy's Transport marks the response headers),
-// else to now.
-func (p Permit) latency(start time.Time) time.Duration {
-	if p.clock != nil {
-		return p.clock.Latency(time.Now())
-	}
-	return time.Since(start)
-}
-
-// watch watches the AnswerClock in ctx, if there is one and no other
-// policy watches it, so that the call counts as answered from its answer
-// (httppolicy's Transport marks the response headers) until it ends, and
-// returns it; else nil. A probe caps only the calls awaiting their answer.
-func (l *Limiter) watch(ctx context.Context) *stage.AnswerClock {
-	if c := stage.AnswerClockFrom(ctx); c.Watch(&l.answers) {
-		return c
-	}
-	return nil
-}
-
-// release frees a slot, once the watch of clock (if not nil) is over: the
-// call leaves the answered calls first, so that a probe's cap, which
-// counts them, never lets the freed slot go to a call beyond it.
-func (l *Limiter) release(clock *stage.AnswerClock) {
-	if clock != nil {
-		clock.Unwatch()
-	}
-	l.slots.Release()
+// countAnswer counts the calls in flight whose answer has arrived: a
+// probe caps only the others.
+func (l *Limiter) countAnswer(delta int) {
+	l.answers.Add(int64(delta))
+	l.answersChanged()
 }
 
 // Limit returns the limit the limiter has learned: the number of calls it

@@ -62,27 +62,24 @@ func BenchmarkExecute(b *testing.B) {
 	})
 	// The two steps compose runs, with the attempt timed by the caller
 	// as compose does.
-	b.Run("adaptive/acquire+observe", func(b *testing.B) {
+	b.Run("adaptive/acquire+sample", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{})
 		b.ReportAllocs()
 		for b.Loop() {
 			p, err := l.Acquire(ctx)
 			if err == nil {
-				start := time.Now()
-				err = noopFn(ctx)
-				p.Observe(time.Since(start), err)
+				actx, s := p.Begin(ctx)
+				s.End(noopFn(actx))
 				p.Release()
 			}
 		}
 	})
-	// A caller's context of a few values (a server's request): the
-	// limiter looks for an AnswerClock in it, once any context in the
-	// process has had one (as in a process that uses httppolicy).
+	// A caller's context of a few values (a server's request): each
+	// attempt's record looks for an enclosing one in it.
 	deep := ctx
 	for i := range 4 {
 		deep = context.WithValue(deep, benchKey(i), i)
 	}
-	stage.WithAnswerClock(ctx, &stage.AnswerClock{})
 	b.Run("adaptive/ctx4", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{})
 		b.ReportAllocs()
@@ -97,13 +94,12 @@ func BenchmarkExecute(b *testing.B) {
 			bh.Execute(deep, noopFn)
 		}
 	})
-	// A call with an AnswerClock, answered, as httppolicy's Transport
-	// makes one: the limiter watches it, and counts the answer.
+	// A call answered, as httppolicy's Transport marks it: the limiter
+	// counts the answer.
 	b.Run("adaptive/answer-clock", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{})
-		var clock stage.AnswerClock
-		cctx := stage.WithAnswerClock(deep, &clock)
-		answered := func(context.Context) error { clock.Answered(); return nil }
+		cctx := deep
+		answered := func(ctx context.Context) error { stage.Answered(ctx); return nil }
 		b.ReportAllocs()
 		for b.Loop() {
 			l.Execute(cctx, answered)
@@ -129,15 +125,14 @@ func BenchmarkExecuteParallel(b *testing.B) {
 			}
 		})
 	})
-	// Calls answered through their AnswerClock: two adds per call to the
+	// Calls answered, as the Transport marks them: two adds per call to the
 	// limiter's count of answered calls, shared by every goroutine.
 	b.Run("adaptive/answer-clock", func(b *testing.B) {
 		l := benchNew(b, adaptive.Config{MinLimit: limit, MaxLimit: limit})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			var clock stage.AnswerClock
-			cctx := stage.WithAnswerClock(ctx, &clock)
-			answered := func(context.Context) error { clock.Answered(); return nil }
+			cctx := ctx
+			answered := func(ctx context.Context) error { stage.Answered(ctx); return nil }
 			for pb.Next() {
 				l.Execute(cctx, answered)
 			}

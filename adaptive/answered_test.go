@@ -35,10 +35,9 @@ func noWait() retry.Schedule {
 // streamed answer: its headers after hdr, then its slot held until body is
 // closed.
 func heldStream(p *compose.Pipeline, hdr time.Duration, body <-chan struct{}) error {
-	var clock stage.AnswerClock
-	return p.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+	return p.Execute(context.Background(), func(ctx context.Context) error {
 		time.Sleep(hdr)
-		stage.AnswerClockFrom(ctx).Answered()
+		stage.Answered(ctx)
 		<-body
 		return nil
 	})
@@ -47,7 +46,7 @@ func heldStream(p *compose.Pipeline, hdr time.Duration, body <-chan struct{}) er
 // TestProbeCapsAwaitingCalls: a probe caps the calls awaiting their answer
 // at 3, not the slots: a stream whose headers arrived frees its place under
 // the cap at once, and holds its slot against the limit until its body
-// ends. A call without an AnswerClock awaits its answer until it ends.
+// ends. A call whose answer nobody marks awaits it until it ends.
 func TestProbeCapsAwaitingCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{InitialLimit: 5})
@@ -70,8 +69,7 @@ func TestProbeCapsAwaitingCalls(t *testing.T) {
 		}
 		rejected := func(step string) {
 			t.Helper()
-			var clock stage.AnswerClock
-			err := p.Execute(stage.WithAnswerClock(context.Background(), &clock), func(context.Context) error { return nil })
+			err := p.Execute(context.Background(), func(context.Context) error { return nil })
 			if !errors.Is(err, policy.ErrRejected) {
 				t.Fatalf("%s: err = %v; want a rejection", step, err)
 			}
@@ -158,15 +156,14 @@ func TestProbeCapHandsOffToWaiters(t *testing.T) {
 
 // TestExecuteSamplesAtTheAnswer: used by itself (as httppolicy's
 // Transport's Policy, say), Execute samples an attempt up to the answer
-// its AnswerClock marks, not up to the end of the body.
+// the Transport marks, not up to the end of the body.
 func TestExecuteSamplesAtTheAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := mustNew(t, adaptive.Config{})
 		for range 10 {
-			var clock stage.AnswerClock
-			l.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+			l.Execute(context.Background(), func(ctx context.Context) error {
 				time.Sleep(20 * time.Millisecond)
-				stage.AnswerClockFrom(ctx).Answered()
+				stage.Answered(ctx)
 				if l.Answered() != 1 {
 					t.Errorf("answered %d after the answer; want 1", l.Answered())
 				}
@@ -194,12 +191,11 @@ func TestPipelineSamplesEachAttemptAtTheAnswer(t *testing.T) {
 		}
 		p := mustPipeline(t, compose.Policies{Bulkhead: l, Retry: rt})
 		for range 5 {
-			var clock stage.AnswerClock
 			n := 0
-			p.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+			p.Execute(context.Background(), func(ctx context.Context) error {
 				n++
 				time.Sleep(20 * time.Millisecond)
-				stage.AnswerClockFrom(ctx).Answered()
+				stage.Answered(ctx)
 				time.Sleep(500 * time.Millisecond)
 				if n == 1 {
 					return context.DeadlineExceeded // a timeout: a sample, retried
@@ -224,12 +220,11 @@ func TestRetriedAttemptAwaitsAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := mustPipeline(t, compose.Policies{Bulkhead: l, Retry: rt})
-		var clock stage.AnswerClock
 		var seen []int
-		err = p.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+		err = p.Execute(context.Background(), func(ctx context.Context) error {
 			seen = append(seen, l.Answered())
 			time.Sleep(10 * time.Millisecond)
-			stage.AnswerClockFrom(ctx).Answered()
+			stage.Answered(ctx)
 			seen = append(seen, l.Answered())
 			if len(seen) == 2 {
 				return errStorm // a 503 after its headers: retried
@@ -248,21 +243,20 @@ func TestRetriedAttemptAwaitsAgain(t *testing.T) {
 	})
 }
 
-// TestNestedLimitersOneWatch: a pipeline nested in another's fn sees the
-// same AnswerClock; only the outer limiter watches it, and the inner one
-// counts its call as awaiting until it ends, as it would without a clock.
-func TestNestedLimitersOneWatch(t *testing.T) {
+// TestNestedLimitersBothSeeTheAnswer: the answer of a call of a pipeline
+// nested in another's fn is the outer call's answer too, and each limiter
+// counts it until its own call ends.
+func TestNestedLimitersBothSeeTheAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		outer, inner := mustNew(t, adaptive.Config{}), mustNew(t, adaptive.Config{})
 		po := mustPipeline(t, compose.Policies{Bulkhead: outer})
 		pi := mustPipeline(t, compose.Policies{Bulkhead: inner})
-		var clock stage.AnswerClock
-		err := po.Execute(stage.WithAnswerClock(context.Background(), &clock), func(ctx context.Context) error {
+		err := po.Execute(context.Background(), func(ctx context.Context) error {
 			return pi.Execute(ctx, func(ctx context.Context) error {
 				time.Sleep(10 * time.Millisecond)
-				stage.AnswerClockFrom(ctx).Answered()
-				if outer.Answered() != 1 || inner.Answered() != 0 {
-					t.Errorf("answered: outer %d, inner %d; want 1, 0", outer.Answered(), inner.Answered())
+				stage.Answered(ctx)
+				if outer.Answered() != 1 || inner.Answered() != 1 {
+					t.Errorf("answered: outer %d, inner %d; want 1, 1", outer.Answered(), inner.Answered())
 				}
 				return nil
 			})
@@ -303,8 +297,6 @@ func TestStormOfStreams(t *testing.T) {
 			intN := func(n int) int { mu.Lock(); defer mu.Unlock(); return r.IntN(n) }
 			for ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, time.Duration(intN(4000))*time.Microsecond)
-				var clock stage.AnswerClock
-				cctx = stage.WithAnswerClock(cctx, &clock)
 				fn := func(ctx context.Context) error {
 					time.Sleep(time.Duration(intN(500)) * time.Microsecond)
 					k := intN(40)
@@ -316,7 +308,7 @@ func TestStormOfStreams(t *testing.T) {
 					case k < 30:
 						// The answer, from another goroutine, as fn may.
 						done := make(chan struct{})
-						go func() { stage.AnswerClockFrom(ctx).Answered(); close(done) }()
+						go func() { stage.Answered(ctx); close(done) }()
 						<-done
 					}
 					time.Sleep(time.Duration(intN(3000)) * time.Microsecond)

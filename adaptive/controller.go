@@ -482,13 +482,13 @@ func (l *Limiter) probeAdmission() int {
 	if l.ctl.closed {
 		awaiting = 0
 	}
-	return max(1, min(l.ctl.held, awaiting+l.answers.Load()))
+	return max(1, min(l.ctl.held, awaiting+l.answered()))
 }
 
 // awaiting returns the number of calls in flight that await their answer:
-// those whose AnswerClock has not marked it, and every call without one.
+// those whose answer no Transport has marked.
 func (l *Limiter) awaiting() int {
-	return max(l.slots.Active()-l.answers.Load(), 0)
+	return max(l.slots.Active()-l.answered(), 0)
 }
 
 // answersChanged is told each change of the answered calls in flight
@@ -623,7 +623,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	// included unless its answer was marked (through httppolicy: it is a
 	// stream's headers).
 	active := l.slots.Active()
-	awaiting := max(active-l.answers.Load(), 0)
+	awaiting := max(active-l.answered(), 0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now, rebased := l.clock(end)
@@ -785,3 +785,6 @@ func (l *Limiter) endProbe(now int64) {
 	l.setAdmission(c.admission())
 	l.probing.Store(false)
 }
+
+// answered returns the number of calls in flight that have their answer.
+func (l *Limiter) answered() int { return int(max(l.answers.Load(), 0)) }

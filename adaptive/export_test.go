@@ -29,4 +29,4 @@ func (l *Limiter) Drops() int64 { return l.drops.Load() }
 func (l *Limiter) Admission() int { return l.slots.Limit() }
 
 // Answered is the number of calls in flight whose answer was marked.
-func (l *Limiter) Answered() int { return l.answers.Load() }
+func (l *Limiter) Answered() int { return l.answered() }

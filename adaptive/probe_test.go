@@ -88,7 +88,7 @@ func TestStreamedAnswersEndTheProbe(t *testing.T) {
 						continue
 					}
 					time.Sleep(20 * time.Millisecond) // the headers
-					p.Observe(20*time.Millisecond, nil)
+					l.Observe(20*time.Millisecond, false)
 					time.Sleep(480 * time.Millisecond) // the body
 					p.Release()
 				}

@@ -17,14 +17,13 @@ import (
 )
 
 // streamCall runs one streamed call through p as httppolicy's Transport
-// does: an AnswerClock in the call's context, marked when the headers
+// does: the attempt's answer marked when the headers
 // arrive (after hdr), the slot held for the body (body, plus up to half as
 // much again at random).
 func streamCall(ctx context.Context, p *compose.Pipeline, hdr, body time.Duration) error {
-	var clock stage.AnswerClock
-	return p.Execute(stage.WithAnswerClock(ctx, &clock), func(ctx context.Context) error {
+	return p.Execute(ctx, func(ctx context.Context) error {
 		time.Sleep(hdr)
-		stage.AnswerClockFrom(ctx).Answered()
+		stage.Answered(ctx)
 		time.Sleep(body + time.Duration(rand.Int64N(int64(body/2)+1)))
 		return nil
 	})

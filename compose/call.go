@@ -37,17 +37,17 @@ type call struct {
 // exit is what ends one slot's hold, or one attempt's or the call's
 // telemetry. Only the fields of its kind are set.
 type exit struct {
-	kind  kind
-	bulk  bulkhead.Permit
-	adapt adaptive.Permit
-	timer deadline.Timer
-	rate  ratelimit.Permit
-	brk   breaker.Permit
-	span  trace.Span
-	start time.Time
-	clock *stage.AnswerClock
-	ctx   context.Context // kindCall: the call's context
-	timed bool            // kindCall: the duration is recorded
+	kind   kind
+	bulk   bulkhead.Permit
+	adapt  adaptive.Permit
+	timer  deadline.Timer
+	rate   ratelimit.Permit
+	brk    breaker.Permit
+	span   trace.Span
+	sample adaptive.Sample // kindAttempt: the adaptive limit's
+	start  time.Time       // kindCall
+	ctx    context.Context // kindCall: the call's context
+	timed  bool            // kindCall: the duration is recorded
 }
 
 // from runs slots[i:] and fn.
@@ -99,18 +99,13 @@ func enter(ctx context.Context, s *slot) (context.Context, exit, error) {
 	return ctx, x, err
 }
 
-// attempt starts one attempt's span and clock, then runs what is below.
+// attempt starts one attempt's span and sample, then runs what is below.
 func (c *call) attempt(ctx context.Context, i int) error {
 	x := exit{kind: kindAttempt}
 	if c.attempts != nil && c.p.retries {
 		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, c.p.attemptOptions(retry.Attempt(ctx))...)
 	}
-	if c.p.learns {
-		x.start = time.Now()
-		if x.clock = stage.AnswerClockFrom(ctx); x.clock != nil {
-			x.clock.Start(x.start)
-		}
-	}
+	ctx, x.sample = c.learner.Begin(ctx)
 	return c.under(ctx, i, x)
 }
 
@@ -148,28 +143,14 @@ func (c *call) end(x *exit, err error) error {
 	case kindBreaker:
 		return x.brk.Done(err)
 	case kindAttempt:
-		c.endAttempt(x, err)
+		x.sample.End(err)
+		if x.span != nil {
+			endSpan(x.span, err)
+		}
 	case kindCall:
 		c.p.observe(x.ctx, x.span, x.start, x.timed, err)
 	}
 	return err
-}
-
-// endAttempt gives the adaptive limit its sample, up to the answer if the
-// clock marked one, and ends the attempt's span. An aborted attempt is no
-// sample.
-func (c *call) endAttempt(x *exit, err error) {
-	if c.p.learns && err != stage.ErrAborted {
-		end := time.Now()
-		d := end.Sub(x.start)
-		if x.clock != nil {
-			d = x.clock.Latency(end)
-		}
-		c.learner.Observe(d, err)
-	}
-	if x.span != nil {
-		endSpan(x.span, err)
-	}
 }
 
 func endSpan(span trace.Span, err error) {

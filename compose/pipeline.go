@@ -29,9 +29,6 @@ import (
 type Pipeline struct {
 	name  string
 	slots []slot
-	// learns: the Bulkhead slot holds an adaptive limit, which learns from
-	// each attempt's latency (see call.attempt).
-	learns bool
 	// holds: every slot holds a policy of this module, so every one stays
 	// entered across a hand-over (see Start).
 	holds bool
@@ -118,7 +115,6 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	}
 	pl.slots = p.build()
 	for i, s := range pl.slots {
-		pl.learns = pl.learns || s.kind == kindAdaptive
 		if _, ok := s.policy.(*retry.Retry); ok {
 			if !pl.retries {
 				pl.retryAt = i

@@ -243,9 +243,9 @@
 // an otel error handler that your alerts see.
 //
 // An adaptive limit in the pipeline learns from each attempt's time to
-// its response headers, through an answer clock that each exchange shares
-// with package compose: a stream answered in 10 ms and read for 500 ms is
-// a 10 ms sample.
+// its response headers, which the Transport marks in the attempt's
+// context: a stream answered in 10 ms and read for 500 ms is a 10 ms
+// sample.
 //
 // # Connections and HTTP/2
 //

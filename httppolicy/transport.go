@@ -156,7 +156,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := newExchange(t, req)
 	x.timeouts = st
-	ctx := x.clock.Init(req.Context())
+	ctx := req.Context()
 	if x.sus != nil {
 		return x.runSync(ctx)
 	}
@@ -246,13 +246,6 @@ type exchange struct {
 	watch      *streamWatch    // the winning attempt's watch, if any
 	handedResp *http.Response
 	stopAfter  func() bool // stops the resume by the end of actx
-
-	// clock marks when the attempt got its response headers, so that an
-	// adaptive limit in the pipeline samples the time to the answer, not
-	// the time until the caller has read a stream (see internal/stage).
-	// It is the context that carries the clock too, held here to spare
-	// an allocation.
-	clock stage.ClockContext
 
 	// watch1 is the stream watch of the first attempt that needs one,
 	// held here to spare an allocation (see send); later attempts
@@ -648,7 +641,7 @@ func (x *exchange) send(ctx context.Context, a *try) error {
 	if resp == nil || err != nil {
 		return x.noResponse(w, r, resp, err)
 	}
-	x.clock.Clock.Answered()
+	stage.Answered(ctx)
 	if x.t.Signals != nil {
 		x.observe(resp)
 	}
@@ -723,7 +716,7 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 		}
 		return x.final(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
-	x.clock.Clock.Answered()
+	stage.Answered(r.Context())
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}

@@ -1,0 +1,44 @@
+package stage_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/internal/stage"
+)
+
+// An attempt's latency ends at its first answer, which counts once, and
+// an answer marked after its end (a hedge's late loser) counts nothing.
+func TestAttemptCountsItsAnswerOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		count := func(d int) { n += d }
+		outerCtx, outer := stage.Begin(context.Background(), count)
+		ctx, a := stage.Begin(outerCtx, count)
+		time.Sleep(20 * time.Millisecond)
+		stage.Answered(ctx)
+		stage.Answered(ctx)
+		if n != 2 {
+			t.Fatalf("count %d after the answer; want 2 (the attempt and the enclosing one)", n)
+		}
+		time.Sleep(time.Second)
+		if d := a.End(); d != 20*time.Millisecond || n != 1 {
+			t.Fatalf("End = %v, count %d; want 20ms, 1", d, n)
+		}
+		stage.Answered(ctx) // late: the attempt has ended
+		if d := outer.End(); d != 20*time.Millisecond || n != 0 {
+			t.Fatalf("outer End = %v, count %d; want 20ms, 0", d, n)
+		}
+		stage.Answered(ctx)
+		if n != 0 {
+			t.Fatalf("count %d after late answers; want 0", n)
+		}
+		_, b := stage.Begin(context.Background(), count)
+		time.Sleep(time.Second)
+		if d := b.End(); d != time.Second || n != 0 {
+			t.Fatalf("unanswered End = %v, count %d; want 1s, 0", d, n)
+		}
+	})
+}
