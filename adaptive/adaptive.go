@@ -190,8 +190,8 @@ func (s Sample) End(err error) {
 	if s.l == nil {
 		return
 	}
-	d := s.a.End()
 	end := time.Now()
+	d := s.a.End(end)
 	switch {
 	case err == nil:
 		s.l.observe(d, false, end)

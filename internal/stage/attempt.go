@@ -58,12 +58,12 @@ func Answered(ctx context.Context) {
 	}
 }
 
-// End ends the attempt and returns its latency: up to its answer, if one
-// was marked, else up to now.
-func (a *Attempt) End() time.Duration {
+// End ends the attempt at now and returns its latency: up to its answer,
+// if one was marked, else up to now.
+func (a *Attempt) End(now time.Time) time.Duration {
 	v := a.answered.Swap(-1)
 	if v <= 0 {
-		return time.Since(a.start)
+		return now.Sub(a.start)
 	}
 	if a.count != nil {
 		a.count(-1)

@@ -24,11 +24,11 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 			t.Fatalf("count %d after the answer; want 2 (the attempt and the enclosing one)", n)
 		}
 		time.Sleep(time.Second)
-		if d := a.End(); d != 20*time.Millisecond || n != 1 {
+		if d := a.End(time.Now()); d != 20*time.Millisecond || n != 1 {
 			t.Fatalf("End = %v, count %d; want 20ms, 1", d, n)
 		}
 		stage.Answered(ctx) // late: the attempt has ended
-		if d := outer.End(); d != 20*time.Millisecond || n != 0 {
+		if d := outer.End(time.Now()); d != 20*time.Millisecond || n != 0 {
 			t.Fatalf("outer End = %v, count %d; want 20ms, 0", d, n)
 		}
 		stage.Answered(ctx)
@@ -37,7 +37,7 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 		}
 		_, b := stage.Begin(context.Background(), count)
 		time.Sleep(time.Second)
-		if d := b.End(); d != time.Second || n != 0 {
+		if d := b.End(time.Now()); d != time.Second || n != 0 {
 			t.Fatalf("unanswered End = %v, count %d; want 1s, 0", d, n)
 		}
 	})
