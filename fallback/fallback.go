@@ -198,7 +198,7 @@ func Delivered(ctx context.Context) bool {
 // Do runs alts in order and returns the value of the first that succeeds;
 // see the package documentation. It returns an error, without running any
 // alternative, if alts is empty or one of them has an empty Name or a nil
-// Fn. It panics if ctx is nil. A panic in an alternative goes
+// Fn; the error names it. Do panics if ctx is nil. A panic in an alternative goes
 // on up, and no later alternative runs.
 func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error) {
 	var zero T
