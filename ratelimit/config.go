@@ -57,9 +57,9 @@ type Config struct {
 	// client-side rate, from the moment it meets the hold. An attempt that
 	// would wait longer, or past its context's deadline, is rejected at
 	// once. A hold met again after the gate (a new 429's) counts afresh.
-	// 0 means MaxHold; it must be >= 0. watertight.New sets it to the
-	// retry's MaxInterval, so no attempt waits longer than the retry would
-	// have waited for a Retry-After. The wait behind the gate is bounded by
+	// 0 means MaxHold; it must be >= 0. watertight.New sets a zero MaxWait
+	// to its Retry section's MaxInterval, so no attempt waits longer than
+	// the retry would have waited for a Retry-After. The wait behind the gate is bounded by
 	// MaxHold and the deadline instead.
 	MaxWait time.Duration
 

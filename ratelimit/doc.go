@@ -103,7 +103,7 @@
 // a RetryAfter of 0; errors.Is and errors.As see through that wrapper. The
 // retry waits its own schedule, and the next attempt waits out the rest of
 // the hold here. So with MaxWait at most the retry's MaxInterval (as
-// watertight.New sets it), a Retry-After longer than MaxInterval ends in
+// watertight.New sets a zero one), a Retry-After longer than MaxInterval ends in
 // the Limiter's rejection, not in the retry's ReasonRetryAfter. A 503's
 // Retry-After is not throttled: the retry waits it, and it feeds the hold
 // too, so both end at the same moment.
