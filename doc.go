@@ -1,8 +1,8 @@
 // Package watertight builds, from one value, a pipeline that guards calls
-// to one dependency: a bulkhead, a whole-call deadline, retries, a circuit
-// breaker and a per-attempt deadline, chained in the fixed order package
-// compose documents, with an OpenTelemetry span per call and a counter for
-// every rejection.
+// to one dependency. The pipeline chains a bulkhead, a whole-call deadline,
+// retries, a rate limit, a circuit breaker and a per-attempt deadline, in
+// the fixed order package compose documents. It records an OpenTelemetry
+// span per call and counts every rejection.
 //
 //	p, err := watertight.New("llm", watertight.Config{
 //		Bulkhead: &bulkhead.Config{Limit: 10, MaxQueue: 20, MaxWait: time.Second},
@@ -15,13 +15,12 @@
 //	defer p.Close()
 //	answer, err := policy.Do(ctx, p, callTheProvider)
 //
-// [New] is the one constructor most users need: each section of [Config]
-// is the Config of the policy for that slot, and a nil section leaves the
-// slot empty. [NewHTTPClient] puts such a pipeline around every request of
-// an *http.Client, the client an LLM SDK or any HTTP API client takes.
+// [New] is the one constructor most users need. Each section of [Config] is
+// the Config of the policy for that slot; a nil section leaves the slot
+// empty. [NewHTTPClient] puts such a pipeline around every request of an
+// *http.Client, such as the one an LLM SDK takes.
 //
-// The policy packages (bulkhead, deadline, retry, breaker), package compose
-// and package httppolicy stay available for what New does not cover:
-// policies shared between pipelines, user-written policies (through
-// [Config.Use]), a server-side [httppolicy.Handler].
+// The policy packages, package compose and package httppolicy cover what
+// New does not: policies shared between pipelines, user-written policies
+// (through [Config.Use]), a server-side [httppolicy.Handler].
 package watertight

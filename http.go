@@ -25,12 +25,13 @@ type HTTPOptions struct {
 	RetryUnsafe bool
 
 	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
-	// httppolicy.Transport fields of the same names: the longest wait for
-	// a response's first byte of data (an attempt failure, retried when
-	// the request may be), the longest the Reads of the body wait in all
-	// for data that counts (for an event stream, an event; the call fails,
-	// not retried), and the server-sent event names that
-	// count for neither (nil means ["ping"]). 0 turns a timeout off;
+	// httppolicy.Transport fields of the same names. FirstByteTimeout is
+	// the longest wait for a response's first byte of data; it fails the
+	// attempt, which is retried when the request may be. IdleTimeout is the
+	// longest the body's Reads wait in all for data that counts (for an
+	// event stream, an event); it fails the call. KeepaliveEvents are the
+	// server-sent event names that count for neither (nil means
+	// ["ping"]). 0 turns a timeout off, and a negative one is invalid;
 	// httppolicy.WithStreamTimeouts overrides both per request.
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
@@ -60,23 +61,26 @@ type Client struct {
 	base *http.Transport
 }
 
-// NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
-// an *http.Client whose Transport (an httppolicy.Transport with the
-// settings of h) runs every request through it. The requests go out over a
-// transport of their own, httppolicy.NewDependencyTransport sized to the
-// bulkhead's Limit (to an adaptive limiter's MaxLimit; without either, a
-// clone of http.DefaultTransport's settings), so an admitted call never
-// waits unseen for a connection and no other dependency shares its pool.
-// With HTTPOptions.Hedge, each hedged attempt takes a bulkhead slot of its
-// own, so the same pool serves the hedges: size the Limit for them, as a
-// hedge the bulkhead refuses stops the hedging. The client has no Timeout
-// of its own: the pipeline's deadlines bound each request, its body
-// included. The pipeline's RateLimit policy, if it is a
-// *ratelimit.Limiter, is fed by the Transport's Signals
-// (httppolicy.LimiterSignals): every response's rate-limit headers feed
-// its hold.
+// NewHTTPClient builds the pipeline named name from cfg, as [New] does. It
+// returns an *http.Client whose Transport, an httppolicy.Transport with
+// the settings of h, runs every request through the pipeline.
 //
-// Its errors are New's. Call [Client.Close] when done with the client.
+// The requests go out over a transport of their own,
+// httppolicy.NewDependencyTransport sized to the bulkhead's Limit (or an
+// adaptive limiter's MaxLimit). Without either, it has
+// http.DefaultTransport's settings. So an admitted call never waits unseen
+// for a connection, and no other dependency shares its pool. With
+// HTTPOptions.Hedge, each hedged attempt takes a bulkhead slot of its own:
+// size the Limit for the hedges, as a hedge the bulkhead refuses stops the
+// hedging.
+//
+// The client has no Timeout of its own: the pipeline's deadlines bound each
+// request, its body included. If the RateLimit slot holds a
+// *ratelimit.Limiter, every response's rate-limit headers feed its hold
+// (httppolicy.LimiterSignals).
+//
+// NewHTTPClient fails as New does, and if a timeout in h is negative. Call
+// [Client.Close] when done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
 	switch {
 	case h.FirstByteTimeout < 0:

@@ -37,11 +37,10 @@ type Config struct {
 	Retry *retry.Config
 	// RateLimit admits each attempt, retries included, at the pace the
 	// dependency allows: a hold fed by its rate-limit headers (through
-	// [NewHTTPClient]'s Transport, or an error's RetryAfter) and an
-	// optional client-side rate. A zero MaxWait takes the Retry section's
-	// MaxInterval (retry.DefaultMaxInterval if that is 0), so that no
-	// attempt waits for a hold longer than the retry would have waited for
-	// a Retry-After. A held attempt keeps its Bulkhead slot.
+	// [NewHTTPClient]'s Transport) or an error's RetryAfter, and an
+	// optional client-side rate. With a Retry section, a zero MaxWait takes
+	// its MaxInterval (retry.DefaultMaxInterval if that is 0). A held
+	// attempt keeps its Bulkhead slot.
 	RateLimit *ratelimit.Config
 	// Breaker stops calling a failing dependency; it sees every attempt.
 	Breaker *breaker.Config
@@ -70,16 +69,17 @@ type Pipeline struct {
 	owned     []io.Closer // what New built and Close closes
 }
 
-// New builds the pipeline named name from cfg. A section's empty Name takes
-// name (the Attempt section's takes name + ".attempt"), and a section's nil
-// MeterProvider takes the one set by opts (compose.WithMeterProvider), if
-// any; opts also configure the pipeline's own span and histogram.
+// New builds the pipeline named name from cfg. name must not be empty. A
+// section's empty Name takes name (the Attempt section's takes
+// name + ".attempt"). A section's nil MeterProvider takes the one set by
+// opts (compose.WithMeterProvider), if any; opts also configure the
+// pipeline's own span and histogram.
 //
 // An invalid section fails with an error naming it, that wraps the
 // policy's own: "watertight: Bulkhead: Config.Limit must be >= 1, got 0".
 // So does a slot set both by a section and in Use, and an Attempt timeout
-// longer than the Deadline's (a zero deadline.Deadline, which imposes no
-// timeout, has none to compare). On error New closes whatever it had built.
+// longer than the Deadline's (a zero deadline.Deadline has no timeout to
+// compare). On error New closes whatever it had built.
 func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("watertight: name must not be empty")

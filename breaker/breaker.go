@@ -219,16 +219,15 @@ func (b *Breaker) State() State {
 }
 
 // Counts returns the breaker's counts now: see [Counts] for what they
-// cover. Like [Breaker.State], it first brings the breaker up to now (an
-// open breaker whose OpenTimeout has passed turns half-open, with counts
-// of zero; a closed one's rolling window drops the buckets that aged out),
-// and it may report the changes of state that causes. While the breaker is
-// open, by its rules or by [Breaker.ForceOpen], every count is zero; so
-// are they, open or half-open, while [Breaker.OpenUntil] or a gated trip
-// holds it (see [Breaker.GateProbes]). The
-// counts are read together, under gobreaker's lock, so they agree with each
-// other; Counts is safe for concurrent use, and a call running beside it
-// may or may not be in them.
+// cover. Like [Breaker.State], it first brings the breaker up to now, and
+// may report the changes of state that causes. An open breaker whose
+// OpenTimeout has passed turns half-open, with counts of zero. A closed
+// one's rolling window drops the buckets that aged out. Every count is
+// zero while the breaker is open, by its rules or by [Breaker.ForceOpen].
+// So are they, open or half-open, while [Breaker.OpenUntil] or a gated
+// trip holds it. The counts are read together, so they agree with each
+// other. Counts is safe for concurrent use; a call running beside it may
+// or may not be in them.
 func (b *Breaker) Counts() Counts {
 	if b.forced.Load() || b.hold.on.Load() {
 		return Counts{}

@@ -82,19 +82,15 @@ type Config struct {
 
 	// IsFailure reports whether fn's error err (never nil) is a failure of
 	// the dependency; otherwise it counts as a success. Nil means
-	// [DefaultIsFailure], and then a throttled error (policy.ErrThrottled,
-	// a 429) is excluded rather than a success. Whatever it says, some
-	// outcomes are fixed. A
-	// rejection ([policy.ErrRejected]) and [context.Canceled] are always
-	// excluded, neither success nor failure: they say nothing about the
-	// dependency. So is any error once the ctx the breaker was given has
-	// ended, unless a Deadline's timer ended it (the caller gave up, or a
-	// hedge's attempt lost). A panic or runtime.Goexit in fn is always a
-	// failure. IsFailure is not asked about any of these. It is called on
-	// the caller's goroutine, outside every lock, and may call the Breaker.
-	// If it panics or calls runtime.Goexit, the call is not counted (a
-	// half-open probe's place is freed) and the panic or Goexit goes on up
-	// through the call.
+	// [DefaultIsFailure], and then a throttled error (policy.ErrThrottled)
+	// is excluded rather than a success. Some outcomes are fixed, and
+	// IsFailure is not asked about them. A rejection and context.Canceled
+	// are always excluded. So is any error once the breaker's ctx has
+	// ended, unless a Deadline's timer ended it. A panic or runtime.Goexit
+	// in fn is always a failure. IsFailure is called on the caller's
+	// goroutine, outside every lock, and may call the Breaker. If it panics
+	// or calls runtime.Goexit, the call is not counted (a half-open probe's
+	// place is freed) and the panic or Goexit goes on.
 	IsFailure func(err error) bool
 
 	// MeterProvider provides the breaker's instruments. Nil means the global

@@ -28,18 +28,16 @@ const (
 // nil. err is a failure of the dependency unless it is nil, a rejection
 // ([policy.ErrRejected], from this breaker or a policy inside it),
 // [context.Canceled], or throttled ([policy.ErrThrottled], a 429). A
-// timeout is a failure, and so is a 503. With IsFailure nil, the breaker
-// also excludes a throttled answer, neither a success nor a failure: it is
-// the provider's flow control, so it must not open the breaker on a healthy
-// provider, nor reset a run of consecutive 503s. A Config that sets
-// IsFailure, even to DefaultIsFailure, counts a throttled answer as its
-// IsFailure says (DefaultIsFailure: a success). It is safe for concurrent
-// use.
+// timeout is a failure, and so is a 503. It is safe for concurrent use.
+//
+// With IsFailure nil, the breaker excludes a throttled answer: neither a
+// success nor a failure. So a burst of 429s neither opens the breaker on a
+// healthy provider nor resets a run of consecutive 503s. A Config that
+// sets IsFailure, even to DefaultIsFailure, counts a throttled answer as
+// its IsFailure says (DefaultIsFailure: a success).
 //
 // The breaker asks IsFailure only about outcomes that may say something
-// about the dependency. The end of the caller's own context, and a hedge's
-// losing attempt, are excluded before it is asked: see Outcomes in the
-// package documentation.
+// about the dependency: see Outcomes in the package documentation.
 func DefaultIsFailure(err error) bool {
 	return err != nil && !excluded(err) && !errors.Is(err, policy.ErrThrottled)
 }

@@ -32,18 +32,17 @@ type heldProbe struct{ gen uint64 }
 
 // OpenUntil opens the breaker until t, on this process's clock: every call
 // is rejected with reason "open" until then. From t the breaker is
-// half-open, as after its own OpenTimeout: it lets [Config.HalfOpenRequests]
-// probes through (asking the gate first, if [Breaker.GateProbes] set one),
-// closes with fresh counts once that many have succeeded, and opens again
-// for OpenTimeout on a failed probe. A t already past starts the half-open
-// period at once. A later OpenUntil replaces an earlier one, probes in
-// flight included (their outcomes are then ignored); [Breaker.Reset] ends
-// it; [Breaker.ForceOpen] takes precedence over it until Reset. Changes
-// are reported (telemetry, OnStateChange) as usual, from the calling
-// goroutine. It is safe for concurrent use.
-//
-// It is the API a breaker shared by several replicas uses to apply an open
-// decided elsewhere (package redisstate in its own module).
+// half-open, as after its own OpenTimeout. It lets
+// [Config.HalfOpenRequests] probes through, asking the gate first if
+// [Breaker.GateProbes] set one. It closes with fresh counts once that many
+// have succeeded, and opens again for OpenTimeout on a failed probe. A t
+// already past starts the half-open period at once. A later OpenUntil
+// replaces an earlier one, and the outcomes of probes in flight are then
+// ignored. [Breaker.Reset] ends it, and [Breaker.ForceOpen] takes
+// precedence over it until Reset. Changes are reported (telemetry,
+// OnStateChange) as usual, from the calling goroutine. It is safe for
+// concurrent use. A breaker shared by replicas uses it to apply an open
+// decided elsewhere.
 func (b *Breaker) OpenUntil(t time.Time) {
 	b.mu.Lock()
 	b.startHold(t.UnixNano())
@@ -51,19 +50,16 @@ func (b *Breaker) OpenUntil(t time.Time) {
 	b.flush(context.Background())
 }
 
-// GateProbes sets gate, which a half-open breaker asks, on the caller's
-// goroutine and outside every lock, before it admits each probe: if gate
+// GateProbes sets gate, which a half-open breaker asks before it admits
+// each probe, on the caller's goroutine and outside every lock. If gate
 // returns false, the call is rejected with reason "half_open_full" and
 // takes no probe's place. With a gate set, the breaker's own trips open it
 // as [Breaker.OpenUntil] does (for OpenTimeout), so that every half-open
 // period asks the gate; a trip already in force is not affected. A nil
 // gate removes it. gate must be quick and safe for concurrent use; it may
 // call the Breaker's State and Counts. GateProbes is safe for concurrent
-// use.
-//
-// A breaker shared by several replicas sets a gate so that only the
-// replica holding a probe lease probes: with gobreaker's own timer, every
-// replica would turn half-open and probe at once.
+// use. A breaker shared by replicas sets a gate so that only the replica
+// holding a probe lease probes.
 func (b *Breaker) GateProbes(gate func(ctx context.Context) bool) {
 	b.mu.Lock()
 	b.hold.gate = gate

@@ -34,17 +34,16 @@ func (s State) String() string {
 }
 
 // Counts are the counts of a [Breaker]'s calls that its trip rules and
-// half-open probes are judged on, as [Breaker.Counts] reports them (gobreaker
-// keeps them). They cover the calls admitted since the breaker's last
-// change of state, or since [New] or [Breaker.Reset]; while closed with a
-// [Config.Window], only those admitted within the rolling window, which
-// forgets them a bucket at a time. A call's outcome is counted in the
-// bucket in which the call was admitted, and not at all if the breaker has
+// half-open probes are judged on, as [Breaker.Counts] reports them. They
+// cover the calls admitted since the breaker's last change of state, or
+// since [New] or [Breaker.Reset]. While closed with a [Config.Window], they
+// cover only the calls admitted within the rolling window, which forgets
+// them a bucket at a time. A call's outcome is counted in the bucket in
+// which the call was admitted. It is not counted if the breaker has
 // changed state since, or if that bucket has left the window. Every change
-// of state clears them and an open breaker admits nothing, so while open
-// every count is zero; while half-open, they are the probes' counts. The
-// counters are 32 bits wide and wrap around: a closed breaker without a
-// Window never clears them.
+// of state clears the counts, so while open every count is zero; while
+// half-open, they are the probes' counts. The counters are 32 bits wide
+// and wrap around: a closed breaker without a Window never clears them.
 type Counts struct {
 	// Requests is the number of calls admitted, whether their outcome is
 	// known yet or not, and whatever it is.

@@ -50,12 +50,12 @@ func New(cfg Config) (*Bulkhead, error) {
 }
 
 // Execute runs fn once it holds a slot, and frees the slot when fn returns,
-// panics or calls runtime.Goexit. It returns fn's error unchanged; a
-// rejection (errors.Is ErrFull and policy.ErrRejected) if the bulkhead and
-// its queue are full, the call waited Config.MaxWait in vain, or a
-// Deadline's timer ended its wait; or ctx.Err() if the caller's ctx is done
-// on entry or while waiting, in which case fn is not run.
-// Execute panics if ctx or fn is nil.
+// panics or calls runtime.Goexit. It returns fn's error unchanged. Without
+// running fn, it returns a rejection (matching ErrFull and
+// policy.ErrRejected) if the bulkhead and its queue are full, if the call
+// waited Config.MaxWait in vain, or if a Deadline's timer ended its wait.
+// It returns ctx.Err() if the caller's ctx is done on entry or while
+// waiting. Execute panics if ctx or fn is nil.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("bulkhead: nil fn")
@@ -76,22 +76,21 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 type Permit struct{ b *Bulkhead }
 
 // Release frees the slot, handing it to the oldest waiter if there is one.
-// Call it exactly once per Permit Acquire returned with a nil error: a
-// second call frees a slot another call holds (or panics if no slot at all
-// is held). Release of the zero Permit does nothing, so a deferred Release
-// is safe after a failed Acquire.
+// Call it exactly once per Permit Acquire returned with a nil error. A
+// second call frees a slot another call holds, or panics if no slot is
+// held. Release of the zero Permit does nothing, so a deferred Release is
+// safe after a failed Acquire.
 func (p Permit) Release() {
 	if p.b != nil {
 		p.b.slots.Release()
 	}
 }
 
-// Acquire takes a slot, waiting for one in the queue if need be, for a call
-// that holds it longer than one function call: a websocket, a stream read
-// by the caller. Its outcomes are those of [Bulkhead.Execute]: on a nil
-// error the caller holds the slot until it calls [Permit.Release]; on any
-// other error (a rejection, or the caller's ctx.Err()) it holds nothing.
-// A rejection allocates nothing. It panics if ctx is nil.
+// Acquire takes a slot, waiting in the queue if need be, for a call that
+// holds it longer than one function call. Its outcomes are those of
+// [Bulkhead.Execute]. On a nil error the caller holds the slot until it
+// calls [Permit.Release]; on any other error it holds nothing. A rejection
+// allocates nothing. Acquire panics if ctx is nil.
 func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("bulkhead: nil Context")

@@ -14,10 +14,10 @@ import (
 // Unbounded, as Config.MaxQueue, lets any number of callers wait for a slot.
 const Unbounded = -1
 
-// Config configures a [Bulkhead]. Its zero value is not valid: Limit must be
-// set. The other fields' zero values mean: no name, no waiting (a call that
-// finds every slot taken is rejected at once), the global MeterProvider and
-// no OnReject hook. A Config is a plain value: [New] copies it.
+// Config configures a [Bulkhead]. The zero value is not valid: Limit must
+// be set. The other fields' zero values mean no name, no waiting (a call
+// that finds every slot taken is rejected at once), the global
+// MeterProvider and no OnReject hook. [New] copies it.
 type Config struct {
 	// Name names the bulkhead in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.

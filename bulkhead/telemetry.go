@@ -33,10 +33,10 @@ func (b *Bulkhead) registerObservers(m metric.Meter, name string) metric.Registr
 }
 
 // Close unregisters the bulkhead's observable instruments (active and
-// queued), so that a bulkhead no longer in use stops being reported and can
-// be garbage collected. It is idempotent and always returns nil; the
-// bulkhead keeps working after Close, and still counts rejections. Close is
-// safe for concurrent use.
+// queued), so that a bulkhead out of use stops being reported and can be
+// garbage collected. It is idempotent and always returns nil. The bulkhead
+// keeps working after Close, and still counts rejections. Close is safe
+// for concurrent use.
 func (b *Bulkhead) Close() error {
 	b.closeOnce.Do(func() {
 		if b.reg != nil {

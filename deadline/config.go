@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Config configures a [Deadline]. Its zero value is not valid: Timeout is
-// required. A Config is a plain value; New copies it.
+// Config configures a [Deadline]. The zero value is not valid: Timeout is
+// required. [New] copies it.
 type Config struct {
 	// Name names the policy in errors and in telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
@@ -25,11 +25,11 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 
 	// OnTimeout, if not nil, is called when the Deadline's own timer fired
-	// and fn returned an error other than a rejection, after the timeout has been recorded and
-	// before Execute returns, on the caller's goroutine. ctx is
-	// the context fn ran with (done by then; it carries the caller's values
-	// and span) and timeout is Config.Timeout. It must be safe for
-	// concurrent use.
+	// and fn returned an error other than a rejection. It runs after the
+	// timeout has been recorded and before Execute returns, on the
+	// caller's goroutine. ctx is the context fn ran with (done by then,
+	// with the caller's values and span), and timeout is Config.Timeout.
+	// It must be safe for concurrent use.
 	OnTimeout func(ctx context.Context, timeout time.Duration)
 }
 

@@ -49,11 +49,11 @@ func New(cfg Config) (*Deadline, error) {
 func (d *Deadline) Timeout() time.Duration { return d.timeout }
 
 // Execute runs fn with a context that is done after the timeout, and
-// returns when fn returns: fn's error, or an [*ExceededError] wrapping it
-// if the Deadline's own timeout fired and fn failed with an error that is
-// not a rejection (policy.ErrRejected), which is returned unchanged. A
-// panic in fn goes on up the stack once the timer has been released.
-// Execute panics if ctx or fn is nil.
+// returns when fn returns. It returns fn's error, or an [*ExceededError]
+// wrapping it if the Deadline's own timeout fired and fn failed. A
+// rejection (policy.ErrRejected) is returned unchanged. A panic in fn goes
+// on up the stack once the timer has been released. Execute panics if ctx
+// or fn is nil.
 func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("deadline: nil fn")
@@ -81,12 +81,11 @@ type Timer struct {
 	cancel context.CancelFunc
 }
 
-// Start starts one call's timeout and returns the context the call must
+// Start starts one call's timeout. It returns the context the call must
 // run with, done at now + Timeout, and its [Timer]. It sets no timer, and
 // returns ctx itself, if the caller's deadline comes as soon or sooner, or
-// if now + Timeout is past what time can represent (the year 2262). Call
-// Timer.Stop when the call ends, or its timer lives on until it fires.
-// Start panics if ctx is nil.
+// if now + Timeout is past the year 2262. Call Timer.Stop when the call
+// ends, or its timer lives on until it fires. Start panics if ctx is nil.
 func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 	if ctx == nil {
 		panic("deadline: nil Context")

@@ -1,20 +1,18 @@
-// Package deadline bounds how long one call may take: a [Deadline] runs fn
-// with a context that is done after [Config.Timeout], and reports a call cut
-// short by it as an error matching [ErrExceeded].
+// Package deadline bounds how long one call may take. A [Deadline] runs fn
+// with a context that is done after [Config.Timeout], and reports a call
+// cut short by it as an error matching [ErrExceeded].
 //
 // The timeout is cooperative. fn runs on the caller's goroutine with a
 // context carrying the deadline, and Execute returns when fn returns, never
-// before: fn must watch ctx.Done (as every [policy.Func] must) for the
+// before. So fn must watch ctx.Done, as every policy.Func must, for the
 // deadline to cut it short. Execute starts no goroutine and never abandons
-// fn, because an abandoned fn goes on using the caller's memory, and the
-// resources it holds, after the caller has moved on; the policy contract
-// forbids it.
+// fn, which would go on using the caller's memory after the caller moved
+// on.
 //
-// A Deadline sets no timer when the caller's own deadline is already as
-// soon as, or sooner than, now + Timeout: fn then runs with the caller's
-// context itself, at no cost. Nor does it set one when now + Timeout lies
-// past the year 2262, where time stops fitting in int64 nanoseconds: such a
-// timeout never fires.
+// A Deadline sets no timer when the caller's own deadline is as soon as,
+// or sooner than, now + Timeout: fn then runs with the caller's context
+// itself. Nor does it set one when now + Timeout lies past the year 2262,
+// beyond int64 nanoseconds: such a timeout never fires.
 //
 // # Outcomes
 //
@@ -39,25 +37,24 @@
 // exactly one row.
 //
 // Whether "our timer fired" is decided from the cause of the context given
-// to fn ([context.Cause]), not guessed from the error fn returned. fn can
-// do the same: once the timer has fired, errors.Is(context.Cause(ctx),
-// ErrExceeded) is true, and the cause names the Deadline. A cancellation or
-// deadline of the caller's passes through untouched.
+// to fn (context.Cause), not guessed from the error fn returned. fn can do
+// the same: once the timer has fired, errors.Is(context.Cause(ctx),
+// ErrExceeded) is true, and the cause names the Deadline. A cancellation
+// or deadline of the caller's passes through untouched.
 //
 // # Telemetry
 //
 // A timeout increments the watertight.timeouts counter with the attributes
 // watertight.policy.kind = "deadline" and watertight.policy.name =
-// [Config.Name], and adds a watertight.timeout event to the span already in
-// ctx if it is recording. A Deadline never starts a span. The counter's
-// attribute set is built once, in [New], so recording costs no allocation.
+// Config.Name. It adds a watertight.timeout event to the span already in
+// ctx if it is recording. A Deadline never starts a span. Recording a
+// timeout allocates nothing.
 //
 // # Concurrency
 //
-// A Deadline is immutable after [New] and holds no lock: every call's state
+// A Deadline is immutable after New and holds no lock. Each call's state
 // is the context it creates, whose timer is released when the call ends,
 // fn's panic included. The success path costs what
-// [context.WithDeadlineCause] costs (it reads the clock once, for both the
-// comparison with the caller's deadline and the deadline it sets), and one
-// clock reading, with no allocation, when no timer is needed.
+// context.WithDeadlineCause costs. When no timer is needed, it costs one
+// clock reading and no allocation.
 package deadline

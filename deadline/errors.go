@@ -9,11 +9,10 @@ import (
 )
 
 // ErrExceeded is matched, with [errors.Is], by every error a [Deadline]
-// returns because its own timeout fired while fn ran (an [*ExceededError]),
-// and by the cause ([context.Cause]) of the context fn is given once that
-// timeout has fired: fn can tell it from its caller's deadline.
-// It also matches [context.DeadlineExceeded], so code that checks for a
-// deadline in the usual way sees one. It does not match
+// returns because its own timeout fired while fn ran (an [*ExceededError]).
+// It is also matched by the cause ([context.Cause]) of the context fn is
+// given once that timeout has fired, so fn can tell it from its caller's
+// deadline. It matches [context.DeadlineExceeded] too. It does not match
 // [policy.ErrRejected]: fn ran.
 var ErrExceeded error = &sentinel{msg: "deadline: timeout exceeded"}
 

@@ -61,14 +61,12 @@ type Config struct {
 }
 
 // DefaultShouldFallback is the classification used when
-// [Config.ShouldFallback] is nil: move on after a rejection
-// ([policy.ErrRejected]: an open breaker, a full bulkhead, a hold that
-// cannot fit), a watertight timeout ([deadline.ErrExceeded], the
-// stream timeouts of httppolicy included), an exhausted retry
+// [Config.ShouldFallback] is nil. It moves on after a rejection
+// ([policy.ErrRejected]), a watertight timeout ([deadline.ErrExceeded],
+// httppolicy's stream timeouts included), an exhausted retry
 // ([retry.ErrExhausted]) or a throttled answer ([policy.ErrThrottled]).
-// Anything else (a bad request the next provider would refuse too, the
-// caller's own context errors) does not move on. It is safe for
-// concurrent use.
+// Anything else, such as a bad request or the caller's own context errors,
+// does not move on. It is safe for concurrent use.
 func DefaultShouldFallback(err error) bool {
 	return errors.Is(err, policy.ErrRejected) ||
 		errors.Is(err, deadline.ErrExceeded) ||
@@ -179,11 +177,11 @@ type deliveredKey struct{}
 // delivery is the mark MarkDelivered sets, one per alternative run.
 type delivery struct{ done atomic.Bool }
 
-// MarkDelivered records that the fn running with ctx (under [Do]) has
-// handed part of its answer on: if it fails after this, Do does not fall
-// back, and the alternative's own retry does not retry it. It is safe to
-// call more than once, from any goroutine, and does nothing if ctx does
-// not come from Do.
+// MarkDelivered records that the fn running with ctx under [Do] has handed
+// part of its answer on. If it fails after this, Do does not fall back,
+// and the alternative's own retry does not retry it. It is safe to call
+// more than once, from any goroutine, and does nothing if ctx does not
+// come from Do.
 func MarkDelivered(ctx context.Context) {
 	if d, ok := ctx.Value(deliveredKey{}).(*delivery); ok {
 		d.done.Store(true)
@@ -198,9 +196,9 @@ func Delivered(ctx context.Context) bool {
 }
 
 // Do runs alts in order and returns the value of the first that succeeds;
-// see the package documentation. It returns an error without running any
-// alternative if alts is empty or one of them has an empty Name or a nil
-// Fn (naming it), and panics if ctx is nil. A panic in an alternative goes
+// see the package documentation. It returns an error, without running any
+// alternative, if alts is empty or one of them has an empty Name or a nil
+// Fn; the error names it. Do panics if ctx is nil. A panic in an alternative goes
 // on up, and no later alternative runs.
 func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error) {
 	var zero T

@@ -129,12 +129,10 @@ func DefaultClassify(code codes.Code, pb Pushback) Verdict {
 	return CallerError
 }
 
-// StatusError is the error an attempt fails with when the server (or
-// grpc-go) ended the call with a status classified as a failure: it is
-// what the retry and breaker policies see. It keeps the status, so
-// status.Code and status.FromError work on it and on any error wrapping it
-// (a retry's ExhaustedError), and carries the server's pushback, which
-// package retry uses as the next wait through RetryAfter.
+// StatusError is the error an attempt fails with when the call ended with
+// a status classified as a failure; the retry and breaker policies see it.
+// status.Code and status.FromError work on it and on any error wrapping
+// it. Its RetryAfter carries the server's pushback to package retry.
 //
 // A StatusError is not modified after it is created; it may be read from
 // several goroutines.
@@ -167,10 +165,10 @@ func (e *StatusError) GRPCStatus() *status.Status {
 	return status.New(e.Code, e.Error())
 }
 
-// RetryAfter returns the server's pushback delay, or 0 if it set none: a
-// retry policy waits that long before the next attempt, in place of its
-// schedule. A pushback of 0 ms asks for a retry at once (gRFC A6): it is
-// returned as 1ns, since package retry reads 0 as "no wait asked for".
+// RetryAfter returns the server's pushback delay, or 0 if it set none. A
+// retry policy waits that long before the next attempt. A pushback of
+// 0 ms, which asks for a retry at once, is returned as 1ns, since package
+// retry reads 0 as "no wait asked for".
 func (e *StatusError) RetryAfter() time.Duration {
 	if e.Pushback.Set && !e.Pushback.Stop {
 		return max(e.Pushback.Delay, time.Nanosecond)

@@ -105,12 +105,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 }
 
 // DialOptions returns the options that install the Client's interceptors
-// on a grpc.ClientConn, and grpc.WithDisableRetry, which turns off
-// grpc-go's own retries (configured by a service config's retryPolicy) so
-// that attempts do not multiply: with both, each of the policy's attempts
-// would be up to maxAttempts of grpc-go's. grpc-go's transparent retries
-// (of calls that never reached the server) stay on whatever the options
-// say; they happen inside one of the policy's attempts.
+// on a grpc.ClientConn, with grpc.WithDisableRetry. That option turns off
+// the retries a service config's retryPolicy asks grpc-go for, so that
+// attempts do not multiply. grpc-go's transparent retries, of calls that
+// never reached the server, stay on, inside one of the policy's attempts.
 func (c *Client) DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(c.UnaryInterceptor()),
@@ -121,13 +119,11 @@ func (c *Client) DialOptions() []grpc.DialOption {
 
 // UnaryInterceptor returns the interceptor that runs each unary call
 // through its method's policy: one Policy.Execute per call, one invoker
-// call per attempt. What the caller gets: nil on success; the status
-// grpc-go returned if the last attempt's status was the caller's own
-// (classified CallerError); otherwise the policy's error, which keeps the
-// status of the last attempt (a retry's ExhaustedError around a
-// *StatusError) or has one of its own: UNAVAILABLE for a rejection
-// (errors.Is policy.ErrRejected), DEADLINE_EXCEEDED for a timeout
-// (errors.Is deadline.ErrExceeded), CANCELLED for the caller's
+// call per attempt. The caller gets nil on success. If the last attempt's
+// status was classified CallerError, it gets grpc-go's status unchanged.
+// Otherwise it gets the policy's error, which keeps the last attempt's
+// status or has one of its own: UNAVAILABLE for a rejection,
+// DEADLINE_EXCEEDED for a timeout, CANCELLED for the caller's
 // cancellation.
 func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 	return c.unary

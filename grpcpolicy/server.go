@@ -63,7 +63,7 @@ type ServerConfig struct {
 }
 
 // DefaultServerIsFailure is the classification a [Server] uses when
-// ServerConfig.IsFailure is nil: UNKNOWN (a handler's plain error),
+// ServerConfig.IsFailure is nil. UNKNOWN (a handler's plain error),
 // INTERNAL, UNAVAILABLE, DATA_LOSS and DEADLINE_EXCEEDED are failures of
 // the server, as a 5xx is over HTTP. It is safe for concurrent use.
 func DefaultServerIsFailure(code codes.Code) bool {
@@ -134,8 +134,8 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 // UnaryInterceptor returns the interceptor that runs each unary call's
-// handler through its method's policy, with the call's context replaced by
-// the one Execute gives (a Deadline bounds the handler). The outcomes:
+// handler through its method's policy, with the context Execute gives. The
+// outcomes:
 //
 //	outcome                                        the client gets
 //	the handler ran                                what it returned (a failure status is one for the policy)
@@ -147,11 +147,10 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 //
 // The handler runs at most once: its failures are marked with
 // retry.Permanent. A panic (or runtime.Goexit) in the handler is caught in
-// the policy's attempt, which returns a permanent failure, so the policy
-// frees its hold and a breaker counts it; the interceptor then raises the
-// panic (or Goexit) again on its own goroutine, toward grpc-go, even when
-// a hedging policy ran the handler on a goroutine of its own and Execute
-// has returned (the caller canceled): a recovery interceptor installed
+// the policy's attempt, which returns a permanent failure: the policy
+// frees its hold and a breaker counts it. The interceptor then raises the
+// panic (or Goexit) again on its own goroutine, even when a hedging policy
+// ran the handler on another goroutine. A recovery interceptor installed
 // before this one recovers it.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return s.unary
@@ -393,9 +392,9 @@ func (s *Server) notRun(ctx context.Context, err error, setTrailer func(metadata
 }
 
 // StreamInterceptor returns the interceptor that runs each stream's
-// handler through its method's policy, as UnaryInterceptor does for unary
-// calls: the handler gets a stream whose Context is the one Execute gives,
-// and holds its slot until it returns.
+// handler through its method's policy, as UnaryInterceptor does. The
+// handler's stream has the Context Execute gives, and holds its slot
+// until the handler returns.
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return s.stream
 }

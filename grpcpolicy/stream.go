@@ -20,7 +20,7 @@ import (
 
 // MaxReplay is the number of messages a client stream keeps, while no
 // message has reached the caller, to send again on a retried stream. A
-// stream whose caller sends more before receiving anything is no longer
+// stream whose caller sends more before receiving anything is not
 // retried.
 const MaxReplay = 64
 
@@ -33,17 +33,16 @@ var (
 
 // StreamInterceptor returns the interceptor that runs each client stream
 // through its method's policy: one Policy.Execute per stream, which lasts
-// until the stream ends, so the stream holds its bulkhead slot, its
-// deadline's context and its breaker's verdict until then: RecvMsg returns
-// io.EOF (a success) or an error (classified as for unary calls), or the
-// caller's context or a timeout of the policy ends it. When RecvMsg returns
-// io.EOF or an error, the policy has already returned: the slot is free.
+// until the stream ends. Until then the stream holds its bulkhead slot, its
+// deadline's context and its breaker's verdict. The stream ends when
+// RecvMsg returns io.EOF (a success) or an error (classified as for unary
+// calls), or when the caller's context or a policy timeout ends it. When
+// RecvMsg returns io.EOF or an error, the policy has already returned.
 //
-// A stream that failed with a Retryable status is retried (a new stream
-// opened, the messages sent so far sent again, CloseSend too) as long as
-// nothing has reached the caller: no message, no header from Header, no
-// error from SendMsg, and at most [MaxReplay] messages sent. The caller
-// sees one stream. Once a message has reached it, nothing is retried.
+// A stream that failed with a Retryable status is retried while nothing
+// has reached the caller: no message, no header, no error from SendMsg,
+// and at most [MaxReplay] messages sent. The retry opens a new stream and
+// sends the messages again, CloseSend too. The caller sees one stream.
 //
 // As with grpc-go, a caller must end every stream: read until RecvMsg
 // returns an error or io.EOF, or cancel its context. A stream abandoned
@@ -51,10 +50,10 @@ var (
 //
 // A panic or runtime.Goexit under the policy (in the streamer, or in a
 // policy) frees what the policy holds. Before the stream reaches the
-// caller, it goes on on the caller's goroutine: the same panic, or a
-// Goexit. After, nothing can recover it: the stream ends with an UNKNOWN
-// error, "grpcpolicy: panic in a policy: <value>" or "grpcpolicy:
-// runtime.Goexit in a policy", and it is reported to otel.Handle.
+// caller, it goes on on the caller's goroutine. After, nothing can recover
+// it. The stream then ends with an UNKNOWN error ("grpcpolicy: panic in a
+// policy: <value>" or "grpcpolicy: runtime.Goexit in a policy"), which is
+// reported to otel.Handle.
 func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
 	return c.stream
 }

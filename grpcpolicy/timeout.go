@@ -23,17 +23,15 @@ const (
 
 // StreamTimeoutError is the error a client stream ends with when its
 // first-message or idle timeout fires. It matches [deadline.ErrExceeded]
-// and [context.DeadlineExceeded] with errors.Is, its status code is
-// DEADLINE_EXCEEDED, and it is the cause (context.Cause) of the stream's
-// context, so code under the stream sees why it was cut.
+// and [context.DeadlineExceeded] with errors.Is, and its status code is
+// DEADLINE_EXCEEDED. It is the cause (context.Cause) of the stream's
+// context. The zero value is a valid timeout with no kind.
 //
-// A Client builds one of each kind at construction and returns the same
-// pointer for every timeout: it must not be modified. Each timeout adds 1
-// to the watertight.timeouts counter, with watertight.policy.kind
-// "first_message" or "idle" and watertight.policy.name the Client's Name
-// (as httppolicy's first_byte and idle timeouts do), and a
-// watertight.timeout event to the span in the stream's context if it is
-// recording. Its zero value is a valid timeout with no kind.
+// A Client returns the same pointer for every timeout of a kind: it must
+// not be modified. Each timeout adds 1 to the watertight.timeouts counter,
+// with watertight.policy.kind "first_message" or "idle" and
+// watertight.policy.name the Client's Name. It adds a watertight.timeout
+// event to the span in the stream's context if it is recording.
 type StreamTimeoutError struct {
 	// Kind is KindFirstMessage or KindIdle.
 	Kind string
@@ -57,14 +55,10 @@ func newStreamTimeout(kind string, d time.Duration, name string, counter metric.
 // The record comes first: the cancellation ends the caller's RecvMsg with
 // the timeout, and a caller that has the error must find the counter and
 // the span event already there (it may end the span at once, and an event
-// added to an ended span is dropped). Recorded the other way round, a
-// caller under load read the span before the event was added. A stream
-// that ends between the check below and cancel, as the timer fires, is
-// counted as timed out though its own end won: so it was before (cancel
-// then did nothing and the record followed), but the record now widens
-// that gap by its own few microseconds. An exact count would take
-// httppolicy's way (a state that orders the timer against the stream's
-// end, and a record made once where the caller gets the timeout).
+// added to an ended span is dropped). A stream that ends between the check
+// below and cancel, as the timer fires, is counted as timed out though its
+// own end won. An exact count would need a state that orders the timer
+// against the stream's end, as httppolicy keeps.
 func (e *StreamTimeoutError) fire(ctx context.Context, cancel context.CancelCauseFunc) {
 	if ctx.Err() != nil {
 		return // the stream had ended: no timeout

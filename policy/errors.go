@@ -15,14 +15,12 @@ import (
 var ErrRejected = errors.New("policy: call rejected")
 
 // ErrThrottled is matched, with [errors.Is], by the error of a call that
-// the dependency answered by asking to slow down: its flow control, not a
-// fault. httppolicy's *StatusError for a 429 Too Many Requests matches it,
-// and so may a user's own errors (an SDK's rate-limit error, through an Is
-// method). fn ran, so it is not a rejection and does not match
+// the dependency answered by asking to slow down. httppolicy's
+// *StatusError for a 429 Too Many Requests matches it, and so may a user's
+// own errors, through an Is method. fn ran, so it does not match
 // [ErrRejected]. It is retried like any failure, but the default breaker
-// does not count it as a failure of the dependency: a burst of 429s says
-// the quota is spent, not that the dependency is broken. A 503 Service
-// Unavailable does not match it: an overloaded server is a failing one.
+// does not count it as a failure of the dependency. A 503 Service
+// Unavailable does not match it.
 var ErrThrottled = errors.New("policy: throttled")
 
 // NewSentinel returns a sentinel error with the message msg that also matches
@@ -42,11 +40,9 @@ func (s *sentinel) Is(target error) bool { return target == ErrRejected }
 // (errors.As), and matches both [ErrRejected] and the rejecting package's
 // sentinel (errors.Is).
 //
-// Policies build their RejectedErrors once, at construction, and return the
-// same pointer for every rejection with the same reason, so that rejecting
-// costs no allocation: callers must not modify one. The zero value is a
-// valid rejection with no kind, name or reason that matches only
-// ErrRejected.
+// Policies return the same pointer for every rejection with the same
+// reason, so rejecting costs no allocation; callers must not modify one. The zero value is a valid
+// rejection with no kind, name or reason that matches only ErrRejected.
 type RejectedError struct {
 	// Kind is the kind of policy that refused the call: "bulkhead",
 	// "breaker", or a user-written policy's own kind.

@@ -6,9 +6,9 @@ import "context"
 // must honour ctx: return soon after ctx is done, with an error.
 type Func func(ctx context.Context) error
 
-// Policy guards calls to one dependency. Execute runs fn under the policy and
-// returns fn's error, or an error of the policy's own if the policy refused to
-// run fn (see [ErrRejected]) or cut it short.
+// Policy guards calls to one dependency. Execute runs fn under the policy.
+// It returns fn's error, or an error of its own if it refused to run fn
+// (see [ErrRejected]) or cut it short.
 //
 // Implementations must be safe for concurrent use by multiple goroutines and
 // keep the contract in the package documentation.
@@ -18,10 +18,9 @@ type Policy interface {
 
 // Do runs fn under p and returns fn's result: the value of the last call
 // of fn, if p returns nil. On error it returns the zero value of T, even
-// if fn returned something else with the error. p must keep the contract
-// in the package documentation, which calls fn one call at a time; to run
-// attempts concurrently, use retry.Hedged, which returns the winner's
-// value. Do panics if p or fn is nil.
+// if fn returned something else with the error. p must call fn one call at
+// a time, as the package documentation says; to run attempts
+// concurrently, use retry.Hedged. Do panics if p or fn is nil.
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
 	if p == nil {
 		panic("policy: nil Policy")

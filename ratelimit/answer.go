@@ -6,10 +6,9 @@ import (
 )
 
 // Answer holds what one reply of the dependency says about its quota.
-// The httppolicy package reads one from the rate-limit headers of each
-// HTTP response (see httppolicy.LimiterSignals); a client of another
-// protocol can fill one in from what its server says. The zero Answer asks
-// for no hold and names no count.
+// httppolicy.LimiterSignals reads one from each HTTP response's rate-limit
+// headers; a client of another protocol can fill one in. The zero Answer
+// asks for no hold and names no count.
 type Answer struct {
 	// Hold is how long every attempt should wait, from when Observe is
 	// called: a Retry-After, or the refill of a bucket the answer says is

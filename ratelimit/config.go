@@ -20,10 +20,9 @@ const DefaultMaxHold = 60 * time.Second
 // ignored, not capped.
 const maxSignal = 24 * time.Hour
 
-// Config configures a [Limiter]. Its zero value is valid: no client-side
+// Config configures a [Limiter]. The zero value is valid: no client-side
 // rate, holds of at most 60 s, and an attempt waits for a hold as long as
-// its deadline allows, up to MaxHold. A Config is a plain value: [New]
-// copies it.
+// its deadline allows, up to MaxHold. [New] copies it.
 type Config struct {
 	// Name names the Limiter in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
@@ -44,9 +43,9 @@ type Config struct {
 	// means no such rate. It must be a finite number >= 0.
 	TokensPerMinute float64
 	// TokenBurst is the most tokens drawn at once. 0 means TokensPerMinute
-	// rounded up: a full minute's worth, as providers count it. It must be
-	// >= 0, and is ignored without TokensPerMinute. A call that declares a
-	// cost above TokenBurst draws TokenBurst.
+	// rounded up: a full minute's worth. It must be >= 0, and is ignored
+	// without TokensPerMinute. A call that declares a cost above
+	// TokenBurst draws TokenBurst.
 	TokenBurst int
 
 	// MaxHold caps the hold one signal sets: a Retry-After or a reset
@@ -54,16 +53,14 @@ type Config struct {
 	// attempts for MaxHold. 0 means 60 s; it must be >= 0.
 	MaxHold time.Duration
 
-	// MaxWait is the longest one attempt waits for a hold (and the
-	// client-side rate), counted from the moment it meets the hold: an
-	// attempt that would wait longer is rejected at once. (A hold met again
-	// after waiting behind the gate, a new 429's, counts afresh.) 0 means MaxHold. It must be >= 0. Set it to the pipeline's
-	// retry MaxInterval (watertight.New does) so that no attempt waits
-	// longer than the retry would have waited for a Retry-After. An
-	// attempt is also rejected when its wait would reach its context's
-	// deadline. The wait behind the gate after a hold (see the package
-	// documentation) is bounded by MaxHold and the deadline instead: no
-	// server named its end.
+	// MaxWait is the longest one attempt waits for a hold or the
+	// client-side rate, from the moment it meets the hold. An attempt that
+	// would wait longer, or past its context's deadline, is rejected at
+	// once. A hold met again after the gate (a new 429's) counts afresh.
+	// 0 means MaxHold; it must be >= 0. watertight.New sets a zero MaxWait
+	// to its Retry section's MaxInterval, so no attempt waits longer than
+	// the retry would have waited for a Retry-After. The wait behind the gate is bounded by
+	// MaxHold and the deadline instead.
 	MaxWait time.Duration
 
 	// MeterProvider provides the meter of the rejection counter. If nil,

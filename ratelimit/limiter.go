@@ -24,12 +24,11 @@ const eventHold = "watertight.ratelimit.hold"
 var keyWait = attribute.Key("watertight.ratelimit.wait")
 
 // Limiter admits the attempts of the calls to one dependency at the pace
-// the dependency allows: see the package documentation. Build one with
-// [New], share it between every pipeline and transport that calls the
-// dependency, and feed it the dependency's answers with [Limiter.Observe]
-// (httppolicy.LimiterSignals does, for an httppolicy.Transport). The zero
-// value is not usable. A Limiter is safe for concurrent use by multiple
-// goroutines.
+// the dependency allows (see the package documentation). Build one with
+// [New] and share it between every pipeline and transport that calls the
+// dependency. Feed it the dependency's answers with [Limiter.Observe], as
+// httppolicy.LimiterSignals does. The zero value is not usable. A Limiter
+// is safe for concurrent use by multiple goroutines.
 type Limiter struct {
 	// epoch is the origin of the hold's end: a monotonic clock reading
 	// taken at New.
@@ -158,10 +157,11 @@ func (l *Limiter) releaseLocked(now time.Time) bool {
 	return true
 }
 
-// HoldFor holds every attempt for d from now (capped at Config.MaxHold),
-// unless a longer hold is already set: for signals that come from
-// elsewhere than an HTTP response (an SDK's own error, a shared store).
-// A d <= 0 or longer than a day is ignored. It is safe for concurrent use.
+// HoldFor holds every attempt for d from now, capped at Config.MaxHold,
+// unless a longer hold is already set. It takes signals that come from
+// elsewhere than an HTTP response, such as an SDK's error or a shared
+// store. A d <= 0 or longer than a day is ignored. It is safe for
+// concurrent use.
 func (l *Limiter) HoldFor(d time.Duration) {
 	if d > 0 && d <= maxSignal {
 		l.mu.Lock()
@@ -204,14 +204,14 @@ func (l *Limiter) broadcastLocked() {
 	}
 }
 
-// Execute runs fn once the attempt is admitted (see the package
-// documentation) and returns fn's error; or a rejection (errors.Is
-// ErrLimited and policy.ErrRejected) if the wait would outlast the
-// deadline of ctx or Config.MaxWait, or if a Deadline's timer ends ctx
-// during the wait; or ctx.Err() if the caller's ctx ends during the wait;
-// fn then does not run. A throttled error of fn's with a RetryAfter
-// feeds the hold, and comes back wrapped so that its RetryAfter reads 0
-// (see "No double wait"). It panics if ctx or fn is nil.
+// Execute runs fn once the attempt is admitted and returns fn's error.
+// Without running fn, it returns a rejection (matching ErrLimited and
+// policy.ErrRejected) if the wait would outlast the deadline of ctx or
+// Config.MaxWait, or if a Deadline's timer ends ctx during the wait. It
+// returns ctx.Err() if the caller's ctx ends during the wait. A throttled
+// error of fn's with a RetryAfter feeds the hold and comes back wrapped,
+// its RetryAfter reading 0 (see "No double wait"). Execute panics if ctx
+// or fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("ratelimit: nil fn")
@@ -241,9 +241,9 @@ type Permit struct {
 	gated bool
 }
 
-// Wait admits one attempt, waiting as Execute does, and returns its
-// [Permit]; or the error Execute would return without running fn. Wait
-// is the two-step form of Execute. It panics if ctx is nil.
+// Wait is the two-step form of Execute: it admits one attempt, waiting as
+// Execute does, and returns its [Permit], or the error Execute would
+// return without running fn. It panics if ctx is nil.
 func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 	g, err := l.enter(ctx)
 	if err != nil {
@@ -252,9 +252,9 @@ func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 	return Permit{l: l, gated: g}, nil
 }
 
-// Done ends the attempt with its outcome err and returns err, or, for a
-// throttled error with a RetryAfter, err wrapped so that its RetryAfter
-// reads 0, once it has fed the hold (see "No double wait").
+// Done ends the attempt with its outcome err and returns err. A throttled
+// err with a RetryAfter feeds the hold and comes back wrapped, its
+// RetryAfter reading 0 (see "No double wait").
 func (p Permit) Done(err error) error {
 	if p.l == nil {
 		return err

@@ -21,25 +21,23 @@ import (
 
 // Budget is a global concurrency budget: at most Limit calls in flight at
 // once across every replica that shares its Name and Redis. Each admitted
-// call holds a lease in Redis (a sorted-set member scored by its expiry in
-// Redis time), taken and renewed by Lua scripts and released when the call
-// ends; a crashed replica's leases lapse after LeaseTTL. It goes in a
-// pipeline's Bulkhead slot, with an optional local bulkhead consulted
-// first. Build one with [NewBudget]; the zero value is not usable. A
-// Budget is safe for concurrent use by multiple goroutines.
+// call holds a lease in Redis, taken and renewed by Lua scripts and
+// released when the call ends. A crashed replica's leases lapse after
+// LeaseTTL. A Budget goes in a pipeline's Bulkhead slot, with an optional
+// local bulkhead consulted first. Build one with [NewBudget]; the zero
+// value is not usable. A Budget is safe for concurrent use by multiple
+// goroutines.
 //
 // A call admitted while Redis answers holds a lease, and Redis holds at
 // most Limit leases at once. A call runs without a lease when the
-// [Fallback] mode admitted it while Redis could not be asked, or when
-// Redis lost its lease: in a failover (replication is asynchronous), a
-// restart without persistence, or an outage longer than LeaseTTL, in
-// which it lapses. Such calls run on until they end, beside up to Limit
-// calls that hold leases, and each loss adds up to Limit more while the
-// earlier ones run. So, k being the number of times Redis lost leases
-// since the oldest call in flight began (0 across an outage that loses
-// none), the fleet can run up to (1 + k) x Limit calls with FailClosed;
-// with LocalShare, that plus the sum of the replicas' shares; with
-// FailOpen, as many as the local bulkheads let through.
+// [Fallback] mode admitted it while Redis could not be asked. It also does
+// when Redis lost its lease: in a failover (replication is asynchronous),
+// a restart without persistence, or an outage longer than LeaseTTL. Such
+// calls run on until they end, beside up to Limit calls that hold leases.
+// Let k be the number of times Redis lost leases since the oldest call in
+// flight began. The fleet can then run up to (1 + k) x Limit calls with
+// FailClosed; with LocalShare, that plus the sum of the replicas' shares;
+// with FailOpen, as many as the local bulkheads let through.
 type Budget struct {
 	name     string
 	conn     *conn
@@ -123,15 +121,15 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	return b, nil
 }
 
-// Execute runs fn once the call holds a slot of Local (if set) and a lease
-// (or was admitted by the fallback), and gives both back when fn returns,
-// panics or calls runtime.Goexit. It returns fn's error unchanged; a
-// rejection matching bulkhead.ErrFull and policy.ErrRejected (reason
-// "full", "wait_timeout" or "redis_unavailable"), or Local's own; or
-// ctx.Err() if ctx is done before fn could start, in which case fn is not
-// run and nothing is held. A caller that gives up while a lease is being
-// taken gets ctx.Err() when that round trip ends (within CallTimeout), and
-// the lease, if taken, is released at once. It panics if ctx or fn is nil.
+// Execute runs fn once the call holds a slot of Local (if set) and a lease,
+// or was admitted by the fallback. It gives both back when fn returns,
+// panics or calls runtime.Goexit, and returns fn's error unchanged. If fn
+// cannot run, nothing is held, and Execute returns a rejection matching
+// bulkhead.ErrFull and policy.ErrRejected (reason "full", "wait_timeout"
+// or "redis_unavailable"), Local's own rejection, or ctx.Err(). A caller
+// that gives up while a lease is being taken gets ctx.Err() when that
+// round trip ends, within CallTimeout; a lease taken meanwhile is released
+// at once. Execute panics if ctx or fn is nil.
 func (b *Budget) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("redisstate: nil Context")
@@ -432,12 +430,11 @@ func (b *Budget) registerObservers(m metric.Meter) metric.Registration {
 	return reg
 }
 
-// Close unregisters the budget's observable instruments, and removes in
-// one round trip the leases that acquires which got no answer may have
-// left (they would lapse after LeaseTTL anyway). It does not close
-// Redis.Client or Local, and it does not end calls in flight (their leases
-// are released as they end). It always returns nil and may be called more
-// than once.
+// Close unregisters the budget's observable instruments. In one round
+// trip, it removes the leases that unanswered acquires may have left. It
+// does not close Redis.Client or Local, and does not end calls in flight,
+// whose leases are released as they end. It always returns nil and may be
+// called more than once.
 func (b *Budget) Close() error {
 	b.closeOnce.Do(func() {
 		if b.haunted.Load() { // one last try: the ghosts would lapse anyway

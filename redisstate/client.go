@@ -8,18 +8,18 @@ import (
 )
 
 // DefaultCallTimeout is the deadline of one Redis round trip when a
-// Config's CallTimeout is 0: the 20 ms Envoy's rate-limit client uses.
+// Config's CallTimeout is 0, as Envoy's rate-limit client uses.
 const DefaultCallTimeout = 20 * time.Millisecond
 
-// NewClient returns a go-redis UniversalClient (a single server, Sentinel
-// or Cluster client, as go-redis chooses from opts) set up for this
-// package: ContextTimeoutEnabled, so that a call's deadline bounds its
-// socket reads and writes; MaxRetries off, so that a failed call is not
-// tried again; and dial, read and write timeouts of 100 ms unless opts
-// sets them. Each round trip ends at the earlier of its CallTimeout and
-// these timeouts, so a CallTimeout above 100 ms needs opts to set
-// ReadTimeout and WriteTimeout at least as long. opts is copied, not
-// modified. It panics if opts is nil.
+// NewClient returns a go-redis UniversalClient set up for this package:
+// a single server, Sentinel or Cluster client, as go-redis chooses from
+// opts. ContextTimeoutEnabled is set, so a call's deadline bounds its
+// socket reads and writes. MaxRetries is off, so a failed call is not tried
+// again. Dial, read and write timeouts are 100 ms unless opts sets them.
+// Each round trip ends at the earlier of its CallTimeout and these
+// timeouts, so a CallTimeout above 100 ms needs longer ReadTimeout and
+// WriteTimeout in opts. opts is copied, not modified. NewClient panics if
+// opts is nil.
 func NewClient(opts *redis.UniversalOptions) redis.UniversalClient {
 	if opts == nil {
 		panic("redisstate: nil UniversalOptions")

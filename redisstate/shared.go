@@ -18,34 +18,34 @@ import (
 
 // SharedBreaker is a circuit breaker whose open state is shared by the
 // replicas that use the same Name and Redis. Every call goes through a
-// local [breaker.Breaker], which decides alone: the success path costs no
-// round trip to Redis. When the local breaker trips, a background
-// goroutine reports it (a Lua script scored by Redis TIME); once Quorum
-// replicas have tripped within Window, the breaker is open everywhere for
-// OpenTimeout: the replicas learn it by pub/sub, or by polling if a
-// message was missed, and hold their local breakers open for the time that
-// remains, on their own clocks. Then one replica at a time, the holder of
-// a probe lease, sends the half-open probes; its verdict closes the
-// breaker everywhere or opens it again. The others reject meanwhile with
-// reason "half_open_full". A replica asks for the lease at its next poll
-// after a call wanted to probe, and renews it only while calls want to or
-// its probe runs, so that a replica without calls does not hold it.
+// local [breaker.Breaker], which decides alone: a call costs no round trip
+// to Redis.
+//
+// When the local breaker trips, a background goroutine reports it to
+// Redis. Once Quorum replicas have tripped within Window, the breaker is
+// open everywhere for OpenTimeout. The replicas learn it by pub/sub, or by
+// polling if a message was missed. Each holds its local breaker open for
+// the time that remains, on its own clock. Then one replica at a time, the
+// holder of a probe lease, sends the half-open probes. Its verdict closes
+// the breaker everywhere or opens it again. The others reject meanwhile
+// with reason "half_open_full". A replica asks for the lease at its next
+// poll after a call wanted to probe, and renews it only while calls want
+// to or its probe runs.
 //
 // While Redis cannot be asked, each replica runs on its local breaker
-// alone (a trip opens it locally, and it probes for itself). From its
-// first poll that Redis answers again, each replica follows the shared
-// state: if it is closed, a hold the replica still had for a shared open
-// period ends; if it is open, the replica holds for the time that remains.
-// A trip of the replica's own while Redis could not be asked is reported
-// then, if it still stands.
+// alone: a trip opens it locally, and it probes for itself. From its first
+// poll that Redis answers again, each replica follows the shared state. If
+// that is closed, a hold the replica still had for a shared open period
+// ends. If it is open, the replica holds for the time that remains. A trip
+// of the replica's own while Redis could not be asked is reported then, if
+// it still stands.
 //
 // The breaker's channel ({watertight:breaker:<Name>}:events) and keys
-// belong to its replicas: only their scripts should publish and write
-// there, and Redis ACLs should keep other clients out. A replica cannot
-// tell who published a message and applies any well-formed one at once;
-// it holds an open for no longer than its own OpenTimeout, and its next
-// poll that Redis answers undoes an open or a close that the shared state
-// does not have.
+// belong to its replicas: Redis ACLs should keep other clients out. A
+// replica applies any well-formed message at once, as it cannot tell who
+// published it. It holds an open for no longer than its own OpenTimeout.
+// Its next poll that Redis answers undoes an open or a close that the
+// shared state does not have.
 //
 // Build one with [NewSharedBreaker] and stop it with
 // [SharedBreaker.Close]; the zero value is not usable. A SharedBreaker is
@@ -201,8 +201,8 @@ var errPanicked = errors.New("redisstate: fn panicked or called runtime.Goexit")
 // Execute runs fn through the local breaker: see [breaker.Breaker.Execute].
 // A call admitted while the local breaker is held for a shared open period
 // is a probe of it. If fn panics or calls runtime.Goexit, the call counts
-// as a failure and the panic goes on; but if ctx had ended first (not by a
-// Deadline's timer), the call is excluded, as any outcome then is. Execute
+// as a failure and the panic goes on. But if ctx had ended first, not by a
+// Deadline's timer, the call is excluded, as any outcome then is. Execute
 // never waits for Redis. It panics if ctx or fn is nil.
 func (s *SharedBreaker) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {

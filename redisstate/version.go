@@ -15,17 +15,15 @@ import (
 )
 
 // MinRedisMajor is the oldest major version of Redis this package works
-// with: its scripts read TIME and then write, which Redis allows from 5.0
-// on (it replicates a script's effects, not the script, by default since
-// 5.0; 4.0 refuses the write with "Write commands not allowed after non
-// deterministic commands").
+// with. Its scripts read TIME and then write, which Redis allows from 5.0
+// on.
 const MinRedisMajor = 5
 
 // ErrRedisTooOld matches (with [errors.Is]) the error of [CheckVersion]
-// when the Redis server is older than [MinRedisMajor], and that of every
-// round trip of a policy while the server is known to be so (see the
-// package documentation for how long); a [FailClosed] Budget's rejection
-// wraps it. The error's message names the server's version.
+// when the Redis server is older than [MinRedisMajor]. It also matches the
+// error of every round trip of a policy while the server is known to be
+// so, and a [FailClosed] Budget's rejection wraps it. The error's message
+// names the server's version.
 var ErrRedisTooOld = errors.New("redisstate: Redis 5.0 or later is needed")
 
 // versionError is a server too old, with its version.
@@ -56,19 +54,15 @@ func versionNow() time.Time {
 }
 
 // CheckVersion asks the server behind client for its version (INFO
-// server) and returns an error matching [ErrRedisTooOld] and naming the
+// server). It returns an error matching [ErrRedisTooOld] and naming the
 // version if it is older than 5.0. It returns nil if the server is 5.0 or
-// later, and also where the version cannot be detected: a server or proxy
-// that refuses INFO for good (an unknown, renamed or unsupported command,
-// or an ACL's NOPERM), or whose INFO has no parsable redis_version; with
-// such a server, too old a Redis shows as the policies' script errors
-// instead. Any other error is the round trip's, an error reply included
-// (ERR max number of clients reached, LOADING, BUSY...): the version is
-// not known yet. With a Cluster or Ring client, INFO goes to one node,
-// which stands for all. The policies run the same check before their
-// first round trip to Redis, and again after a "too old" (see [Budget]
-// and [SharedBreaker]); call it at start-up to fail fast. It is safe for
-// concurrent use.
+// later, and also if the version cannot be detected: a server or proxy
+// refuses INFO for good (an unknown, renamed or unsupported command, or an
+// ACL's NOPERM), or its INFO has no parsable redis_version. Any other
+// error is the round trip's, an error reply included (LOADING, BUSY...).
+// With a Cluster or Ring client, INFO goes to one node, which stands for
+// all. The policies run the same check themselves; call it at start-up to
+// fail fast. It is safe for concurrent use.
 func CheckVersion(ctx context.Context, client redis.UniversalClient) error {
 	if err := checkClient("CheckVersion's client", client); err != nil {
 		return err

@@ -11,9 +11,8 @@ import (
 	"time"
 )
 
-// Defaults used for the zero values of [BudgetConfig] fields: Finagle's
-// RetryBudget defaults (20% of requests over a 10 s window, plus 10 retries
-// per second).
+// Defaults for the zero values of [BudgetConfig] fields: Finagle's
+// RetryBudget defaults.
 const (
 	DefaultBudgetRatio        = 0.2
 	DefaultBudgetMinPerSecond = 10.0
@@ -21,14 +20,13 @@ const (
 )
 
 // NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond those
-// the calls have paid for. (A MinPerSecond of 0 means the default,
-// [DefaultBudgetMinPerSecond].)
+// the calls have paid for. A MinPerSecond of 0 means
+// [DefaultBudgetMinPerSecond].
 const NoMinimum = -1.0
 
-// BudgetConfig configures a [Budget]. The zero BudgetConfig is valid:
-// retries may be at most 20% of the calls of about the last 10 seconds,
-// plus 10 retries per second. A BudgetConfig is read once by [NewBudget]
-// and may be reused.
+// BudgetConfig configures a [Budget]. The zero value is valid: retries may
+// be at most 20% of the calls of about the last 10 seconds, plus 10
+// retries per second. [NewBudget] copies it.
 type BudgetConfig struct {
 	// Ratio is the number of retries each call pays for: with a Ratio of
 	// 0.2, retries may add at most 20% to the attempts a dependency
@@ -86,63 +84,42 @@ func (cfg BudgetConfig) resolve() (budgetSettings, error) {
 }
 
 // Budget bounds the retries of the calls that share it, so that retries
-// cannot multiply the load on a dependency when it fails: each call
-// deposits [BudgetConfig.Ratio] of a retry, each retry withdraws one, and a
-// retry the balance cannot pay for is refused. Share one Budget between the
-// [Retry] policies (and pipelines) that call the same dependency, through
-// [Config.Budget]; a Retry whose budget refuses a retry ends the call with
-// an [*ExhaustedError] whose Reason is [ReasonBudget].
+// cannot multiply the load on a failing dependency. Each call deposits
+// [BudgetConfig.Ratio] of a retry, each retry withdraws one, and a retry
+// the balance cannot pay for is refused. Share one Budget, through
+// [Config.Budget], between the [Retry] policies and pipelines that call the
+// same dependency. A Retry whose budget refuses a retry ends the call with
+// an [*ExhaustedError] with Reason [ReasonBudget].
 //
-// The model is Finagle's RetryBudget with exponential decay in place of its
-// ring of buckets. At time t the balance is
+// At time t the balance is
 //
 //	Window x MinPerSecond
 //	+ Ratio x e^(-(t-ti)/Window)  for each deposit, made at ti
 //	- e^(-(t-tj)/Window)          for each retry granted, at tj
 //
-// so deposits fade with time constant Window, and the reserve of
-// Window x MinPerSecond retries, where a new Budget starts, refills at up
-// to MinPerSecond retries a second. Under steady traffic of λ calls per
-// second and no retries, the balance settles at about
-// (Ratio x λ + MinPerSecond) x Window, the retries Finagle's window would
-// allow; when everything fails, retries settle at about
-// Ratio x λ + MinPerSecond a second, so attempts per call at about
-// 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry
-// is granted only when the balance holds a whole one, so the balance
-// never goes negative. It never exceeds 2^53 retries, where float64 stops
-// counting whole ones.
+// So deposits fade with time constant Window. A new Budget starts with the
+// reserve of Window x MinPerSecond retries, which refills at up to
+// MinPerSecond retries a second. Under steady traffic of λ calls per second
+// and no retries, the balance settles at about
+// (Ratio x λ + MinPerSecond) x Window. When everything fails, retries
+// settle at about Ratio x λ + MinPerSecond a second: attempts per call at
+// about 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry is
+// granted only when the balance holds a whole one, so the balance never
+// goes negative. It never exceeds 2^53 retries.
 //
 // A deposit counts as made at the last update of the balance before it.
 // The balance is updated when it is read ([Budget.TryWithdraw],
-// [Budget.Available]) and by the first deposit of each tick: the first on
-// a new Budget, and then the first a tick or more after the previous
-// deposit that updated it (a timer marks the tick). A
-// tick is Window/64, but at least 1ms and at most 1s. So each deposit
-// counts as made at most one tick early, whenever the reads come: the
-// balance is never more than the formula gives (up to rounding), and never
-// less than the formula gives with each deposit worth
-// Ratio x e^(-tick/Window) (0.98 x Ratio for windows of 64ms to 64s). A
-// process too busy to run its timers on time counts deposits earlier
-// still, so it grants fewer retries, never more.
+// [Budget.Available]) and by the first deposit of each tick. A tick is
+// Window/64, at least 1ms and at most 1s. So each deposit counts as made at
+// most one tick early. The balance is never more than the formula gives (up
+// to rounding). It is never less than the formula gives with each deposit
+// worth Ratio x e^(-tick/Window), 0.98 x Ratio for windows of 64ms to 64s.
+// A process too busy to run its timers on time grants fewer retries, never
+// more.
 //
-// Beside the others (see the package documentation): Envoy's retry_budget
-// (20% of active requests, at least 3 retries at once) and failsafe-go's
-// budget (retries and hedges in flight at most 0.2 x executions in flight,
-// at least 3) bound retries in flight, which does not bound them when
-// attempts fail fast and waits are long, as in an outage; gRPC's
-// retryThrottling (a token bucket, -1 per failure and +tokenRatio per
-// success, no retries below half) counts failures rather than calls.
-//
-// Cost: [Budget.Deposit], which a Retry runs once per call (as its first
-// attempt starts), makes one atomic update: on one shared counter while
-// deposits do not collide, and, once two have collided (several cores
-// depositing at once), on a counter of the calling processor's, one of a
-// few padded stripes, so that cores do not contend for one word (Java's
-// LongAdder does the same). The counters are summed, and the decay and
-// the floor applied, when a retry asks ([Budget.TryWithdraw]) and at the
-// first deposit of each tick, under a mutex held for a few arithmetic
-// operations and never while fn runs. The timer runs only while calls
-// deposit, and its function sets one flag.
+// [Budget.Deposit] makes one atomic update and reads no clock, except at
+// the first deposit of a tick. A retry's [Budget.TryWithdraw] holds a
+// mutex for a few arithmetic operations, never while fn runs.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
 // safe for concurrent use by multiple goroutines. In a test with
@@ -238,12 +215,11 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 const budgetTicks = 64
 
 // Deposit records one call, which pays for Ratio of a retry. A [Retry]
-// with this Budget calls it as each call's first attempt starts; call it
-// yourself for calls made outside a Retry that should pay for retries (an
-// SDK's own retry loop drawing on the same Budget, say). It makes one
-// atomic update of a counter (see [Budget] for which). It reads no clock
-// and takes no lock, except as the first deposit of a tick, when it
-// brings the balance up to date first.
+// with this Budget calls it as each call's first attempt starts. Call it
+// yourself for calls made outside a Retry that should pay for retries,
+// such as an SDK's own retry loop. It makes one atomic update. It reads no
+// clock and takes no lock, except as the first deposit of a tick, which
+// brings the balance up to date.
 func (b *Budget) Deposit() {
 	if b.idle.Load() {
 		b.wake()

@@ -9,8 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Defaults used for the zero values of [Config] fields; DefaultJitter is
-// the fraction of each wait randomised.
+// Defaults for the zero values of [Config] fields.
 const (
 	DefaultMaxAttempts     = 3
 	DefaultInitialInterval = 100 * time.Millisecond
@@ -19,14 +18,14 @@ const (
 	DefaultJitter          = 0.5
 )
 
-// NoJitter, as [Config.Jitter], turns randomisation of the waits off. (A
-// Jitter of 0 means the default, [DefaultJitter].)
+// NoJitter, as [Config.Jitter], turns randomisation of the waits off. A
+// Jitter of 0 means [DefaultJitter].
 const NoJitter = -1.0
 
-// Config configures a [Retry]. The zero Config is valid: 3 attempts,
-// exponential waits of 100ms, 200ms (each randomised by +-50%), at most 10s,
-// every error retried except rejections, permanent errors and the end of the
-// caller's context. A Config is read once by [New] and may be reused.
+// Config configures a [Retry]. The zero value is valid: 3 attempts,
+// exponential waits of 100ms, 200ms (each randomised by +-50%), at most
+// 10s, and every error retried except rejections, permanent errors and the
+// end of the caller's context. [New] copies it.
 type Config struct {
 	// Name names the policy in errors and telemetry (watertight.policy.name).
 	// Empty is allowed.

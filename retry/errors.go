@@ -12,12 +12,9 @@ import (
 )
 
 // ErrExhausted is matched, with [errors.Is], by every error a [Retry]
-// returns when it gives up on a call that could otherwise have been retried:
-// out of attempts, the schedule stopped, the next wait would pass the
-// context's deadline, the server asked for a wait longer than MaxInterval,
-// an attempt was rejected after earlier attempts had run fn, or the retry
-// budget refused the retry. The error also unwraps to the last error fn
-// returned; see [ExhaustedError].
+// returns when it gives up on a call that could otherwise have been
+// retried. The reasons are listed with [ReasonMaxAttempts]. The error also
+// unwraps to the last error fn returned; see [ExhaustedError].
 var ErrExhausted = errors.New("retry: exhausted")
 
 // Reasons an [ExhaustedError] gives for giving up, in its Reason field.
@@ -31,23 +28,21 @@ const (
 	// ReasonRetryAfter means the error asked for a wait longer than
 	// MaxInterval.
 	ReasonRetryAfter = "retry_after"
-	// ReasonRejected means an attempt was refused (an open breaker, a full
-	// bulkhead: an error matching policy.ErrRejected) after earlier attempts
-	// had run fn and failed. The call is not a rejection, since fn ran:
-	// Err is fn's last error, and the refusal is in the Rejection field.
+	// ReasonRejected means an attempt was refused (its error matched
+	// policy.ErrRejected) after earlier attempts had run fn and failed.
+	// The call is not a rejection, since fn ran: Err is fn's last error,
+	// and the refusal is in the Rejection field.
 	ReasonRejected = "rejected"
 	// ReasonBudget means the retry [Budget] (Config.Budget) refused the
-	// retry: retries of the calls sharing it have used up what those calls
-	// paid for. Err is fn's last error.
+	// retry. Err is fn's last error.
 	ReasonBudget = "budget"
 )
 
-// ExhaustedError is the error a [Retry] returns when it gives up. It matches
-// [ErrExhausted] with [errors.Is] and unwraps to the last error fn returned,
-// so errors.Is and errors.As see through it to that error. Its ErrorType is
-// telemetry's "retry_exhausted". A zero ExhaustedError is a valid, if
-// uninformative, exhaustion. It is not modified after it is returned, so it
-// may be read concurrently.
+// ExhaustedError is the error a [Retry] or [Hedge] returns when it gives
+// up. It matches [ErrExhausted] with [errors.Is] and unwraps to the last
+// error fn returned. Its ErrorType is "retry_exhausted". The zero value is
+// a valid, if uninformative, exhaustion. It is not modified after it is
+// returned, so it may be read concurrently.
 type ExhaustedError struct {
 	// Kind is the kind of policy that gave up: "retry" (a [Retry]; also
 	// when empty) or "hedge" (a [Hedge]).
@@ -69,14 +64,12 @@ type ExhaustedError struct {
 	MaxInterval time.Duration
 	// Err is the last error fn returned.
 	Err error
-	// Rejection is, with ReasonRejected, the refusal of the attempt after
-	// Err: the *policy.RejectedError that errors.As finds in the rejected
-	// attempt's error. It is nil for the other reasons, and also when the
-	// rejected attempt's error matches policy.ErrRejected without holding a
-	// *policy.RejectedError (a user-written policy's bare sentinel, say).
-	// It is not in the Unwrap chain, on purpose: fn ran, so
-	// errors.Is(err, policy.ErrRejected) is false for an ExhaustedError.
-	// Like every RejectedError, it must not be modified.
+	// Rejection is, with ReasonRejected, the *policy.RejectedError that
+	// errors.As finds in the rejected attempt's error. It is nil for the
+	// other reasons, and when that error holds none (a bare sentinel). It
+	// is not in the Unwrap chain: fn ran, so errors.Is(err,
+	// policy.ErrRejected) is false for an ExhaustedError. It must not be
+	// modified.
 	Rejection *policy.RejectedError
 }
 
@@ -126,21 +119,19 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 // ErrorType returns "retry_exhausted", the error.type recorded for it.
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
 
-// Permanent marks err as not to be retried: when an attempt returns it (or an
-// error wrapping it), the call ends at once. If the marker is the error the
-// attempt returned, the call returns err itself, unwrapped (see [Unmark]);
-// if something wraps the marker (an attempt deadline's ExceededError, say),
-// the call returns that wrapper, which still matches err with errors.Is.
+// Permanent marks err as not to be retried: when an attempt returns it,
+// or an error wrapping it, the call ends at once. If the marker is the
+// error the attempt returned, the call returns err itself (see [Unmark]).
+// If something wraps the marker (an attempt deadline's ExceededError,
+// say), the call returns that wrapper, which still matches err.
 //
 // The marker has err's message, and errors.Is and errors.As see through it
-// to err; its type is unexported, so it is recognised only by this package
-// (a Retry finds it anywhere in an attempt's error chain). Permanent returns
-// nil if err is nil, and err itself if err is already such a marker. It is
-// safe for concurrent use.
+// to err. A Retry finds it anywhere in an attempt's error chain. Permanent
+// returns nil if err is nil, and err itself if err is already a marker. It
+// is safe for concurrent use.
 //
-// A Retry also honours the markers of github.com/cenkalti/backoff/v4's
-// Permanent, and strips them the same way, so that errors marked for
-// backoff keep working; new code should use Permanent.
+// A Retry also honours and strips the markers of
+// github.com/cenkalti/backoff/v4's Permanent.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -157,20 +148,16 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// Unmark returns the error that err marks as permanent, if err itself is a
-// marker made by [Permanent] (or by backoff/v4's Permanent, which a Retry
-// also honours); err wrapped so that no Retry honours a marker inside it,
-// if a marker lies deeper in err's chain; and err unchanged otherwise, nil
-// included. A marker deeper in the chain cannot be taken off, because what
-// wraps it carries meaning of its own (an attempt deadline's ExceededError
-// around a permanent failure must still match deadline.ErrExceeded); the
-// wrapper keeps err's message, and errors.Is and errors.As see through it.
-// err itself is never modified. A Retry unmarks every error it returns
-// this way, so a marker fn put on its error stops that Retry and no other:
-// an outer Retry (one around a whole request and the reading of its body,
-// say) sees the error as any other. Code that runs an fn which may mark
-// its errors without a Retry above it (an HTTP transport whose policy may
-// have no retry) calls Unmark for the same reason. Unmark is safe for
+// Unmark takes a permanent marker off err. If err itself is a marker made
+// by [Permanent] (or by backoff/v4's Permanent), Unmark returns the error
+// it marks. If a marker lies deeper in err's chain, Unmark returns err
+// wrapped so that no Retry honours that marker; the wrapper keeps err's
+// message, and errors.Is and errors.As see through it. Otherwise it
+// returns err unchanged, nil included. err itself is never modified.
+//
+// A Retry unmarks every error it returns, so a marker stops the nearest
+// Retry and no other. Code that runs an fn that may mark its errors,
+// without a Retry above it, should call Unmark too. Unmark is safe for
 // concurrent use.
 func Unmark(err error) error {
 	for {

@@ -15,15 +15,14 @@ import (
 )
 
 // ErrHedgeLost is the cause (see [context.Cause]) with which a [Hedge]
-// cancels the attempts still running when its call ends: another attempt
-// won, or the call ended otherwise (the caller's context, a fatal error).
-// Such an attempt's error says nothing about the dependency, whatever it
-// is (an attempt deadline's, say): a policy that counts outcomes (a
-// breaker) should exclude an attempt whose context's cause matches
-// ErrHedgeLost. It matches context.Canceled too, since code that returns
-// a context's cause (net/http does) must still read as a cancellation.
-// The winner's context is canceled too, once its fn has returned, with no
-// cause of its own: its cause is context.Canceled.
+// cancels the attempts still running when its call ends, because another
+// attempt won or the call ended otherwise. Such an attempt's error says
+// nothing about the dependency: a policy that counts outcomes, such as a
+// breaker, should exclude an attempt whose context's cause matches
+// ErrHedgeLost. It matches context.Canceled too, so that code returning a
+// context's cause (as net/http does) still reads as a cancellation. The
+// winner's context is canceled too, once its fn has returned, with the
+// cause context.Canceled.
 var ErrHedgeLost error = hedgeLost{}
 
 // hedgeLost is ErrHedgeLost's type.
@@ -35,36 +34,32 @@ func (hedgeLost) Error() string { return "retry: hedge lost: the call ended with
 func (hedgeLost) Is(target error) bool { return target == context.Canceled }
 
 // Hedge runs a call that is safe to repeat and, when the first attempt has
-// not answered after a delay, starts another beside it, up to MaxHedges;
-// the first attempt to succeed wins, and the others are canceled. A failed
-// attempt starts the next hedge at once. See [HedgeConfig] for the delay
-// (fixed, or a quantile of recent latencies) and the package documentation
-// for the rules. Build one with [NewHedge]; the zero Hedge is not usable.
-// A Hedge is safe for concurrent use by multiple goroutines.
+// not answered after a delay, starts another beside it, up to MaxHedges.
+// The first attempt to succeed wins, and the others are canceled. A failed
+// attempt starts the next hedge at once. [HedgeConfig] sets the delay, and
+// the package documentation gives the rules. Build one with [NewHedge];
+// the zero Hedge is not usable. A Hedge is safe for concurrent use by
+// multiple goroutines.
 //
-// Run calls with [Hedged], around a policy (usually a pipeline): each
-// attempt is a whole run of that policy, so each attempt takes its own
-// bulkhead slot and its own breaker verdict. Size a bulkhead for the
-// hedges: a hedged call holds up to 1 + MaxHedges slots at once. A Hedge
-// is not a policy for a pipeline's slot: compose.New refuses one.
+// Run calls with [Hedged], around a policy (usually a pipeline). Each
+// attempt is a whole run of that policy, with its own bulkhead slot and
+// breaker verdict, so a hedged call holds up to 1 + MaxHedges slots at
+// once. A Hedge is not a policy for a pipeline's slot: compose.New refuses
+// one.
 //
-// Every attempt runs in a goroutine of its own, with a context of its own
-// for which [Attempt] returns its number. A call returns as soon as it has
-// its outcome, without waiting for the attempts it canceled: one that
-// ignores its context keeps running until it returns, and frees what it
-// holds then. The exception is a call whose context a Deadline's timer
-// ended (deadline.Fired): it ends as its running attempts report, as a
-// Deadline waits for fn.
+// Every attempt runs in its own goroutine, with its own context, for which
+// [Attempt] returns its number. A call returns as soon as it has its
+// outcome, without waiting for the attempts it canceled. One that ignores
+// its context runs on until it returns. The exception is a call whose
+// context a Deadline's timer ended (deadline.Fired): it ends as its
+// running attempts report, as a Deadline waits for fn.
 //
-// Panics: a panic (or runtime.Goexit) in an attempt that ends before the
-// call has its outcome is carried to the caller's goroutine, after the
-// other attempts are canceled: the call panics, though another attempt
-// might have won later, or its success arrived as the panic did. A losing
-// attempt that panics after the call has its outcome (another attempt
-// won, or the call failed or was canceled) has no caller left to carry the
-// panic to: the call has returned. Its panic then goes on up its own
-// goroutine and crashes the program, as a panic in any goroutine does,
-// rather than being swallowed, which would hide a bug. So fn must not
+// A panic (or runtime.Goexit) in an attempt that ends before the call has
+// its outcome is carried to the caller's goroutine, after the other
+// attempts are canceled. The call panics, even if another attempt might
+// have won. A losing attempt that panics after the call has its outcome
+// has no caller to carry the panic to. The panic goes on up its own
+// goroutine and crashes the program, as in any goroutine. So fn must not
 // panic on its way out of a canceled attempt, or must recover itself. A
 // late attempt's runtime.Goexit ends only that attempt's goroutine.
 type Hedge struct {
@@ -96,8 +91,8 @@ func NewHedge(cfg HedgeConfig) (*Hedge, error) {
 func (h *Hedge) MaxHedges() int { return h.s.maxHedges }
 
 // Delay returns the delay in force: the fixed Delay, or the one learned so
-// far; a negative value means that no hedge starts on delay yet (a learned
-// delay without enough latencies and no Delay to start with).
+// far. A negative value means that no hedge starts on delay yet: a learned
+// delay has too few latencies and no Delay to start with.
 func (h *Hedge) Delay() time.Duration {
 	if h.est == nil {
 		return h.s.delay
@@ -105,21 +100,20 @@ func (h *Hedge) Delay() time.Duration {
 	return h.est.delay()
 }
 
-// Hedged runs fn under p, and runs it again beside the first attempt
-// after the hedge's delay, or at once after a failure, up to MaxHedges more
-// times, until an attempt succeeds. It returns the value of the first
-// attempt that succeeds, as soon as it does, canceling the others with the
-// cause [ErrHedgeLost]. Otherwise it returns the zero value and the error
-// the rules in the package documentation give.
+// Hedged runs fn under p, and runs it again beside the first attempt after
+// the hedge's delay, or at once after a failure, up to MaxHedges more
+// times. It returns the value of the first attempt that succeeds, as soon
+// as it does, canceling the others with the cause [ErrHedgeLost].
+// Otherwise it returns the zero value and the error the package
+// documentation's rules give.
 //
-// Each attempt is a whole run of p (policy.Do with a result of its own),
-// so each takes its own bulkhead slot and breaker verdict; a nil p runs fn
+// Each attempt is a whole run of p (policy.Do with its own result), so
+// each takes its own bulkhead slot and breaker verdict. A nil p runs fn
 // directly. A losing attempt's value is dropped: if it holds something to
-// free (a response body), fn must free it itself once its context is
-// canceled with the cause ErrHedgeLost. The winner's context is canceled
-// as Hedged returns, so the value must not need it any more. See [Hedge]
-// for panics and losers that ignore their context. Hedged panics if ctx,
-// h or fn is nil.
+// free (a response body), fn must free it once its context is canceled
+// with the cause ErrHedgeLost. The winner's context is canceled as Hedged
+// returns, so the value must not need it. Hedged panics if ctx, h or fn is
+// nil.
 func Hedged[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(context.Context) (T, error)) (T, error) {
 	if ctx == nil {
 		panic("retry: nil Context")
@@ -153,13 +147,13 @@ func Hedged[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(conte
 	return vals[n-1], nil
 }
 
-// Execute is [Hedged] for a fn without a value and with no policy
-// around it: it runs fn, concurrently with itself once a hedge starts, and
-// returns nil as soon as an attempt succeeds. So fn must publish nothing
-// the caller reads unless it knows it won: use Hedged for a value. Execute
-// makes Hedge a [policy.Policy] for code that runs a policy's Execute
-// alone; policy.Do and compose.New, which run fn one call at a time, must
-// not be given a Hedge. Execute panics if ctx or fn is nil.
+// Execute is [Hedged] for a fn without a value and with no policy around
+// it. It runs fn, concurrently with itself once a hedge starts, and returns
+// nil as soon as an attempt succeeds. So fn must publish nothing the
+// caller reads unless it knows it won: use Hedged for a value. Execute
+// makes Hedge a [policy.Policy], but policy.Do and compose.New, which run
+// fn one call at a time, must not be given a Hedge. Execute panics if ctx
+// or fn is nil.
 func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("retry: nil Context")

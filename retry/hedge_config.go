@@ -25,12 +25,11 @@ const MaxHedgesLimit = 100
 // failures.
 const hedgeMinSamples = 20
 
-// HedgeConfig configures a [Hedge]. The zero HedgeConfig is valid: one
-// hedge, started when the first attempt has run longer than the 90th
-// percentile of the latencies of the last 1000 attempts (at least 1ms; no
-// hedge on delay until 20 latencies are known), or at once when the first
-// attempt fails. A HedgeConfig is read once by [NewHedge] and may be
-// reused.
+// HedgeConfig configures a [Hedge]. The zero value is valid: one hedge,
+// started at once when the first attempt fails, or when it has run longer
+// than the 90th percentile of the last 1000 latencies (at least 1ms). No
+// hedge starts on delay until 20 latencies are known. [NewHedge] copies
+// it.
 type HedgeConfig struct {
 	// Name names the policy in errors and telemetry (watertight.policy.name).
 	// Empty is allowed.
@@ -48,14 +47,13 @@ type HedgeConfig struct {
 	// >= 0.
 	Delay time.Duration
 
-	// Quantile, if set, learns the delay: the delay is that quantile of the
-	// latencies of recent attempts (the last Window), but at least
-	// MinDelay. Zero means 0.9 when Delay is zero too, and a fixed Delay
-	// otherwise; else it must be in (0, 1). The latencies are those of
-	// attempts that succeeded, and of attempts canceled because another
-	// won whose time already exceeded the delay (a lower bound, which
-	// counts as a slow attempt); failures are not latencies (a dependency
-	// that fails fast must not make hedges start sooner).
+	// Quantile, if set, learns the delay: that quantile of the latencies of
+	// the last Window attempts, at least MinDelay. Zero means 0.9 when
+	// Delay is zero too, and a fixed Delay otherwise; else it must be in
+	// (0, 1). The latencies are those of attempts that succeeded, and of
+	// losers canceled after running longer than the delay. Failures are
+	// not latencies, so a dependency that fails fast does not make hedges
+	// start sooner.
 	Quantile float64
 
 	// MinDelay is the floor of a learned delay. Zero means 1ms; otherwise
@@ -63,14 +61,13 @@ type HedgeConfig struct {
 	MinDelay time.Duration
 
 	// Window is the number of recent latencies a learned delay is computed
-	// from, kept in a ring (8 bytes each, twice: the ring and a scratch
-	// copy). Zero means 1000; otherwise it must be in [20, 100000].
+	// from, using 16 bytes each. Zero means 1000; otherwise it must be in
+	// [20, 100000].
 	Window int
 
-	// Budget, if set, is drawn on by every hedge (each attempt after the
-	// first) as by a retry, and each call deposits into it (see [Budget]);
-	// a hedge the budget refuses is not started, and no further hedge is
-	// started in that call. Nil means no budget.
+	// Budget, if set, is drawn on by every hedge as by a retry, and each
+	// call deposits into it. A hedge the budget refuses is not started, and
+	// neither is any further hedge of that call. Nil means no budget.
 	Budget *Budget
 
 	// ShouldRetry, if set, is asked about each failed attempt that the

@@ -14,10 +14,9 @@ import (
 )
 
 // Retry runs a call again, after a wait, when it fails with an error worth
-// retrying; see the package documentation for the rules. Build one with
+// retrying; the package documentation gives the rules. Build one with
 // [New]; the zero Retry is not usable. A Retry is immutable and safe for
-// concurrent use by multiple goroutines: everything a call needs, its
-// schedule included, belongs to that call.
+// concurrent use by multiple goroutines.
 type Retry struct {
 	s      settings
 	prefix string // "retry" or `retry "name"`, for error messages
@@ -57,10 +56,10 @@ func New(cfg Config) (*Retry, error) {
 func (r *Retry) MaxAttempts() int { return r.s.maxAttempts }
 
 // Execute runs fn, and runs it again while it fails with an error worth
-// retrying, waiting between attempts as the schedule asks. It returns nil as
-// soon as an attempt succeeds; otherwise the error the rules in the package
-// documentation give. Attempt n runs with a context for which [Attempt]
-// returns n. It panics if ctx or fn is nil.
+// retrying, waiting between attempts as the schedule asks. It returns nil
+// as soon as an attempt succeeds, and otherwise the error the package
+// documentation's rules give. Attempt n runs with a context for which
+// [Attempt] returns n. It panics if ctx or fn is nil.
 func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if ctx == nil {
 		panic("retry: nil Context")
@@ -95,9 +94,9 @@ func (r *Retry) attemptContext(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, attemptKey{}, n)
 }
 
-// Attempt returns the 1-based number of the attempt ctx belongs to, inside fn
-// run by a [Retry], or 0 if ctx is not an attempt's. With nested Retries it
-// is the innermost one's number. It panics if ctx is nil.
+// Attempt returns the 1-based number of the attempt ctx belongs to, or 0
+// if ctx is not an attempt's. With nested Retries it is the innermost
+// one's number. It panics if ctx is nil.
 func Attempt(ctx context.Context) int {
 	if ctx == nil {
 		panic("retry: nil Context")

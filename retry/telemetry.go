@@ -16,12 +16,9 @@ import (
 // span events).
 const Kind = "retry"
 
-// KeyReason is the attribute that watertight.retry.exhausted carries with
-// the [ExhaustedError]'s Reason ("max_attempts", "budget", ...), beside
-// watertight.policy.kind and watertight.policy.name:
-// "watertight.retry.reason". (A rejection's reason, on
-// watertight.rejections, is another attribute:
-// "watertight.rejection.reason".)
+// KeyReason, "watertight.retry.reason", is the attribute with which
+// watertight.retry.exhausted carries the [ExhaustedError]'s Reason. It is
+// not watertight.rejection.reason, a rejection's reason.
 const KeyReason = telemetry.KeyRetryReason
 
 // reasons are the Reasons of an ExhaustedError, in the order of
