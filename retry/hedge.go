@@ -127,7 +127,7 @@ func Hedged[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(conte
 	// One result per attempt: attempt n writes only vals[n-1], before it
 	// reports its success; the call reads only the winner's, after.
 	vals := make([]T, 1+h.s.maxHedges)
-	n, err := h.call(ctx, nil, func(ctx context.Context, n int) error {
+	n, err := h.call(ctx, func(ctx context.Context, n int) error {
 		var v T
 		var err error
 		if p == nil {
@@ -161,7 +161,7 @@ func (h *Hedge) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("retry: nil fn")
 	}
-	_, err := h.call(ctx, fn, nil)
+	_, err := h.call(ctx, func(ctx context.Context, _ int) error { return fn(ctx) })
 	return err
 }
 
@@ -211,14 +211,14 @@ type hedgeResult struct {
 // ok reports whether the attempt succeeded.
 func (r *hedgeResult) ok() bool { return r.err == nil && !r.panicked && !r.goexit }
 
-// call runs one call: each attempt runs fn with its context, or, if fn is
-// nil, attempt with its context and number. It returns the number of the
-// attempt that won, or the call's error.
-func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt attemptFunc) (int, error) {
+// call runs one call: each attempt runs attempt with its context and
+// number. It returns the number of the attempt that won, or the call's
+// error.
+func (h *Hedge) call(ctx context.Context, attempt attemptFunc) (int, error) {
 	if h.s.budget != nil {
 		h.s.budget.Deposit()
 	}
-	l := &hedgeLoop{h: h, fn: fn, attempt: attempt, max: 1 + h.s.maxHedges}
+	l := &hedgeLoop{h: h, attempt: attempt, max: 1 + h.s.maxHedges}
 	l.c = &hedgeCall{results: make(chan hedgeResult, l.max)}
 	// If a user callback (OnHedge, ShouldRetry) panics, the attempts still
 	// running are canceled all the same.
@@ -259,7 +259,6 @@ func (h *Hedge) call(ctx context.Context, fn policy.Func, attempt attemptFunc) (
 // that runs it (call); the attempts share only c with it.
 type hedgeLoop struct {
 	h       *Hedge
-	fn      policy.Func
 	attempt attemptFunc
 	c       *hedgeCall
 	cancel1 context.CancelCauseFunc   // attempt 1's context
@@ -292,7 +291,7 @@ func (l *hedgeLoop) launch(ctx context.Context, afterFailure bool) {
 		l.cancels = append(l.cancels, cancel)
 	}
 	a.Context, a.n = actx, n
-	l.h.run(l.c, a, l.fn, l.attempt)
+	l.h.run(l.c, a, l.attempt)
 }
 
 // arm sets the timer for the next hedge, if one may start on delay.
@@ -468,9 +467,9 @@ func (h *Hedge) final(ctx context.Context, failures, lastN int, last, rejection 
 	return e
 }
 
-// run starts attempt a in a goroutine of its own, running fn, or attempt
-// if fn is nil; its result goes to c.results.
-func (h *Hedge) run(c *hedgeCall, a *attemptCtx, fn policy.Func, attempt attemptFunc) {
+// run starts attempt a in a goroutine of its own; its result goes to
+// c.results.
+func (h *Hedge) run(c *hedgeCall, a *attemptCtx, attempt attemptFunc) {
 	var start time.Time
 	if h.est != nil {
 		start = time.Now()
@@ -495,11 +494,7 @@ func (h *Hedge) run(c *hedgeCall, a *attemptCtx, fn policy.Func, attempt attempt
 					}
 				}
 			}()
-			if fn != nil {
-				r.err = fn(a)
-			} else {
-				r.err = attempt(a, a.n)
-			}
+			r.err = attempt(a, a.n)
 			normal = true
 		}()
 	}()
