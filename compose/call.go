@@ -102,7 +102,7 @@ func enter(ctx context.Context, s *slot) (context.Context, exit, error) {
 // attempt starts one attempt's span and sample, then runs what is below.
 func (c *call) attempt(ctx context.Context, i int) error {
 	x := exit{kind: kindAttempt}
-	if c.attempts != nil && c.p.retries {
+	if c.attempts != nil && c.p.retryAt >= 0 {
 		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, c.p.attemptOptions(retry.Attempt(ctx))...)
 	}
 	ctx, x.sample = c.learner.Begin(ctx)

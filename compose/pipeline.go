@@ -32,9 +32,8 @@ type Pipeline struct {
 	// holds: every slot holds a policy of this module, so every one stays
 	// entered across a hand-over (see Start).
 	holds bool
-	// retries: a Retry is in a slot, and each attempt gets a span.
-	retries bool
-	// retryAt is the index in slots of the first Retry, or -1.
+	// retryAt is the index in slots of the first Retry, or -1. Below a
+	// Retry each attempt gets a span.
 	retryAt int
 
 	tracer      telemetry.Tracer
@@ -116,10 +115,9 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	pl.slots = p.build()
 	for i, s := range pl.slots {
 		if _, ok := s.policy.(*retry.Retry); ok {
-			if !pl.retries {
+			if pl.retryAt < 0 {
 				pl.retryAt = i
 			}
-			pl.retries = true
 		} else if s.kind == kindExecute {
 			pl.holds = false
 		}
