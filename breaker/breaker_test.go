@@ -323,53 +323,6 @@ func TestOpenTimeoutExact(t *testing.T) {
 	}
 }
 
-// TestOpenFastPath checks the timer that lets an open breaker reject
-// without asking gobreaker: set on opening, cleared a margin before
-// OpenTimeout, by Reset, and not by the timer of an earlier opening.
-func TestOpenFastPath(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const ot = 5 * time.Second
-		margin := min(ot/10, maxFastOpenMargin)
-		b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: ot})
-		if b.openFast.Load() {
-			t.Fatal("fast path set while closed")
-		}
-		call(b, errBoom)
-		if !b.openFast.Load() {
-			t.Fatal("fast path not set on opening")
-		}
-		time.Sleep(ot - margin - 1)
-		if !b.openFast.Load() {
-			t.Fatal("fast path cleared early")
-		}
-		time.Sleep(1)
-		synctest.Wait() // the timer's goroutine, woken at this instant too
-		if b.openFast.Load() {
-			t.Fatal("fast path not cleared a margin before OpenTimeout")
-		}
-		if err, ran := call(b, nil); ran {
-			t.Fatal("fn ran before OpenTimeout")
-		} else {
-			wantRejected(t, err, "", ReasonOpen) // by gobreaker now
-		}
-
-		// Reset clears it; the first opening's timer must not clear the
-		// second's.
-		b.Reset()
-		call(b, errBoom) // opens at 4.9s, its timer due at 9.8s
-		b.Reset()
-		if b.openFast.Load() {
-			t.Fatal("Reset left the fast path set")
-		}
-		time.Sleep(time.Second)
-		call(b, errBoom) // opens at 5.9s, its timer at 10.8s
-		time.Sleep(ot - margin - 1)
-		if !b.openFast.Load() {
-			t.Fatal("an earlier opening's timer cleared the fast path")
-		}
-	})
-}
-
 func TestHalfOpenProbes(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -137,16 +137,15 @@
 // replicas (the nested module redisstate) apply an open decided elsewhere,
 // with the time it lasts, and let only the replica that holds a lease send
 // half-open probes: gobreaker's own timer would send every replica
-// half-open at once. See remote.go.
+// half-open at once. Every open period, whatever opened it (a trip, a
+// failed probe, OpenUntil), runs on a gobreaker instance of its own,
+// tripped when it is made and held open by the Breaker until the period
+// ends; gobreaker then runs its half-open period. See breaker.go.
 //
 // # Cost
 //
 // The success path of Execute costs gobreaker's two locked steps, each with
 // a clock read, and one allocation: the done func that gobreaker's Allow
 // returns. A rejection allocates nothing. An open breaker rejects without
-// asking gobreaker (no lock, no clock read) until a timer clears a
-// fast-path flag a tenth of OpenTimeout (at most 100 ms) before OpenTimeout
-// ends; from then on gobreaker answers, and it alone decides when half-open
-// begins, so the flag never makes the open period longer unless the timer
-// runs later than that margin.
+// asking gobreaker: no lock, one clock read.
 package breaker
