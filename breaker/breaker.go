@@ -29,9 +29,10 @@ const Kind = "breaker"
 // its machine's OnStateChange publishes the next one (see changed).
 type machine struct {
 	*gobreaker.TwoStepCircuitBreaker[struct{}]
-	open  bool  // an open period: open until until, then half-open
-	until int64 // when open, the end of the open period, Unix ns by time.Now
-	held  bool  // opened by OpenUntil or under a gate: probes ask the gate, Counts are zero
+	open  bool        // an open period: open until until, then half-open
+	until int64       // when open, the end of the open period, Unix ns by time.Now
+	fast  atomic.Bool // until is surely ahead: Allow rejects without reading the clock
+	held  bool        // opened by OpenUntil or under a gate: probes ask the gate, Counts are zero
 	// epoch is the same for the machines that follow one another, and new
 	// at Reset and OpenUntil: the outcome of a call admitted before them
 	// says nothing to the machines after.
@@ -118,6 +119,24 @@ func (b *Breaker) newMachine(open, held bool) *machine {
 	return m
 }
 
+// maxFastMargin caps the margin before until at which m.fast is cleared: a
+// tenth of the open period, at most this.
+const maxFastMargin = 100 * time.Millisecond
+
+// holdUntil sets the end of open machine m's period, before m is
+// published. Reading the clock costs more than the rest of a rejection, so
+// m.fast is set, and a timer clears it a margin before until: the last
+// stretch is timed by the clock, and the flag never makes the period
+// longer unless the timer runs later than the margin.
+func (m *machine) holdUntil(until int64) {
+	m.until = until
+	d := time.Duration(until - time.Now().UnixNano())
+	if margin := min(d/10, maxFastMargin); margin > 0 {
+		m.fast.Store(true)
+		time.AfterFunc(d-margin, func() { m.fast.Store(false) })
+	}
+}
+
 // changed is the OnStateChange of machine m, called under its lock: when
 // m is the current machine and the breaker is not forced open, it
 // publishes the next machine if m's period has ended (a trip or a failed
@@ -133,7 +152,8 @@ func (b *Breaker) changed(m *machine, to State) {
 	switch to {
 	case Open:
 		next = b.newMachine(true, m.held || b.gate.Load() != nil)
-		next.until = time.Now().Add(b.openTimeout).UnixNano()
+		// A century at most, for UnixNano to hold it.
+		next.holdUntil(time.Now().Add(min(b.openTimeout, maxWindow)).UnixNano())
 	case Closed:
 		next = b.newMachine(false, false)
 	}
@@ -203,7 +223,7 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 		}
 		m := b.cb.Load()
 		if m.open {
-			if time.Now().UnixNano() < m.until {
+			if m.fast.Load() || time.Now().UnixNano() < m.until {
 				return Permit{}, b.reject(ctx, b.rejOpen)
 			}
 			if g := b.gate.Load(); m.held && g != nil && !(*g)(ctx) {
@@ -368,7 +388,8 @@ func (b *Breaker) Reset() {
 // decided elsewhere (package redisstate in its own module).
 func (b *Breaker) OpenUntil(t time.Time) {
 	m := b.newMachine(true, true)
-	m.until, m.epoch = t.UnixNano(), b.epochs.Add(1)
+	m.holdUntil(t.UnixNano())
+	m.epoch = b.epochs.Add(1)
 	to := Open
 	if time.Now().UnixNano() >= m.until {
 		// Half-open at once: gobreaker turns the machine half-open
