@@ -19,35 +19,50 @@ import (
 // [policy.RejectedError]s.
 const Kind = "breaker"
 
-// machine is the gobreaker state machine a Breaker drives, in two steps
-// (Allow, then the done func it returns) for every call.
-type machine = gobreaker.TwoStepCircuitBreaker[struct{}]
+// machine is one gobreaker state machine, driven in two steps (Allow, then
+// the done func it returns) for every call, and what the Breaker knows of
+// it. A machine lives one period: the Breaker's first one and each that
+// Reset or a closing half-open period makes are closed; each open period,
+// whatever opened it (a trip, a failed probe, OpenUntil), is a machine of
+// its own, tripped before it is published, which the Breaker holds open
+// until until and gobreaker then answers for, half-open. When a period ends,
+// its machine's OnStateChange publishes the next one (see changed).
+type machine struct {
+	*gobreaker.TwoStepCircuitBreaker[struct{}]
+	open  bool        // an open period: open until until, then half-open
+	until int64       // when open, the end of the open period, Unix ns by time.Now
+	fast  atomic.Bool // until is surely ahead: Allow rejects without reading the clock
+	held  bool        // opened by OpenUntil or under a gate: probes ask the gate, Counts are zero
+	// epoch is the same for the machines that follow one another, and new
+	// at Reset and OpenUntil: the outcome of a call admitted before them
+	// says nothing to the machines after.
+	epoch uint64
+}
 
 // Breaker is a circuit breaker: it stops calling a dependency that keeps
 // failing, and tries it again after a while. Build one with [New]; the zero
 // value is not usable. A Breaker is safe for concurrent use by multiple
 // goroutines.
 type Breaker struct {
-	settings gobreaker.Settings // template for every machine, less OnStateChange
+	settings    gobreaker.Settings // template for every machine, less OnStateChange
+	openTimeout time.Duration
 
 	isFailure func(error) bool // Config.IsFailure, or DefaultIsFailure
 	throttled bool             // the default classification: a throttled error is excluded
 
-	cb       atomic.Pointer[machine] // the current machine; Reset swaps in a new one
-	forced   atomic.Bool             // ForceOpen until Reset; written under mu
-	openFast atomic.Bool             // the machine is open and will be for a while; written under mu
-	queued   atomic.Bool             // pending is not empty (maybe); written under mu
-	fastFor  time.Duration           // how long openFast stays set after opening; 0: never set
+	cb     atomic.Pointer[machine]                    // the current machine; written under mu
+	forced atomic.Bool                                // ForceOpen until Reset; written under mu
+	queued atomic.Bool                                // pending is not empty (maybe); written under mu
+	gate   atomic.Pointer[func(context.Context) bool] // GateProbes' gate, or nil
+	epochs atomic.Uint64                              // the last machine.epoch
 
-	// mu guards pending, last, draining and openGen, and the writes of cb,
-	// forced, openFast and queued. It is taken inside gobreaker's lock (from
-	// its OnStateChange), never around a call into gobreaker.
+	// mu guards pending, last and draining, and the writes of cb, forced
+	// and queued. It is taken inside gobreaker's lock (from its
+	// OnStateChange), never around a call into gobreaker.
 	mu       sync.Mutex
 	pending  []transition // changes not yet reported, oldest first
 	last     State        // the state of the newest change queued
 	draining bool         // a goroutine is reporting pending
-	openGen  uint64       // bumped whenever openFast is set or cleared
-	hold     hold         // OpenUntil and GateProbes (remote.go); its fields but on under mu
 
 	rejOpen, rejFull *telemetry.Rejection
 	onReject         func(context.Context, *policy.RejectedError)
@@ -79,31 +94,80 @@ func New(cfg Config) (*Breaker, error) {
 		onReject:      cfg.OnReject,
 		onStateChange: cfg.OnStateChange,
 		tel:           newRecorder(in, cfg.Name),
-		fastFor:       fastOpenFor(r.openTimeout),
+		openTimeout:   r.openTimeout,
 	}
-	b.cb.Store(b.newMachine())
+	b.cb.Store(b.newMachine(false, false))
 	b.reg = b.tel.registerGauge(in.Meter, b.State)
 	return b, nil
 }
 
-// newMachine returns a fresh closed gobreaker whose state changes are queued
-// for as long as it is b's current machine and b is not forced open.
-func (b *Breaker) newMachine() *machine {
-	var m *machine
+// newMachine returns a fresh machine, not yet published: closed, or, if
+// open, tripped (gobreaker turns it half-open 1 ns later, but the Breaker
+// does not ask it before until, which the caller sets).
+func (b *Breaker) newMachine(open, held bool) *machine {
+	m := &machine{open: open, held: held}
 	st := b.settings
-	// Called under the machine's lock: it only queues the change (see
-	// doc.go). m is set before the machine is published in b.cb, and so
-	// before any call into it can change its state.
-	st.OnStateChange = func(_ string, _, to gobreaker.State) {
-		b.mu.Lock()
-		if b.cb.Load() == m && !b.forced.Load() && !b.hold.on.Load() && !b.holdTrip(State(to)) {
-			b.setOpenFast(State(to) == Open)
-			b.queue(State(to))
-		}
-		b.mu.Unlock()
+	st.OnStateChange = func(_ string, _, to gobreaker.State) { b.changed(m, State(to)) }
+	if open {
+		st.ReadyToTrip = func(gobreaker.Counts) bool { return true }
 	}
-	m = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	m.TwoStepCircuitBreaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	if open {
+		done, _ := m.Allow()
+		done(errFailed)
+	}
 	return m
+}
+
+// maxFastMargin caps the margin before until at which m.fast is cleared: a
+// tenth of the open period, at most this.
+const maxFastMargin = 100 * time.Millisecond
+
+// holdUntil sets the end of open machine m's period, before m is
+// published. Reading the clock costs more than the rest of a rejection, so
+// m.fast is set, and a timer clears it a margin before until: the last
+// stretch is timed by the clock, and the flag never makes the period
+// longer unless the timer runs later than the margin.
+func (m *machine) holdUntil(until int64) {
+	m.until = until
+	d := time.Duration(until - time.Now().UnixNano())
+	if margin := min(d/10, maxFastMargin); margin > 0 {
+		m.fast.Store(true)
+		time.AfterFunc(d-margin, func() { m.fast.Store(false) })
+	}
+}
+
+// changed is the OnStateChange of machine m, called under its lock: when
+// m is the current machine and the breaker is not forced open, it
+// publishes the next machine if m's period has ended (a trip or a failed
+// probe opens a new period, for OpenTimeout; successful probes close the
+// breaker, with fresh counts) and queues the change (see doc.go). The
+// changes of a machine not yet published (an open period's own trip) or
+// already replaced are ignored.
+func (b *Breaker) changed(m *machine, to State) {
+	if b.cb.Load() != m {
+		return
+	}
+	var next *machine
+	switch to {
+	case Open:
+		next = b.newMachine(true, m.held || b.gate.Load() != nil)
+		// A century at most, for UnixNano to hold it.
+		next.holdUntil(time.Now().Add(min(b.openTimeout, maxWindow)).UnixNano())
+	case Closed:
+		next = b.newMachine(false, false)
+	}
+	if next != nil {
+		next.epoch = m.epoch
+	}
+	b.mu.Lock()
+	if b.cb.Load() == m && !b.forced.Load() {
+		if next != nil {
+			b.cb.Store(next)
+		}
+		b.queue(to)
+	}
+	b.mu.Unlock()
 }
 
 // Execute runs fn if the breaker lets the call through, and returns fn's
@@ -138,10 +202,10 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 // never done holds a half-open probe's place for good. The zero Permit's
 // Done returns its argument and reports nothing.
 type Permit struct {
-	b     *Breaker
-	ctx   context.Context // Allow's: its end decides whether the caller left
-	done  func(error)     // gobreaker's, or nil
-	probe *heldProbe      // a probe admitted during a hold, or nil
+	b    *Breaker
+	ctx  context.Context // Allow's: its end decides whether the caller left
+	m    *machine        // the machine that admitted the call
+	done func(error)     // m's
 }
 
 // Allow asks the breaker to let one call through. It returns a [Permit]
@@ -153,20 +217,37 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("breaker: nil Context")
 	}
-	if b.forced.Load() || b.openFast.Load() || b.hold.on.Load() {
-		if !b.forced.Load() && b.hold.on.Load() {
-			return b.allowHeld(ctx)
+	for {
+		if b.forced.Load() {
+			return Permit{}, b.reject(ctx, b.rejOpen)
 		}
-		return Permit{}, b.reject(ctx, b.rejOpen)
+		m := b.cb.Load()
+		if m.open {
+			if m.fast.Load() || time.Now().UnixNano() < m.until {
+				return Permit{}, b.reject(ctx, b.rejOpen)
+			}
+			if g := b.gate.Load(); m.held && g != nil && !(*g)(ctx) {
+				return Permit{}, b.reject(ctx, b.rejFull)
+			}
+		}
+		done, err := m.Allow()
+		if b.cb.Load() != m {
+			// m's period ended meanwhile: its answer is stale (a machine
+			// that failed a probe is half-open 1 ns later), so ask the
+			// current machine.
+			if done != nil {
+				done(errNotRun)
+			}
+			continue
+		}
+		if b.queued.Load() {
+			b.flushAdmitted(ctx, done)
+		}
+		if err != nil {
+			return Permit{}, b.rejectRefused(ctx, err)
+		}
+		return Permit{b: b, ctx: ctx, m: m, done: done}, nil
 	}
-	done, err := b.cb.Load().Allow()
-	if b.queued.Load() {
-		b.flushAdmitted(ctx, done)
-	}
-	if err != nil {
-		return Permit{}, b.rejectRefused(ctx, err)
-	}
-	return Permit{b: b, ctx: ctx, done: done}, nil
 }
 
 // Done reports the outcome err of the permitted call and returns err
@@ -177,7 +258,12 @@ func (p Permit) Done(err error) error {
 	if p.b == nil {
 		return err
 	}
-	p.b.report(p.ctx, p, err)
+	p.b.report(p.ctx, p.done, err)
+	if m := p.b.cb.Load(); m != p.m && m.epoch == p.m.epoch {
+		// Reported to a machine whose period has ended: move the
+		// current one to now, as reporting to it would have.
+		p.b.current(p.ctx)
+	}
 	if p.b.queued.Load() {
 		p.b.flush(p.ctx)
 	}
@@ -205,17 +291,30 @@ func (b *Breaker) reject(ctx context.Context, r *telemetry.Rejection) error {
 // State returns the breaker's state now. An open breaker whose OpenTimeout
 // has passed is reported half-open, even if no call has come since.
 func (b *Breaker) State() State {
-	if b.forced.Load() {
-		return Open
-	}
-	if s, ok := b.heldState(); ok {
-		return s
-	}
-	s := State(b.cb.Load().State())
-	if b.queued.Load() {
-		b.flush(context.Background())
-	}
+	_, s := b.current(context.Background())
 	return s
+}
+
+// current returns the current machine, nil if the breaker is forced open,
+// and the breaker's state, bringing the machine up to now. It reports the
+// changes that causes, with ctx.
+func (b *Breaker) current(ctx context.Context) (*machine, State) {
+	for {
+		if b.forced.Load() {
+			return nil, Open
+		}
+		m := b.cb.Load()
+		if m.open && time.Now().UnixNano() < m.until {
+			return m, Open
+		}
+		s := State(m.State())
+		if b.queued.Load() {
+			b.flush(ctx)
+		}
+		if b.cb.Load() == m { // else m's answer is stale: ask again
+			return m, s
+		}
+	}
 }
 
 // Counts returns the breaker's counts now: see [Counts] for what they
@@ -229,17 +328,13 @@ func (b *Breaker) State() State {
 // other. Counts is safe for concurrent use; a call running beside it may
 // or may not be in them.
 func (b *Breaker) Counts() Counts {
-	if b.forced.Load() || b.hold.on.Load() {
+	m, _ := b.current(context.Background())
+	if m == nil || m.held {
 		return Counts{}
 	}
-	m := b.cb.Load()
 	// gobreaker's Counts reads the counts as they stood after the last
-	// call into the machine; its State first moves the machine to now.
-	m.State()
-	c := m.Counts()
-	if b.queued.Load() {
-		b.flush(context.Background())
-	}
+	// call into the machine; current has moved it to now.
+	c := m.TwoStepCircuitBreaker.Counts()
 	return Counts{
 		Requests:             c.Requests,
 		TotalSuccesses:       c.TotalSuccesses,
@@ -266,15 +361,72 @@ func (b *Breaker) ForceOpen() {
 // [Breaker.ForceOpen]. The outcomes of calls admitted before Reset and still
 // running are not counted.
 func (b *Breaker) Reset() {
-	m := b.newMachine()
+	m := b.newMachine(false, false)
+	m.epoch = b.epochs.Add(1)
 	b.mu.Lock()
 	b.cb.Store(m)
 	b.forced.Store(false)
-	b.endHold()
-	b.setOpenFast(false)
 	b.queue(Closed)
 	b.mu.Unlock()
 	b.flush(context.Background())
+}
+
+// OpenUntil opens the breaker until t, on this process's clock: every call
+// is rejected with reason "open" until then. From t the breaker is
+// half-open, as after its own OpenTimeout: it lets [Config.HalfOpenRequests]
+// probes through (asking the gate first, if [Breaker.GateProbes] set one),
+// closes with fresh counts once that many have succeeded, and opens again
+// for OpenTimeout on a failed probe. A t already past starts the half-open
+// period at once. A later OpenUntil replaces an earlier one, probes in
+// flight included (their outcomes are then ignored); [Breaker.Reset] ends
+// it; [Breaker.ForceOpen] takes precedence over it until Reset. Changes
+// are reported (telemetry, OnStateChange) as usual, from the calling
+// goroutine. It is safe for concurrent use.
+//
+// It is the API a breaker shared by several replicas uses to apply an open
+// decided elsewhere (package redisstate in its own module).
+func (b *Breaker) OpenUntil(t time.Time) {
+	m := b.newMachine(true, true)
+	m.holdUntil(t.UnixNano())
+	m.epoch = b.epochs.Add(1)
+	to := Open
+	if time.Now().UnixNano() >= m.until {
+		// Half-open at once: gobreaker turns the machine half-open
+		// strictly after its 1 ns timeout, so wait for that if the clock
+		// has not moved since the trip (a fake clock).
+		to = HalfOpen
+		for m.State() == gobreaker.StateOpen {
+			time.Sleep(time.Nanosecond)
+		}
+	}
+	b.mu.Lock()
+	b.cb.Store(m)
+	if !b.forced.Load() {
+		b.queue(to)
+	}
+	b.mu.Unlock()
+	b.flush(context.Background())
+}
+
+// GateProbes sets gate, which a half-open breaker asks, on the caller's
+// goroutine and outside every lock, before it admits each probe: if gate
+// returns false, the call is rejected with reason "half_open_full" and
+// takes no probe's place. With a gate set, the breaker's own trips open it
+// as [Breaker.OpenUntil] does (for OpenTimeout), so that every half-open
+// period asks the gate; a trip already in force is not affected. A nil
+// gate removes it. gate must be quick and safe for concurrent use; it may
+// call the Breaker's State and Counts. GateProbes is safe for concurrent
+// use.
+//
+// A breaker shared by several replicas sets a gate so that only the
+// replica holding a probe lease probes: with gobreaker's own timer, every
+// replica would turn half-open and probe at once.
+func (b *Breaker) GateProbes(gate func(ctx context.Context) bool) {
+	if gate == nil {
+		b.gate.Store(nil)
+		return
+	}
+	b.gate.Store(&gate)
 }
 
 // Close unregisters the watertight.breaker.state gauge. It always returns

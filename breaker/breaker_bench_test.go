@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 )
@@ -101,17 +102,34 @@ func BenchmarkState(b *testing.B) {
 	}
 }
 
-// BenchmarkRejectOpenGobreaker rejects through gobreaker, as an open breaker
-// does in the last tenth (at most 100 ms) of OpenTimeout.
-func BenchmarkRejectOpenGobreaker(b *testing.B) {
+// BenchmarkRejectOpenUntil rejects while OpenUntil holds the breaker open.
+func BenchmarkRejectOpenUntil(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	br.OpenUntil(time.Now().Add(time.Hour))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.Execute(ctx, okFn); err == nil {
+			b.Fatal("not rejected")
+		}
+	}
+}
+
+// BenchmarkRejectOpenClock rejects by the clock, as an open breaker does in
+// the last tenth (at most 100 ms) of its open period.
+func BenchmarkRejectOpenClock(b *testing.B) {
 	br, err := New(Config{Name: "bench", ConsecutiveFailures: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer br.Close()
-	br.fastFor = 0
 	ctx := context.Background()
 	br.Execute(ctx, func(context.Context) error { return errBoom })
+	br.cb.Load().fast.Store(false)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := br.Execute(ctx, okFn); err == nil {

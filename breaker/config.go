@@ -200,11 +200,12 @@ func (r *resolved) settings(name string) gobreaker.Settings {
 		// the verdict: these only read it back.
 		IsSuccessful: func(err error) bool { return err == nil },
 		IsExcluded:   func(err error) bool { return err == errNotRun },
-		// gobreaker turns half-open once now is strictly after
-		// opened + Timeout; one nanosecond less makes that exactly
-		// OpenTimeout after it opened. Timeout 0 would mean 60 s to it, so a
-		// 1 ns OpenTimeout stays 1 ns (half-open 2 ns after opening).
-		Timeout: max(r.openTimeout-1, 1),
+		// Each open period is a machine of its own, which the Breaker
+		// holds open for as long as the period lasts (breaker.go):
+		// gobreaker turns it half-open as soon as it may, strictly after
+		// 1 ns, and is not asked before the period ends. (0 would mean
+		// 60 s to it.)
+		Timeout: 1,
 	}
 	if r.window > 0 {
 		// gobreaker rounds Interval up to a multiple of BucketPeriod with

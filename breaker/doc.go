@@ -119,9 +119,9 @@
 //
 // # Cost
 //
-// The success path of Execute takes two short locks, reads the clock twice
-// and allocates once. A rejection allocates nothing. An open breaker
-// rejects without a lock or a clock read until shortly before OpenTimeout
-// ends. The open period is never longer for it, unless a timer runs later
-// than a tenth of OpenTimeout (at most 100 ms).
+// The success path of Execute takes gobreaker's two locked steps, reads the
+// clock twice and allocates once. A rejection allocates nothing. An open
+// breaker rejects without a lock or a clock read until a tenth of the open
+// period (at most 100 ms) before it ends. The open period is never longer
+// for it, unless a timer runs later than that margin.
 package breaker

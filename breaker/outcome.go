@@ -58,21 +58,13 @@ func (b *Breaker) outcome(ctx context.Context, err error) verdict {
 	return succeeded
 }
 
-// report judges the call p admitted and reports the
-// verdict to what admitted it: gobreaker's done func, or the hold's probe
-// (remote.go). If IsFailure panics or calls runtime.Goexit, the deferred
-// call reports the call as excluded, which frees a half-open probe's
-// place, and the panic or Goexit goes on: nothing is recovered, so a panic
-// need never be told from a Goexit.
-func (b *Breaker) report(ctx context.Context, p Permit, err error) {
+// report judges the call admitted with gobreaker's done func and reports
+// the verdict to it. If IsFailure panics or calls runtime.Goexit, the
+// deferred call reports the call as excluded, which frees a half-open
+// probe's place, and the panic or Goexit goes on: nothing is recovered, so
+// a panic need never be told from a Goexit.
+func (b *Breaker) report(ctx context.Context, done func(error), err error) {
 	v := excludedCall
-	defer func() {
-		switch {
-		case p.done != nil:
-			p.done(v.err())
-		case p.probe != nil:
-			b.settleProbe(ctx, p.probe, v)
-		}
-	}()
+	defer func() { done(v.err()) }()
 	v = b.outcome(ctx, err)
 }

@@ -283,10 +283,10 @@ func TestHoldStorm(t *testing.T) {
 
 // TestHoldProperty: random sequences of OpenUntil, Reset, ForceOpen,
 // gate flips, sleeps, admissions and outcomes (in a synctest bubble) keep
-// a hold's accounting exact: its probe count equals the probes of its
-// period still in flight, never exceeds HalfOpenRequests, no call is
-// admitted while a hold is open, and once every call has ended a hold
-// starting now admits exactly HalfOpenRequests probes.
+// a hold's accounting exact: the probe places its machine counts taken are
+// its probes still in flight and its successes, never more than
+// HalfOpenRequests, no call is admitted while a hold is open, and once every
+// call has ended a hold starting now admits exactly HalfOpenRequests probes.
 func TestHoldProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
@@ -298,21 +298,25 @@ func TestHoldProperty(t *testing.T) {
 			defer b.Close()
 			gateOpen := true
 			ctx := context.Background()
-			var live []Permit
+			type call struct {
+				p Permit
+				m *machine // the machine that admitted it
+			}
+			var live []call
 			check := func() {
-				b.mu.Lock()
-				defer b.mu.Unlock()
-				if !b.hold.on.Load() {
+				m := b.cb.Load()
+				if !m.held || b.forced.Load() {
 					return
 				}
 				var inFlight uint32
-				for _, tok := range live {
-					if p := tok.probe; p != nil && p.gen == b.hold.gen {
+				for _, c := range live {
+					if c.m == m {
 						inFlight++
 					}
 				}
-				if inFlight != b.hold.probes || b.hold.probes > n {
-					rt.Fatalf("hold counts %d probes, %d in flight, limit %d", b.hold.probes, inFlight, n)
+				c := m.TwoStepCircuitBreaker.Counts()
+				if taken := c.Requests - c.TotalExclusions; taken != inFlight+c.TotalSuccesses || taken > n {
+					rt.Fatalf("hold counts %d places taken, %d probes in flight and %d successes, limit %d", taken, inFlight, c.TotalSuccesses, n)
 				}
 			}
 			rt.Repeat(map[string]func(*rapid.T){
@@ -337,18 +341,14 @@ func TestHoldProperty(t *testing.T) {
 					time.Sleep(time.Duration(rapid.IntRange(0, 1500).Draw(rt, "ms")) * time.Millisecond)
 				},
 				"enter": func(rt *rapid.T) {
-					heldOpen := false
-					b.mu.Lock()
-					if b.hold.on.Load() && !b.forced.Load() && time.Now().UnixNano() < b.hold.until {
-						heldOpen = true
-					}
-					b.mu.Unlock()
+					m := b.cb.Load()
+					heldOpen := m.held && !b.forced.Load() && time.Now().UnixNano() < m.until
 					_, tok, err := b.Enter(ctx)
 					if err == nil {
 						if heldOpen {
 							rt.Fatal("admitted while a hold is open")
 						}
-						live = append(live, tok)
+						live = append(live, call{tok, b.cb.Load()})
 					}
 				},
 				"exit": func(rt *rapid.T) {
@@ -357,14 +357,14 @@ func TestHoldProperty(t *testing.T) {
 					}
 					i := rapid.IntRange(0, len(live)-1).Draw(rt, "which")
 					outcome := []error{nil, errBoom, context.Canceled, stage.ErrAborted}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
-					tok := live[i]
+					c := live[i]
 					live = append(live[:i], live[i+1:]...)
-					b.Exit(ctx, tok, outcome)
+					b.Exit(ctx, c.p, outcome)
 				},
 				"": func(*rapid.T) { check() },
 			})
-			for _, tok := range live {
-				b.Exit(ctx, tok, context.Canceled)
+			for _, c := range live {
+				b.Exit(ctx, c.p, context.Canceled)
 			}
 			live = nil
 			b.Reset()
@@ -376,7 +376,7 @@ func TestHoldProperty(t *testing.T) {
 					rt.Fatalf("probe %d of %d after every call ended: %v", i+1, n, err)
 				}
 				if err == nil {
-					live = append(live, tok)
+					live = append(live, call{tok, nil})
 				}
 			}
 		})
