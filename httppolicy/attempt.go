@@ -90,7 +90,6 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 		x.stopped = true
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
-	stage.Answered(r.Context())
 	closeResp(resp)
 	if w != nil {
 		if te := w.timedOut(); te != nil {
