@@ -24,7 +24,6 @@ const maxPrefix = 1 << 20
 const (
 	prefixChunk    = 512
 	maxExactPrefix = 64 << 10
-	smallPrefix    = 64
 )
 
 var (
@@ -43,10 +42,10 @@ const (
 // streamWatch runs the stream timers of one attempt; it holds the
 // attempt's contexts because its timers fire on goroutines of their own.
 // The attempt sends its request with ctx, a child of the attempt's context
-// canceled with a
-// *streamTimeoutError as its cause when a timer fires: net/http would turn
-// a plain cancellation into context.Canceled, which a breaker does not
-// count, so the attempt returns the cause instead (see timedOut).
+// canceled with a *streamTimeoutError as its cause when a timer fires.
+// net/http would turn a plain cancellation into context.Canceled, which a
+// breaker does not count, so the attempt returns the cause instead (see
+// timedOut).
 //
 // state orders the timers against the events that disarm them: the first
 // byte (watchFirstByte to watchStreaming), the end of the attempt (to
@@ -66,25 +65,21 @@ type streamWatch struct {
 	fbTimer         *time.Timer // nil without a first byte timeout
 	idleTimer       *time.Timer // nil until the response is handed over with an idle timeout
 
-	whole prefixBody // the body, if read whole while waiting for its first byte
-	// small holds the bytes read ahead of a small body of known length,
-	// sparing an allocation.
-	small [smallPrefix]byte
-
 	// sse is set for a text/event-stream response that is not encoded:
 	// only its events count.
 	sse      *sseScanner
 	idleLeft time.Duration // of the idle timeout, while only keepalives come
 }
 
-// init starts w, a zero streamWatch, as the watch of an attempt with
-// context parent, and arms the first byte timer.
-func (w *streamWatch) init(t *Transport, parent context.Context, st streamTimeouts) {
-	w.t, w.parent, w.firstByte, w.idle = t, parent, st.firstByte, st.idle
+// newStreamWatch returns the watch of an attempt with context parent,
+// its first byte timer armed.
+func newStreamWatch(t *Transport, parent context.Context, st streamTimeouts) *streamWatch {
+	w := &streamWatch{t: t, parent: parent, firstByte: st.firstByte, idle: st.idle}
 	w.ctx, w.cancel = context.WithCancelCause(parent)
 	if w.firstByte > 0 {
 		w.fbTimer = time.AfterFunc(w.firstByte, w.fireFirstByte)
 	}
+	return w
 }
 
 func (w *streamWatch) fireFirstByte() { w.fire(watchFirstByte, ErrFirstByteTimeout, w.firstByte) }
@@ -205,18 +200,36 @@ func (w *streamWatch) keepalives(n int) int {
 	return n
 }
 
+// start watches resp's body. With a first byte timeout, it reads until
+// the first byte that counts is in: until then, a late byte is the
+// attempt's failure, which may be retried. It returns the bytes read, and
+// whole if they are the whole body. resp's own body is closed then, and
+// on error. An idle timeout starts once the first byte is in.
+func (w *streamWatch) start(resp *http.Response) (prefix []byte, whole bool, err error) {
+	w.watchResponse(resp)
+	if w.firstByte <= 0 {
+		w.firstByteIn()
+	} else {
+		if prefix, whole, err = w.readFirst(resp.Body, resp.ContentLength); err != nil || whole {
+			resp.Body.Close()
+			return prefix, whole, err
+		}
+	}
+	if w.idle > 0 {
+		w.startIdle()
+	}
+	return prefix, false, nil
+}
+
 // readFirst reads body until the first byte that counts, its end or an
 // error, while the first byte timer runs, and returns what it read. eof
 // reports that it read the whole body. On error the caller closes body.
 func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eof bool, err error) {
-	switch {
-	case length > 0 && length <= smallPrefix:
-		prefix = w.small[:0:length]
-	case length > 0 && length <= maxExactPrefix:
+	if length > 0 && length <= maxExactPrefix {
 		// net/http gives the end of a body of known length with its last
 		// bytes, so a buffer of its size is read once.
 		prefix = make([]byte, 0, length)
-	default:
+	} else {
 		prefix = make([]byte, 0, prefixChunk)
 	}
 	for {
@@ -259,10 +272,13 @@ func (w *streamWatch) startIdle() {
 	w.idleTimer.Stop()
 }
 
-// read reads from the handed over body rc, with the idle timer running
-// while it waits. Keepalives do not restart the timer: their wait is taken
-// off what is left of it.
+// read reads from the handed over body rc, with the idle timer, if any,
+// running while it waits. Keepalives do not restart the timer: their wait
+// is taken off what is left of it.
 func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
+	if w.idleTimer == nil {
+		return rc.Read(p)
+	}
 	var start time.Time
 	if w.sse != nil {
 		start = time.Now()

@@ -769,6 +769,71 @@ func TestUserPolicies(t *testing.T) {
 	})
 }
 
+// keptFnPolicy runs fn once and keeps it, for a call after Execute
+// returned.
+type keptFnPolicy struct{ fn policy.Func }
+
+func (p *keptFnPolicy) Execute(ctx context.Context, fn policy.Func) error {
+	p.fn = fn
+	return fn(ctx)
+}
+
+// A policy that calls fn after its Execute returned gets the attempt
+// refused, and nothing is sent: the context's error once it is done,
+// else an error saying the exchange is over.
+func TestTransportRefusesAttemptsAfterExecuteReturned(t *testing.T) {
+	base := &fakeBase{fn: func(int, *http.Request) (*http.Response, error) { return response(204, ""), nil }}
+	kp := &keptFnPolicy{}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://dep.test/", nil)
+	resp, err := (&httppolicy.Transport{Base: base, Policy: kp}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := kp.fn(ctx); err == nil || !strings.Contains(err.Error(), "exchange is over") {
+		t.Fatalf("fn after Execute returned: %v, want the exchange over", err)
+	}
+	cancel()
+	if err := kp.fn(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("fn after Execute returned, context done: %v, want context.Canceled", err)
+	}
+	if n := base.count(); n != 1 {
+		t.Fatalf("%d requests sent, want 1", n)
+	}
+}
+
+// earlyReturnPolicy runs fn on a goroutine of its own and returns at once,
+// without waiting for it.
+type earlyReturnPolicy struct{}
+
+func (earlyReturnPolicy) Execute(ctx context.Context, fn policy.Func) error {
+	go fn(ctx)
+	time.Sleep(5 * time.Millisecond) // fn has started
+	return nil
+}
+
+// A policy that returns before its attempt does (it should have waited)
+// gets the attempt's outcome all the same: the Transport waits for the
+// running attempt before it reads what the attempt left.
+// Real time: the Transport waits on a mutex, which synctest's clock does
+// not count as blocked.
+func TestTransportWaitsForAnAttemptThePolicyLeftRunning(t *testing.T) {
+	base := &fakeBase{fn: func(int, *http.Request) (*http.Response, error) {
+		time.Sleep(20 * time.Millisecond)
+		return response(200, "hello"), nil
+	}}
+	req, _ := http.NewRequest("GET", "http://dep.test/", nil)
+	resp, err := (&httppolicy.Transport{Base: base, Policy: earlyReturnPolicy{}}).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v, want the attempt's response", err)
+	}
+	if got := readAll(t, resp.Body); got != "hello" {
+		t.Fatalf("body %q", got)
+	}
+	resp.Body.Close()
+}
+
 // panicBase panics in RoundTrip.
 type panicBase struct{}
 

@@ -27,7 +27,7 @@ import (
 
 // A pipeline of the module's policies that never runs attempts
 // concurrently runs on RoundTrip's goroutine, the handed over response
-// suspending the call (no goroutine per request); any other policy runs on
+// holding the call until the body ends (no goroutine per request); any other policy runs on
 // a goroutine of the Transport's.
 
 func goroutineID() string {
@@ -76,18 +76,18 @@ func TestPipelineRunsOnCallersGoroutine(t *testing.T) {
 	}
 }
 
-// suspendFixture is a pipeline of bulkhead (1 slot), deadline (1 min),
+// pipelineFixture is a pipeline of bulkhead (1 slot), deadline (1 min),
 // retry (2 attempts) and breaker (opens at the first failure) over a fed
 // base.
-type suspendFixture struct {
+type pipelineFixture struct {
 	bh   *bulkhead.Bulkhead
 	br   *breaker.Breaker
 	base *feedBase
 	tr   *httppolicy.Transport
 }
 
-func newSuspendFixture(t *testing.T, withDeadline bool, fn func(n int, req *http.Request) (*http.Response, *feedBody, error)) *suspendFixture {
-	f := &suspendFixture{bh: newBulkhead(t, 1, 0), br: newBreaker(t, 1), base: &feedBase{fn: fn}}
+func newPipelineFixture(t *testing.T, withDeadline bool, fn func(n int, req *http.Request) (*http.Response, *feedBody, error)) *pipelineFixture {
+	f := &pipelineFixture{bh: newBulkhead(t, 1, 0), br: newBreaker(t, 1), base: &feedBase{fn: fn}}
 	pols := compose.Policies{Bulkhead: f.bh, Retry: newRetry(t, 2, nil), Breaker: f.br}
 	if withDeadline {
 		pols.Deadline = newDeadline(t, time.Minute)
@@ -96,7 +96,7 @@ func newSuspendFixture(t *testing.T, withDeadline bool, fn func(n int, req *http
 	return f
 }
 
-func (f *suspendFixture) get(t *testing.T, ctx context.Context) *http.Response {
+func (f *pipelineFixture) get(t *testing.T, ctx context.Context) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://dep/", nil)
 	resp, err := f.tr.RoundTrip(req)
@@ -134,10 +134,10 @@ func (b *errBody) Read(p []byte) (int, error) {
 
 func (b *errBody) Close() error { return nil }
 
-func TestSuspendedCallResumed(t *testing.T) {
+func TestPipelineCallEndsWithTheBodyOrItsContext(t *testing.T) {
 	t.Run("by EOF", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, true, streaming)
+			f := newPipelineFixture(t, true, streaming)
 			resp := f.get(t, context.Background())
 			if got := readAll(t, resp.Body); got != "ab" {
 				t.Errorf("body %q", got)
@@ -151,7 +151,7 @@ func TestSuspendedCallResumed(t *testing.T) {
 	})
 	t.Run("by Close", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, true, streaming)
+			f := newPipelineFixture(t, true, streaming)
 			resp := f.get(t, context.Background())
 			resp.Body.Read(make([]byte, 1))
 			resp.Body.Close()
@@ -165,7 +165,7 @@ func TestSuspendedCallResumed(t *testing.T) {
 	})
 	t.Run("by a Read error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, true, func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			f := newPipelineFixture(t, true, func(n int, req *http.Request) (*http.Response, *feedBody, error) {
 				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: &errBody{}, ContentLength: -1, Request: req}, nil, nil
 			})
 			resp := f.get(t, context.Background())
@@ -182,7 +182,7 @@ func TestSuspendedCallResumed(t *testing.T) {
 	})
 	t.Run("by the caller's cancellation, body dropped", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, false, hanging)
+			f := newPipelineFixture(t, false, hanging)
 			ctx, cancel := context.WithCancel(context.Background())
 			resp := f.get(t, ctx)
 			cancel()
@@ -203,7 +203,7 @@ func TestSuspendedCallResumed(t *testing.T) {
 func TestDroppedBody(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, true, hanging)
+			f := newPipelineFixture(t, true, hanging)
 			resp := f.get(t, context.Background())
 			time.Sleep(time.Minute + time.Second)
 			synctest.Wait()
@@ -219,7 +219,7 @@ func TestDroppedBody(t *testing.T) {
 	})
 	t.Run("no deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := newSuspendFixture(t, false, hanging)
+			f := newPipelineFixture(t, false, hanging)
 			resp := f.get(t, context.Background())
 			time.Sleep(time.Hour)
 			synctest.Wait()
@@ -294,12 +294,12 @@ func (panicSignals) Observe(resp *http.Response) {
 	}
 }
 
-// TestSuspendStorm races the ways a suspended call ends: EOF, Close from
+// TestPipelineCallsEndUnderAStorm races the ways a held call ends: EOF, Close from
 // another goroutine while a Read waits, a Read error, the caller's
 // cancellation, a short deadline on a body never read nor closed, the idle
 // timeout, and panics in Signals before the hand-over. Every slot must be
 // freed, every waiter gone (goleak), and -race must find nothing.
-func TestSuspendStorm(t *testing.T) {
+func TestPipelineCallsEndUnderAStorm(t *testing.T) {
 	const limit, workers, perWorker = 3, 24, 25
 	synctest.Test(t, func(t *testing.T) {
 		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
@@ -413,7 +413,7 @@ func roundTripRecover(tr *httppolicy.Transport, req *http.Request) (resp *http.R
 // A panic in Signals or IsFailure reaches RoundTrip's caller with its
 // value once every policy has freed what it holds and the response's body
 // is closed; runtime.Goexit there (a test's t.FailNow) ends the caller's
-// goroutine the same way. Both under a suspending pipeline and under a
+// goroutine the same way. Both under a pipeline that holds and under a
 // policy run on the Transport's goroutine.
 func TestPanicAndGoexitReachCaller(t *testing.T) {
 	for _, mode := range []string{"pipeline", "bulkhead"} {
