@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,8 +153,12 @@ func (b *Breaker) changed(m *machine, to State) {
 	switch to {
 	case Open:
 		next = b.newMachine(true, m.held || b.gate.Load() != nil)
-		// A century at most, for UnixNano to hold it.
-		next.holdUntil(time.Now().Add(min(b.openTimeout, maxWindow)).UnixNano())
+		now := time.Now().UnixNano()
+		until := now + int64(b.openTimeout)
+		if until < now {
+			until = math.MaxInt64 // past what UnixNano holds: for good
+		}
+		next.holdUntil(until)
 	case Closed:
 		next = b.newMachine(false, false)
 	}

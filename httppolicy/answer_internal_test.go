@@ -28,7 +28,7 @@ func TestAttemptSampleEndsAtTheResponseHeaders(t *testing.T) {
 		pol := execFunc(func(ctx context.Context, fn policy.Func) error {
 			ctx, a := stage.Begin(ctx, nil)
 			err := fn(ctx)
-			sample = a.End()
+			sample = a.End(time.Now())
 			return err
 		})
 		base := baseFunc(func(req *http.Request) (*http.Response, error) {
