@@ -26,9 +26,15 @@ type call struct {
 	fn       func(context.Context) error
 	attempts trace.Tracer    // starts attempt spans, or nil
 	learner  adaptive.Permit // the Bulkhead slot's adaptive permit, if any
+	learns   bool            // learner is set
 	mayHand  bool            // run by Start: fn may hand the call over
 	handed   bool            // fn returned ErrHandOver under Start
 	pending  []exit
+	// The call's telemetry, when it has any (kindCall).
+	ctx   context.Context // the call's, with its span
+	span  trace.Span
+	start time.Time
+	timed bool // the duration is recorded
 	// below runs the slots below the pipeline's one Retry: the fn given
 	// to its Execute, built once per recycled call (see calls).
 	below func(context.Context) error
@@ -45,9 +51,6 @@ type exit struct {
 	brk    breaker.Permit
 	span   trace.Span
 	sample adaptive.Sample // kindAttempt: the adaptive limit's
-	start  time.Time       // kindCall
-	ctx    context.Context // kindCall: the call's context
-	timed  bool            // kindCall: the duration is recorded
 }
 
 // from runs slots[i:] and fn.
@@ -63,6 +66,9 @@ func (c *call) from(ctx context.Context, i int) error {
 	s := &c.p.slots[i]
 	switch s.kind {
 	case kindAttempt:
+		if c.attempts == nil && !c.learns {
+			return c.from(ctx, i+1) // no span, no sample: no frame
+		}
 		return c.attempt(ctx, i)
 	case kindExecute:
 		if c.below != nil && i == c.p.retryAt {
@@ -70,19 +76,20 @@ func (c *call) from(ctx context.Context, i int) error {
 		}
 		return s.policy.Execute(ctx, func(ctx context.Context) error { return c.from(ctx, i+1) })
 	}
-	inner, x, err := enter(ctx, s)
+	x := exit{kind: s.kind}
+	inner, err := enter(ctx, s, &x)
 	if err != nil {
 		return err
 	}
 	if x.kind == kindAdaptive {
-		c.learner = x.adapt
+		c.learner, c.learns = x.adapt, true
 	}
-	return c.under(inner, i, x)
+	return c.under(inner, i, &x)
 }
 
-// enter takes the hold of the built-in policy in s.
-func enter(ctx context.Context, s *slot) (context.Context, exit, error) {
-	x := exit{kind: s.kind}
+// enter takes the hold of the built-in policy in s, and records in x
+// what ends it.
+func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 	var err error
 	switch p := s.policy.(type) {
 	case *bulkhead.Bulkhead:
@@ -96,7 +103,7 @@ func enter(ctx context.Context, s *slot) (context.Context, exit, error) {
 	case *breaker.Breaker:
 		x.brk, err = p.Allow(ctx)
 	}
-	return ctx, x, err
+	return ctx, err
 }
 
 // attempt starts one attempt's span and sample, then runs what is below.
@@ -106,27 +113,27 @@ func (c *call) attempt(ctx context.Context, i int) error {
 		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, c.p.attemptOptions(retry.Attempt(ctx))...)
 	}
 	ctx, x.sample = c.learner.Begin(ctx)
-	return c.under(ctx, i, x)
+	return c.under(ctx, i, &x)
 }
 
 // under runs slots[i+1:] and fn, then ends x with their outcome: at once,
 // or, if fn handed the call over, once Held.End is called. If anything
 // below panics or calls runtime.Goexit, x ends with stage.ErrAborted and
 // the panic goes on.
-func (c *call) under(ctx context.Context, i int, x exit) (err error) {
+func (c *call) under(ctx context.Context, i int, x *exit) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			c.end(&x, stage.ErrAborted)
+			c.end(x, stage.ErrAborted)
 		}
 	}()
 	err = c.from(ctx, i+1)
 	finished = true
 	if c.handed {
-		c.pending = append(c.pending, x)
+		c.pending = append(c.pending, *x)
 		return nil
 	}
-	return c.end(&x, err)
+	return c.end(x, err)
 }
 
 // end ends x with the outcome err and returns the outcome as seen above it.
@@ -148,7 +155,7 @@ func (c *call) end(x *exit, err error) error {
 			endSpan(x.span, err)
 		}
 	case kindCall:
-		c.p.observe(x.ctx, x.span, x.start, x.timed, err)
+		c.p.observe(c.ctx, c.span, c.start, c.timed, err)
 	}
 	return err
 }

@@ -200,20 +200,21 @@ func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held
 		err := c.from(ctx, 0)
 		return c.held(err)
 	}
-	x := exit{kind: kindCall, timed: timed}
+	c.timed = timed
 	if timed {
-		x.start = time.Now()
+		c.start = time.Now()
 	}
 	if tr != nil {
-		ctx, x.span = tr.Start(ctx, p.spanName, p.spanOpts...)
+		ctx, c.span = tr.Start(ctx, p.spanName, p.spanOpts...)
 		// Attempt spans are started only while the call's span records.
-		if x.span.IsRecording() {
+		if c.span.IsRecording() {
 			c.attempts = tr
 		}
 	}
-	x.ctx = ctx
+	c.ctx = ctx
 	// The call's own frame: its telemetry ends as a slot's hold does.
-	err := c.under(ctx, -1, x)
+	x := exit{kind: kindCall}
+	err := c.under(ctx, -1, &x)
 	return c.held(err)
 }
 
