@@ -13,6 +13,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
 )
@@ -35,9 +36,6 @@ type call struct {
 	span  trace.Span
 	start time.Time
 	timed bool // the duration is recorded
-	// below runs the slots below the pipeline's one Retry: the fn given
-	// to its Execute, built once per recycled call (see calls).
-	below func(context.Context) error
 }
 
 // exit is what ends one slot's hold, or one attempt's or the call's
@@ -70,11 +68,19 @@ func (c *call) from(ctx context.Context, i int) error {
 			return c.from(ctx, i+1) // no span, no sample: no frame
 		}
 		return c.attempt(ctx, i)
-	case kindExecute:
-		if c.below != nil && i == c.p.retryAt {
-			return s.policy.Execute(ctx, c.below)
+	case kindRetry:
+		l := s.policy.(*retry.Retry).Start(ctx)
+		for {
+			err := c.from(l.Attempt(), i+1)
+			if c.handed {
+				return nil // a handed-over attempt is not retried
+			}
+			if !l.Next(err) {
+				return l.Err()
+			}
 		}
-		return s.policy.Execute(ctx, func(ctx context.Context) error { return c.from(ctx, i+1) })
+	case kindExecute:
+		return c.execute(ctx, s.policy, i)
 	}
 	x := exit{kind: s.kind}
 	inner, err := enter(ctx, s, &x)
@@ -85,6 +91,18 @@ func (c *call) from(ctx context.Context, i int) error {
 		c.learner, c.learns = x.adapt, true
 	}
 	return c.under(inner, i, &x)
+}
+
+// execute runs p, a policy of another package, with the slots below it as
+// its fn. The fn refers to a copy of c on the heap, so that a call through
+// this module's policies alone keeps its state on its goroutine's stack;
+// the copy's state comes back when p returns.
+func (c *call) execute(ctx context.Context, p policy.Policy, i int) error {
+	h := new(call)
+	*h = *c
+	err := p.Execute(ctx, func(ctx context.Context) error { return h.from(ctx, i+1) })
+	*c = *h
+	return err
 }
 
 // enter takes the hold of the built-in policy in s, and records in x
@@ -109,7 +127,7 @@ func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 // attempt starts one attempt's span and sample, then runs what is below.
 func (c *call) attempt(ctx context.Context, i int) error {
 	x := exit{kind: kindAttempt}
-	if c.attempts != nil && c.p.retryAt >= 0 {
+	if c.attempts != nil && c.p.retries {
 		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, c.p.attemptOptions(retry.Attempt(ctx))...)
 	}
 	ctx, x.sample = c.learner.Begin(ctx)

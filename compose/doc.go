@@ -55,9 +55,9 @@
 // [policy.Policy]. The policies of this module are a closed set, found by
 // their types: compose takes and frees their holds in two steps
 // (bulkhead.Bulkhead.Acquire, breaker.Breaker.Allow, deadline.Deadline.Start,
-// ratelimit.Limiter.Wait, adaptive.Limiter.Acquire). A Retry, and any policy
-// of another package, runs through its Execute, with what is below it as
-// fn. A hedge runs whole calls: wrap the pipeline with retry.Hedged rather
+// ratelimit.Limiter.Wait, adaptive.Limiter.Acquire), and runs a Retry's
+// attempts with retry.Retry.Start. Any policy of another package runs
+// through its Execute, with what is below it as fn. A hedge runs whole calls: wrap the pipeline with retry.Hedged rather
 // than putting it in a slot.
 //
 // # Hand-over
@@ -65,8 +65,8 @@
 // [Pipeline.Start] runs a call that may outlive it, such as an HTTP
 // response whose body the caller reads later. fn returns [ErrHandOver] to
 // hand the call over; every policy of this module then keeps its hold
-// until [Held.End] gives the call's outcome. A Retry sees the hand-over as
-// a success and retries nothing after it. A policy of another package
+// until [Held.End] gives the call's outcome. A handed-over attempt is not
+// retried. A policy of another package
 // sees the same success, and frees its hold then ([Pipeline.Holds]
 // reports whether a pipeline has one).
 //

@@ -32,9 +32,8 @@ type Pipeline struct {
 	// holds: every slot holds a policy of this module, so every one stays
 	// entered across a hand-over (see Start).
 	holds bool
-	// retryAt is the index in slots of the first Retry, or -1. Below a
-	// Retry each attempt gets a span.
-	retryAt int
+	// retries: a Retry is in a slot; below it each attempt gets a span.
+	retries bool
 
 	tracer      telemetry.Tracer
 	spanName    string
@@ -57,7 +56,7 @@ type slot struct {
 }
 
 // kind says how a call enters a slot: a policy of this module in two
-// steps, anything else (a Retry included) through its Execute.
+// steps (a Retry as a Loop), anything else through its Execute.
 type kind uint8
 
 const (
@@ -67,6 +66,7 @@ const (
 	kindDeadline
 	kindRateLimit
 	kindBreaker
+	kindRetry
 	kindAttempt // an attempt's span and latency sample
 	kindCall    // the call's span and duration
 )
@@ -84,6 +84,8 @@ func kindOf(p policy.Policy) kind {
 		return kindRateLimit
 	case *breaker.Breaker:
 		return kindBreaker
+	case *retry.Retry:
+		return kindRetry
 	}
 	return kindExecute
 }
@@ -110,17 +112,11 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		attemptName: "watertight " + name + " attempt",
 		pipelineKV:  telemetry.KeyPipeline.String(name),
 		holds:       true,
-		retryAt:     -1,
 	}
 	pl.slots = p.build()
-	for i, s := range pl.slots {
-		if _, ok := s.policy.(*retry.Retry); ok {
-			if pl.retryAt < 0 {
-				pl.retryAt = i
-			}
-		} else if s.kind == kindExecute {
-			pl.holds = false
-		}
+	for _, s := range pl.slots {
+		pl.retries = pl.retries || s.kind == kindRetry
+		pl.holds = pl.holds && s.kind != kindExecute
 	}
 	pl.spanOpts = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -191,8 +187,7 @@ func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held
 	if ctx == nil {
 		panic("compose: nil Context")
 	}
-	c := p.newCall(fn)
-	c.mayHand = mayHand
+	c := &call{p: p, fn: fn, mayHand: mayHand}
 	tr := p.tracer.Tracer()
 	timed := p.duration.Enabled(ctx)
 	if tr == nil && !timed {
@@ -219,39 +214,14 @@ func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held
 }
 
 // held returns the outcome of a run: the call handed over, or its error.
+// A handed-over call's state moves to the heap, to outlive the run.
 func (c *call) held(err error) (*Held, error) {
 	if c.handed {
-		return &Held{c: c}, nil
+		h := new(call)
+		*h = *c
+		return &Held{c: h}, nil
 	}
-	c.p.free(c)
 	return nil, err
-}
-
-// calls recycles the state of calls through pipelines that hold only this
-// module's policies, none of which calls fn after its Execute returned, so
-// that a call (a rejection above all) allocates nothing of compose's.
-var calls = sync.Pool{New: func() any {
-	c := new(call)
-	c.below = func(ctx context.Context) error { return c.from(ctx, c.p.retryAt+1) }
-	return c
-}}
-
-func (p *Pipeline) newCall(fn policy.Func) *call {
-	if !p.holds {
-		return &call{p: p, fn: fn}
-	}
-	c := calls.Get().(*call)
-	c.p, c.fn = p, fn
-	return c
-}
-
-// free recycles c, unless a policy of another package might still hold
-// the fn that refers to it.
-func (p *Pipeline) free(c *call) {
-	if p.holds {
-		*c = call{below: c.below}
-		calls.Put(c)
-	}
 }
 
 func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time, timed bool, err error) {

@@ -163,3 +163,23 @@ func ExampleHedged() {
 	// from attempt 2 <nil>
 	// attempt 1 canceled as the loser: true
 }
+
+// A caller that runs each attempt itself drives a Loop.
+func ExampleRetry_Start() {
+	r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+	if err != nil {
+		panic(err)
+	}
+	l := r.Start(context.Background())
+	for l.Next(func(ctx context.Context) error {
+		fmt.Println("attempt", retry.Attempt(ctx))
+		return errors.New("unavailable")
+	}(l.Attempt())) {
+	}
+	fmt.Println(errors.Is(l.Err(), retry.ErrExhausted))
+	// Output:
+	// attempt 1
+	// attempt 2
+	// attempt 3
+	// true
+}

@@ -67,19 +67,63 @@ func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("retry: nil fn")
 	}
-	var state *call
-	for n := 1; ; n++ {
-		err := fn(r.attemptContext(ctx, n))
-		if err == nil {
-			return nil
-		}
-		again, next, final := r.next(ctx, n, err, state)
-		if !again {
-			return final
-		}
-		state = next
+	l := r.Start(ctx)
+	for l.Next(fn(l.Attempt())) {
 	}
+	return l.Err()
 }
+
+// Loop is one call's attempts under a [Retry], run by the caller: the
+// two-step form of Execute, for a caller that must run each attempt
+// itself. Start it with [Retry.Start], then run each attempt with the
+// context Attempt returns, and give its outcome to Next:
+//
+//	l := r.Start(ctx)
+//	for l.Next(attempt(l.Attempt())) {
+//	}
+//	return l.Err()
+//
+// A Loop is used by one goroutine. Its zero value is not usable.
+type Loop struct {
+	r     *Retry
+	ctx   context.Context // the call's, which Next's waits honour
+	n     int             // the number of the attempt running, or last run
+	state *call
+	err   error
+}
+
+// Start starts a call's attempts. It panics if ctx is nil.
+func (r *Retry) Start(ctx context.Context) Loop {
+	if ctx == nil {
+		panic("retry: nil Context")
+	}
+	return Loop{r: r, ctx: ctx}
+}
+
+// Attempt starts the next attempt and returns the context it must run
+// with, for which [Attempt] returns its number.
+func (l *Loop) Attempt() context.Context {
+	l.n++
+	return l.r.attemptContext(l.ctx, l.n)
+}
+
+// Next takes the outcome err of the attempt running. It reports whether
+// another attempt must run, once it has waited as the schedule asks; if
+// not, Err returns the call's error.
+func (l *Loop) Next(err error) bool {
+	if err == nil {
+		l.err = nil
+		return false
+	}
+	again, next, final := l.r.next(l.ctx, l.n, err, l.state)
+	l.state, l.err = next, final
+	return again
+}
+
+// Err returns the call's error once Next has reported false: nil if the
+// last attempt succeeded, else the error the package documentation's
+// rules give.
+func (l *Loop) Err() error { return l.err }
 
 // attemptKey is the context key of the attempt number.
 type attemptKey struct{}
