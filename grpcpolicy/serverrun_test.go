@@ -232,6 +232,12 @@ func TestServerHedgePanicAfterCancel(t *testing.T) {
 		if e.how != "panicked" || e.val != "handler bug" {
 			t.Errorf("%s: the interceptor's goroutine %s %v; want it to panic with the handler's value", kind, e.how, e.val)
 		}
+		// The attempt's goroutine frees the slot as its panic unwinds,
+		// which may come just after the interceptor's goroutine has the
+		// panic: wait for it, within a bound.
+		for end := time.Now().Add(5 * time.Second); active() != 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
 		if n := active(); n != 0 {
 			t.Errorf("%s: %d slots held after the panic", kind, n)
 		}
