@@ -17,8 +17,6 @@ import (
 //
 // A Bulkhead is safe for concurrent use by multiple goroutines.
 type Bulkhead struct {
-	// slots is the admission core (internal/slots): the counts, the FIFO
-	// queue and the hand-off, with a limit that never changes here.
 	slots slots.Slots
 	limit int
 
@@ -50,12 +48,9 @@ func New(cfg Config) (*Bulkhead, error) {
 }
 
 // Execute runs fn once it holds a slot, and frees the slot when fn returns,
-// panics or calls runtime.Goexit. It returns fn's error unchanged. Without
-// running fn, it returns a rejection (matching ErrFull and
-// policy.ErrRejected) if the bulkhead and its queue are full, if the call
-// waited Config.MaxWait in vain, or if a Deadline's timer ended its wait.
-// It returns ctx.Err() if the caller's ctx is done on entry or while
-// waiting. Execute panics if ctx or fn is nil.
+// panics or calls runtime.Goexit. It returns fn's error unchanged, or,
+// without running fn, a rejection or ctx.Err() as the package
+// documentation's table says. Execute panics if ctx or fn is nil.
 func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	if fn == nil {
 		panic("bulkhead: nil fn")
@@ -64,8 +59,6 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 	if err != nil {
 		return err
 	}
-	// A deferred release also runs if fn panics or calls runtime.Goexit,
-	// so the slot is never lost; the panic is not recovered.
 	defer p.Release()
 	return fn(ctx)
 }
@@ -86,11 +79,10 @@ func (p Permit) Release() {
 	}
 }
 
-// Acquire takes a slot, waiting in the queue if need be, for a call that
-// holds it longer than one function call. Its outcomes are those of
-// [Bulkhead.Execute]. On a nil error the caller holds the slot until it
-// calls [Permit.Release]; on any other error it holds nothing. A rejection
-// allocates nothing. Acquire panics if ctx is nil.
+// Acquire takes a slot, waiting in the queue if need be. Its outcomes are
+// those of [Bulkhead.Execute]. On a nil error the caller holds the slot
+// until it calls [Permit.Release]; on any other error it holds nothing.
+// Acquire panics if ctx is nil.
 func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("bulkhead: nil Context")
@@ -115,8 +107,8 @@ func (b *Bulkhead) Queued() int {
 // Limit returns Config.Limit.
 func (b *Bulkhead) Limit() int { return b.limit }
 
-// refused returns the error of an acquire that ended with o and err
-// (anything but slots.Admitted), having recorded it if it is a rejection.
+// refused returns the error of an acquire that ended with o and err,
+// having recorded it if it is a rejection.
 func (b *Bulkhead) refused(ctx context.Context, o slots.Outcome, err error) error {
 	switch o {
 	case slots.RejectedFull:

@@ -21,46 +21,33 @@
 //	while waiting
 //
 // A call that never ran fn ends as a rejection or as the caller's ctx
-// error, never as a timeout. A Deadline's timer ending the wait (the ctx's
-// cause matches deadline.ErrExceeded) is this bulkhead's rejection.
+// error, never as a timeout.
 //
 // A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is. It
 // is a *[policy.RejectedError] with Kind "bulkhead", the Config.Name and
-// the Reason. The same error value is returned for every rejection with
-// the same reason, so rejecting allocates nothing; do not modify it. Each
-// rejection is counted on watertight.rejections (attributes
-// watertight.policy.kind, watertight.policy.name,
-// watertight.rejection.reason). It is added as a watertight.rejected event
-// to the recording span in ctx, if any, and passed to Config.OnReject.
+// the Reason. One error value is shared per reason, so rejecting allocates
+// nothing; do not modify it. Each rejection is counted, added as an event
+// to the recording span in ctx, and passed to Config.OnReject. The
+// up-down counters watertight.bulkhead.active and watertight.bulkhead.queued
+// report [Bulkhead.Active] and [Bulkhead.Queued] until [Bulkhead.Close].
 //
-// The up-down counters watertight.bulkhead.active and
-// watertight.bulkhead.queued report [Bulkhead.Active] and
-// [Bulkhead.Queued] at each collection until [Bulkhead.Close].
-//
-// [Bulkhead.Acquire] takes a slot for longer than one function call (a
-// websocket, a stream the caller reads), with the outcomes above. The
-// [Permit] it returns frees the slot when released.
-//
-// A panic or runtime.Goexit in fn frees its slot; the panic goes on up the
-// stack.
+// [Bulkhead.Acquire] takes a slot for longer than one function call, such
+// as a websocket. A panic or runtime.Goexit in fn frees its slot; the panic
+// goes on up the stack.
 //
 // # Concurrency
 //
 // A Bulkhead is safe for concurrent use. It keeps these promises:
 //
-//   - FIFO hand-off. While someone waits, a release hands its slot to the
-//     oldest waiter. A caller arriving meanwhile finds no free slot, so it
-//     cannot jump the queue. No slot sits free while someone waits.
-//   - Cheap cancellation. A waiter that gives up (MaxWait or its ctx)
-//     leaves the queue in constant time, however long the queue.
-//   - Exact counts. Once calls settle, Active and Queued equal the slots
-//     held and the callers waiting. Between a release and its hand-off,
-//     Active may still count the freed slot.
-//   - A waiter handed a slot as its ctx ends passes the slot on, and
-//     returns ctx.Err() (or the wait_timeout rejection if a Deadline's timer
-//     ended the ctx). A waiter handed a slot as MaxWait passes keeps it and
-//     runs fn.
+//   - FIFO hand-off. A release hands its slot to the oldest waiter. A
+//     caller arriving meanwhile cannot jump the queue. No slot sits free
+//     while someone waits.
+//   - A waiter that gives up leaves the queue in constant time.
+//   - Once calls settle, Active and Queued are exact.
+//   - A waiter handed a slot as its ctx ends passes the slot on and returns
+//     ctx.Err() (or the wait_timeout rejection if a Deadline's timer ended
+//     the ctx). A waiter handed a slot as MaxWait passes keeps it.
 //   - While nobody waits, taking and freeing a slot takes no lock and
-//     allocates nothing; neither does a rejection. Only waiting allocates.
+//     allocates nothing; neither does a rejection.
 //   - No lock is held while fn, user hooks or telemetry run.
 package bulkhead

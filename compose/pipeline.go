@@ -3,8 +3,6 @@ package compose
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -39,12 +37,9 @@ type Pipeline struct {
 	spanName    string
 	attemptName string
 	spanOpts    []trace.SpanStartOption
-	attemptOpts [][]trace.SpanStartOption // by attempt number - 1, prebuilt
 	duration    metric.Float64Histogram
 	okOpts      []metric.RecordOption
-	errOpts     map[string][]metric.RecordOption // prebuilt at New, read-only
-	moreOpts    sync.Map                         // error.type -> []metric.RecordOption, for types outside errOpts
-	moreCount   atomic.Int32                     // entries in moreOpts, capped at maxMoreOpts
+	errOpts     map[string][]metric.RecordOption // the common error types', read-only
 	pipelineKV  attribute.KeyValue
 }
 
@@ -122,11 +117,6 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(pl.pipelineKV),
 	}
-	// Attempt spans carry their number; the options for the first few are
-	// built here so that a traced attempt builds no attribute per call.
-	for n := 1; n <= prebuiltAttempts; n++ {
-		pl.attemptOpts = append(pl.attemptOpts, attemptOptions(n))
-	}
 	pl.duration = telemetry.NewInstruments(o.MeterProvider).CallDuration
 	pl.okOpts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(pl.pipelineKV))}
 	pl.errOpts = make(map[string][]metric.RecordOption)
@@ -136,9 +126,6 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	}
 	return pl, nil
 }
-
-// maxMoreOpts caps the cache of record options for error types met after New.
-const maxMoreOpts = 64
 
 func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(p.pipelineKV, telemetry.KeyError.String(errorType)))}
@@ -234,19 +221,7 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 		if err != nil {
 			var ok bool
 			if opts, ok = p.errOpts[errType]; !ok {
-				// Error types from user errors (an HTTP status, say) are
-				// few but unknown at New: build each once.
-				if v, found := p.moreOpts.Load(errType); found {
-					opts = v.([]metric.RecordOption)
-				} else {
-					opts = p.recordOptions(errType)
-					// Capped, so that an error type that is not the
-					// low-cardinality value it should be cannot grow the
-					// cache without bound.
-					if p.moreCount.Load() < maxMoreOpts && p.moreCount.Add(1) <= maxMoreOpts {
-						p.moreOpts.Store(errType, opts)
-					}
-				}
+				opts = p.recordOptions(errType)
 			}
 		}
 		p.duration.Record(ctx, time.Since(start).Seconds(), opts...)
@@ -260,21 +235,10 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 	}
 }
 
-// prebuiltAttempts is how many attempt numbers have their span options
-// built at New.
-const prebuiltAttempts = 8
-
+// attemptOptions returns the span options of attempt n.
 func attemptOptions(n int) []trace.SpanStartOption {
 	return []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(telemetry.KeyAttempt.Int(n)),
 	}
-}
-
-// attemptOptions returns the span options of attempt n.
-func (p *Pipeline) attemptOptions(n int) []trace.SpanStartOption {
-	if n >= 1 && n <= len(p.attemptOpts) {
-		return p.attemptOpts[n-1]
-	}
-	return attemptOptions(n)
 }

@@ -65,13 +65,6 @@ func (p Policies) validate() error {
 		if v := reflect.ValueOf(s.p); v.Kind() == reflect.Pointer && v.IsNil() {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
 		}
-		// A hedge's attempts run concurrently, each needing a slot and a
-		// breaker verdict of its own: it goes around the pipeline.
-		if _, ok := s.p.(*retry.Hedge); ok {
-			return fmt.Errorf("compose: Policies.%s is a *retry.Hedge, which takes no slot; run retry.Hedged around the pipeline instead", s.field)
-		}
-	}
-	for _, s := range p.slots() {
 		switch s.p.(type) {
 		case *adaptive.Limiter:
 			// compose reports latencies only to the Bulkhead slot's
@@ -80,7 +73,9 @@ func (p Policies) validate() error {
 				return fmt.Errorf("compose: Policies.%s holds a %T, which learns from each attempt's latency; it works only in the Bulkhead slot", s.field, s.p)
 			}
 		case *retry.Hedge:
-			return fmt.Errorf("compose: Policies.%s holds a %T; a hedge runs whole calls: wrap the pipeline with retry.Hedged instead", s.field, s.p)
+			// A hedge's attempts run at once, each needing a slot and a
+			// breaker verdict of its own.
+			return fmt.Errorf("compose: Policies.%s is a *retry.Hedge, which takes no slot; run retry.Hedged around the pipeline instead", s.field)
 		}
 	}
 	d, dok := p.Deadline.(timeouter)

@@ -33,17 +33,11 @@ const (
 const Unbounded = math.MaxInt
 
 // Slots is a count of slots held against a limit, with a FIFO queue of
-// callers waiting for one (see the package documentation). Its zero value
-// is not usable: call [Slots.Init] before anything else, once. It is meant
-// to be a field of a policy (no pointer to chase on the fast path). After
-// Init it is safe for concurrent use; Init itself is not.
+// callers waiting for one. Its zero value is not usable: call [Slots.Init]
+// once, first. After Init it is safe for concurrent use.
 type Slots struct {
 	// active counts slots held, including slots handed to a waiter that has
-	// not woken yet. It changes with atomics so that the path with nobody
-	// waiting takes no lock: an acquire moves it up by compare-and-swap
-	// while it is below limit and queued is 0, a release moves it down
-	// while queued is 0. Under contention from many goroutines a failed
-	// swap just retries, where a mutex would park and wake goroutines.
+	// not woken yet. While nobody waits it moves by atomics alone.
 	active atomic.Int64
 	// queued mirrors waiters.len; it is written under mu and read without.
 	queued atomic.Int64
