@@ -20,8 +20,9 @@ type Config struct {
 	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
-	// OnTimeout, if not nil, is called on the caller's goroutine when a
-	// call ends with an [*ExceededError], before Execute returns. ctx is
-	// the context fn ran with. It must be safe for concurrent use.
+	// OnTimeout, if not nil, is called when a call ends with an
+	// [*ExceededError], before Execute or Timer.Stop returns, on its
+	// goroutine. ctx is the context fn ran with. It must be safe for
+	// concurrent use.
 	OnTimeout func(ctx context.Context, timeout time.Duration)
 }
