@@ -1,8 +1,8 @@
-// Package watertight builds, from one value, a pipeline that guards calls
-// to one dependency. The pipeline chains a bulkhead, a whole-call deadline,
-// retries, a rate limit, a circuit breaker and a per-attempt deadline, in
-// the fixed order package compose documents. It records an OpenTelemetry
-// span per call and counts every rejection.
+// Package watertight builds, from one [Config], a pipeline that guards
+// calls to one dependency: a bulkhead, a whole-call deadline, retries, a
+// rate limit, a circuit breaker and a per-attempt deadline, in the fixed
+// order package compose documents. It records an OpenTelemetry span per
+// call and counts every rejection.
 //
 //	p, err := watertight.New("llm", watertight.Config{
 //		Bulkhead: &bulkhead.Config{Limit: 10, MaxQueue: 20, MaxWait: time.Second},
@@ -15,12 +15,6 @@
 //	defer p.Close()
 //	answer, err := policy.Do(ctx, p, callTheProvider)
 //
-// [New] is the one constructor most users need. Each section of [Config] is
-// the Config of the policy for that slot; a nil section leaves the slot
-// empty. [NewHTTPClient] puts such a pipeline around every request of an
-// *http.Client, such as the one an LLM SDK takes.
-//
-// The policy packages, package compose and package httppolicy cover what
-// New does not: policies shared between pipelines, user-written policies
-// (through [Config.Use]), a server-side [httppolicy.Handler].
+// [NewHTTPClient] puts such a pipeline around every request of an
+// *http.Client. The policy packages, compose and httppolicy cover the rest.
 package watertight

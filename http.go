@@ -12,72 +12,47 @@ import (
 )
 
 // HTTPOptions are the settings of the httppolicy.Transport that
-// [NewHTTPClient] builds. The zero value is valid: failures are 5xx, 408 and
-// 429 ([httppolicy.DefaultIsFailure]), and requests that are not idempotent
-// are retried only when the server plainly did not process them.
+// [NewHTTPClient] builds. The zero value is valid.
 type HTTPOptions struct {
-	// IsFailure is httppolicy.Transport.IsFailure: whether a response is a
-	// failure of the dependency. Nil means httppolicy.DefaultIsFailure.
+	// IsFailure is httppolicy.Transport.IsFailure (nil: 5xx, 408, 429).
 	IsFailure func(*http.Response) bool
 
-	// RetryUnsafe is httppolicy.Transport.RetryUnsafe: retry POST and
-	// PATCH requests without an idempotency key after any failure.
+	// RetryUnsafe is httppolicy.Transport.RetryUnsafe.
 	RetryUnsafe bool
 
 	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
-	// httppolicy.Transport fields of the same names. FirstByteTimeout is
-	// the longest wait for a response's first byte of data; it fails the
-	// attempt, which is retried when the request may be. IdleTimeout is the
-	// longest the body's Reads wait in all for data that counts (for an
-	// event stream, an event); it fails the call. KeepaliveEvents are the
-	// server-sent event names that count for neither (nil means
-	// ["ping"]). 0 turns a timeout off, and a negative one is invalid;
-	// httppolicy.WithStreamTimeouts overrides both per request.
+	// httppolicy.Transport fields of the same names. A timeout must be
+	// >= 0; 0 turns it off.
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
 	KeepaliveEvents  []string
 
-	// Hedge, if set, hedges the requests that are safe to send twice at
-	// once: the client's Transport is then an httppolicy.Hedging with
-	// this Hedge around the httppolicy.Transport, so that each attempt is
-	// a whole call of the pipeline, with its own bulkhead slot (see
-	// httppolicy.Hedging for the requests it hedges). Nil means no
-	// hedging. A Hedge in a slot of Config.Use is refused.
+	// Hedge, if set, hedges the requests that are safe to send twice: the
+	// client's Transport is an httppolicy.Hedging around the
+	// httppolicy.Transport, so each attempt is a whole call of the
+	// pipeline, with its own bulkhead slot.
 	Hedge *retry.Hedge
 }
 
-// Client is an *http.Client whose every request runs through Pipeline, over
-// a connection pool of its own. Build one with [NewHTTPClient]; it is safe
-// for concurrent use by multiple goroutines. Hand Client.Client to an SDK
-// (openai-go's and anthropic-sdk-go's option.WithHTTPClient) or use it
-// directly.
+// Client is an *http.Client whose every request runs through Pipeline,
+// over a connection pool of its own. It is safe for concurrent use.
 type Client struct {
 	*http.Client
-	// Pipeline is the pipeline every request runs through, one call per
-	// request: its bulkhead slot and deadline last until the response body
-	// has been read to its end or closed.
+	// Pipeline runs one call per request, which lasts until the response
+	// body has been read to its end or closed.
 	Pipeline *Pipeline
 
 	base *http.Transport
 }
 
-// NewHTTPClient builds the pipeline named name from cfg, as [New] does. It
-// returns an *http.Client whose Transport, an httppolicy.Transport with
-// the settings of h, runs every request through the pipeline.
-//
-// The requests go out over a transport of their own,
-// httppolicy.NewDependencyTransport sized to the bulkhead's Limit (or an
-// adaptive limiter's MaxLimit). Without either, it has
-// http.DefaultTransport's settings. So an admitted call never waits unseen
-// for a connection, and no other dependency shares its pool. With
-// HTTPOptions.Hedge, each hedged attempt takes a bulkhead slot of its own:
-// size the Limit for the hedges, as a hedge the bulkhead refuses stops the
-// hedging.
-//
-// The client has no Timeout of its own: the pipeline's deadlines bound each
-// request, its body included. If the RateLimit slot holds a
-// *ratelimit.Limiter, every response's rate-limit headers feed its hold
-// (httppolicy.LimiterSignals).
+// NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
+// a Client whose Transport runs every request through it. The Transport is
+// an httppolicy.Transport with the settings of h. The connection pool is
+// httppolicy.NewDependencyTransport sized to the bulkhead's Limit (or the
+// adaptive limiter's MaxLimit); without either, it has
+// http.DefaultTransport's settings. The client has no Timeout of its own.
+// If the RateLimit slot holds a *ratelimit.Limiter, every response's
+// rate-limit headers feed it.
 //
 // NewHTTPClient fails as New does, and if a timeout in h is negative. Call
 // [Client.Close] when done with the client.
@@ -93,20 +68,16 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		return nil, err
 	}
 	var base *http.Transport
-	if bh := p.Bulkhead(); bh != nil {
+	switch bh, l := p.Bulkhead(), p.Limiter(); {
+	case bh != nil:
 		base = httppolicy.NewDependencyTransport(bh.Limit())
-	} else if l := p.Limiter(); l != nil {
-		// The most calls the limit may ever admit at once, for a limiter
-		// built from the Adaptive section or given in Use.Bulkhead.
+	case l != nil:
 		base = httppolicy.NewDependencyTransport(l.MaxLimit())
-	} else {
-		// No bulkhead to match: http.DefaultTransport's settings, caps
-		// included (none on connections, net/http's default on idle ones).
+	default: // http.DefaultTransport's caps
 		base = httppolicy.NewDependencyTransport(1)
-		base.MaxConnsPerHost = 0
-		base.MaxIdleConnsPerHost = 0
+		base.MaxConnsPerHost, base.MaxIdleConnsPerHost = 0, 0
 	}
-	tr := &httppolicy.Transport{
+	var rt http.RoundTripper = &httppolicy.Transport{
 		Base:             base,
 		Policy:           p,
 		IsFailure:        h.IsFailure,
@@ -116,24 +87,17 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		KeepaliveEvents:  h.KeepaliveEvents,
 		Name:             name,
 		MeterProvider:    pipeopt.Apply(opts).MeterProvider,
+		Signals:          httppolicy.LimiterSignals(p.RateLimit()),
 	}
-	// Every response feeds the shared hold (nil without a RateLimit
-	// section).
-	tr.Signals = httppolicy.LimiterSignals(p.RateLimit())
-	var rt http.RoundTripper = tr
 	if h.Hedge != nil {
-		rt = &httppolicy.Hedging{Base: tr, Hedge: h.Hedge, IsFailure: h.IsFailure}
+		rt = &httppolicy.Hedging{Base: rt, Hedge: h.Hedge, IsFailure: h.IsFailure}
 	}
-	return &Client{
-		Client:   &http.Client{Transport: rt},
-		Pipeline: p,
-		base:     base,
-	}, nil
+	return &Client{Client: &http.Client{Transport: rt}, Pipeline: p, base: base}, nil
 }
 
 // Close closes the client's idle connections and its Pipeline. It is safe
 // on a nil Client and may be called more than once; the client keeps
-// working afterwards, opening connections as it needs them.
+// working afterwards.
 func (c *Client) Close() error {
 	if c == nil {
 		return nil

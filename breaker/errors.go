@@ -4,47 +4,60 @@ import (
 	"context"
 	"errors"
 
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
-// ErrOpen is matched, with [errors.Is], by every rejection of a [Breaker]:
-// open (by its rules or by [Breaker.ForceOpen]), or half-open with all its
-// probes taken. It also matches [policy.ErrRejected]. The rejection itself
-// is a [*policy.RejectedError] with Kind "breaker", the Breaker's Name and
-// Reason "open" or "half_open_full".
+// ErrOpen is matched by every rejection of a [Breaker], and matches
+// [policy.ErrRejected]. The rejection is a [*policy.RejectedError] with
+// Kind "breaker", the Breaker's Name and Reason [ReasonOpen] or
+// [ReasonHalfOpenFull].
 var ErrOpen = policy.NewSentinel("breaker: open")
 
-// Rejection reasons, the values of RejectedError.Reason and of the
-// watertight.rejection.reason attribute.
+// Rejection reasons: RejectedError.Reason and watertight.rejection.reason.
 const (
-	// ReasonOpen: the breaker is open, by its rules or forced.
-	ReasonOpen = "open"
-	// ReasonHalfOpenFull: the breaker is half-open and its
-	// [Config.HalfOpenRequests] probes are taken.
-	ReasonHalfOpenFull = "half_open_full"
+	ReasonOpen         = "open"           // open, by its rules or forced
+	ReasonHalfOpenFull = "half_open_full" // half-open, every probe taken
 )
 
-// DefaultIsFailure is the classification used when [Config.IsFailure] is
-// nil. err is a failure of the dependency unless it is nil, a rejection
-// ([policy.ErrRejected], from this breaker or a policy inside it),
-// [context.Canceled], or throttled ([policy.ErrThrottled], a 429). A
-// timeout is a failure, and so is a 503. It is safe for concurrent use.
-//
-// With IsFailure nil, the breaker excludes a throttled answer: neither a
-// success nor a failure. So a burst of 429s neither opens the breaker on a
-// healthy provider nor resets a run of consecutive 503s. A Config that
-// sets IsFailure, even to DefaultIsFailure, counts a throttled answer as
-// its IsFailure says (DefaultIsFailure: a success).
-//
-// The breaker asks IsFailure only about outcomes that may say something
-// about the dependency: see Outcomes in the package documentation.
+// DefaultIsFailure reports whether err is a failure of the dependency: it
+// is not nil, a rejection ([policy.ErrRejected]), [context.Canceled] or
+// throttled ([policy.ErrThrottled]). A timeout is a failure. It is safe
+// for concurrent use.
 func DefaultIsFailure(err error) bool {
-	return err != nil && !excluded(err) && !errors.Is(err, policy.ErrThrottled)
+	return err != nil && !excluded(context.Background(), err, true)
 }
 
-// excluded reports whether err says nothing about the dependency, so that
-// the breaker counts it neither as a success nor as a failure, whatever
-// Config.IsFailure says.
-func excluded(err error) bool {
-	return errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled)
+// The outcomes reported to gobreaker: nil for a success, errFailed for a
+// failure, errNotRun for a call that counts as neither.
+var (
+	errFailed = errors.New("breaker: failure")
+	errNotRun = errors.New("breaker: not counted")
+)
+
+// excluded reports whether a call whose ctx and error are ctx and err
+// counts as neither a success nor a failure, whatever IsFailure says.
+// throttled excludes a throttled error too.
+func excluded(ctx context.Context, err error, throttled bool) bool {
+	return ctx.Err() != nil && !deadline.Fired(ctx) ||
+		errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled) ||
+		throttled && errors.Is(err, policy.ErrThrottled)
+}
+
+// report gives done the outcome of a call that ran with ctx and returned
+// err (stage.ErrAborted if fn panicked). If IsFailure panics, the call is
+// reported as not counted, and the panic goes on.
+func (b *Breaker) report(ctx context.Context, done func(error), err error) {
+	out := errNotRun
+	defer func() { done(out) }()
+	switch {
+	case err == stage.ErrAborted:
+		out = errFailed
+	case excluded(ctx, err, b.throttled):
+	case err == nil || !b.isFailure(err):
+		out = nil
+	default:
+		out = errFailed
+	}
 }

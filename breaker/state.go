@@ -7,20 +7,13 @@ type State int
 
 // The states of a Breaker.
 const (
-	// Closed lets every call through and counts its outcome.
-	Closed State = iota
-	// HalfOpen lets [Config.HalfOpenRequests] probes through after
-	// [Config.OpenTimeout] has passed in Open, and rejects the rest.
-	HalfOpen
-	// Open rejects every call until [Config.OpenTimeout] has passed (or the
-	// time given to [Breaker.OpenUntil]), or, once [Breaker.ForceOpen] was
-	// called, until [Breaker.Reset].
-	Open
+	Closed   State = iota // every call goes through and is counted
+	HalfOpen              // [Config.HalfOpenRequests] probes go through
+	Open                  // every call is rejected
 )
 
 // String returns "closed", "half-open" or "open". Telemetry names
-// half-open "half_open" in its watertight.breaker.state and
-// watertight.breaker.from attributes.
+// half-open "half_open".
 func (s State) String() string {
 	switch s {
 	case Closed:
@@ -33,34 +26,17 @@ func (s State) String() string {
 	return "breaker.State(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Counts are the counts of a [Breaker]'s calls that its trip rules and
-// half-open probes are judged on, as [Breaker.Counts] reports them. They
-// cover the calls admitted since the breaker's last change of state, or
-// since [New] or [Breaker.Reset]. While closed with a [Config.Window], they
-// cover only the calls admitted within the rolling window, which forgets
-// them a bucket at a time. A call's outcome is counted in the bucket in
-// which the call was admitted. It is not counted if the breaker has
-// changed state since, or if that bucket has left the window. Every change
-// of state clears the counts, so while open every count is zero; while
-// half-open, they are the probes' counts. The counters are 32 bits wide
-// and wrap around: a closed breaker without a Window never clears them.
+// Counts are the counts that a [Breaker]'s trip rules and probes are judged
+// on. They cover the calls admitted since the last change of state, or
+// since [New] or [Breaker.Reset]; while closed with a [Config.Window], only
+// those admitted within it. A call's outcome is counted only if the state
+// has not changed since it was admitted. The counters are 32 bits wide and
+// wrap around.
 type Counts struct {
-	// Requests is the number of calls admitted, whether their outcome is
-	// known yet or not, and whatever it is.
-	Requests uint32
-	// TotalSuccesses is the number of outcomes counted as successes.
-	TotalSuccesses uint32
-	// TotalFailures is the number of outcomes counted as failures.
-	TotalFailures uint32
-	// TotalExclusions is the number of outcomes counted as neither (a
-	// rejection, context.Canceled: see [Config.IsFailure]). While half-open,
-	// Requests - TotalExclusions is the number of probe places taken.
-	TotalExclusions uint32
-	// ConsecutiveSuccesses is the length of the current run of successes:
-	// 0 after a failure. An excluded outcome neither extends nor ends it.
-	ConsecutiveSuccesses uint32
-	// ConsecutiveFailures is the length of the current run of failures,
-	// the one [Config.ConsecutiveFailures] is checked against: 0 after a
-	// success. An excluded outcome neither extends nor ends it.
-	ConsecutiveFailures uint32
+	Requests             uint32 // calls admitted, done or not
+	TotalSuccesses       uint32
+	TotalFailures        uint32
+	TotalExclusions      uint32 // outcomes that count as neither
+	ConsecutiveSuccesses uint32 // an excluded outcome neither extends nor ends a run
+	ConsecutiveFailures  uint32
 }

@@ -11,29 +11,17 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// numStates is the number of States, Closed through Open.
-const numStates = int(Open) + 1
+const numStates = 3
 
-// stateValues are the values of the watertight.breaker.state and
-// watertight.breaker.from attributes, by State: telemetry names half-open
-// half_open, as OpenTelemetry's state sets do, while State.String keeps the
-// hyphen of the breaker's own messages.
-var stateValues = [numStates]string{
-	Closed:   telemetry.StateClosed,
-	HalfOpen: telemetry.StateHalfOpen,
-	Open:     telemetry.StateOpen,
-}
+// stateValues are the telemetry names of the States.
+var stateValues = [numStates]string{telemetry.StateClosed, telemetry.StateHalfOpen, telemetry.StateOpen}
 
-// recorder holds the telemetry of one Breaker, prepared at New so that
-// recording builds no attribute set.
+// recorder holds one Breaker's attribute sets, built at New.
 type recorder struct {
 	transitions metric.Int64Counter
-	// toOpts are the transitions counter's options by the state left and
-	// the state entered.
-	toOpts [numStates][numStates][]metric.AddOption
-	// stateOpts are the state set's options, one per state.
-	stateOpts  [numStates]metric.ObserveOption
-	kind, name attribute.KeyValue
+	toOpts      [numStates][numStates][]metric.AddOption // by from, to
+	stateOpts   [numStates]metric.ObserveOption
+	kind, name  attribute.KeyValue
 }
 
 func newRecorder(in *telemetry.Instruments, name string) recorder {
@@ -53,14 +41,10 @@ func newRecorder(in *telemetry.Instruments, name string) recorder {
 	return rec
 }
 
-// valid reports whether s is one of the three States.
-func valid(s State) bool { return s >= Closed && s <= Open }
-
-// transition counts a change from from to to and adds a
-// watertight.breaker.transition event to the span in ctx if it is
-// recording.
+// transition counts a change and adds a watertight.breaker.transition
+// event to the span in ctx if it is recording. It ignores an invalid State.
 func (rec *recorder) transition(ctx context.Context, from, to State) {
-	if !valid(from) || !valid(to) {
+	if uint(from) >= numStates || uint(to) >= numStates {
 		return
 	}
 	rec.transitions.Add(ctx, 1, rec.toOpts[from][to]...)
@@ -74,14 +58,12 @@ func (rec *recorder) transition(ctx context.Context, from, to State) {
 }
 
 // registerGauge registers the watertight.breaker.state state set, observing
-// state: 1 for the state it returns, 0 for the other two. It returns nil if
-// that failed (reported to otel.Handle).
+// state. It returns nil on failure, reported to otel.Handle.
 func (rec *recorder) registerGauge(m metric.Meter, state func() State) metric.Registration {
 	g := telemetry.BreakerStateGauge(m)
 	if g == nil {
 		return nil
 	}
-	opts := rec.stateOpts
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		cur := state()
 		for s := range numStates {
@@ -89,7 +71,7 @@ func (rec *recorder) registerGauge(m metric.Meter, state func() State) metric.Re
 			if State(s) == cur {
 				v = 1
 			}
-			o.ObserveInt64(g, v, opts[s])
+			o.ObserveInt64(g, v, rec.stateOpts[s])
 		}
 		return nil
 	}, g)

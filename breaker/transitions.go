@@ -1,10 +1,6 @@
 package breaker
 
-import (
-	"context"
-
-	"github.com/watertight/watertight/policy"
-)
+import "context"
 
 // queue records a change to state to, if it is one. b.mu must be held.
 func (b *Breaker) queue(to State) {
@@ -16,18 +12,9 @@ func (b *Breaker) queue(to State) {
 	b.queued.Store(true)
 }
 
-// errNotRun is the outcome with which an excluded call is reported to
-// gobreaker (see verdict.err): one whose outcome says nothing about the
-// dependency, one whose IsFailure panicked, and one the breaker admitted but
-// that never ran, because a hook panicked in enter. It frees a half-open
-// probe's place without counting as a failure of the dependency (a hook
-// that always panics must not keep the breaker open forever).
-var errNotRun = policy.NewSentinel("breaker: admitted call not run")
-
-// flushAdmitted flushes the changes queued by an Allow that admitted the call
-// with done. If a hook panics or calls runtime.Goexit, done is given
-// errNotRun, from a deferred call that recovers nothing, so that the
-// admitted call, which will never run, does not hold a half-open probe.
+// flushAdmitted flushes the changes queued by an Allow that admitted the
+// call with done. If a hook panics, the call never runs: done is given
+// errNotRun, so it does not hold a half-open probe's place.
 func (b *Breaker) flushAdmitted(ctx context.Context, done func(error)) {
 	if done == nil {
 		b.flush(ctx)
@@ -43,10 +30,9 @@ func (b *Breaker) flushAdmitted(ctx context.Context, done func(error)) {
 	ok = true
 }
 
-// flush reports the queued changes, in order, outside every lock, unless
-// another goroutine is already doing so: that one then reports them too.
-// This keeps the hooks in order and lets them call the Breaker (a hook's own
-// call finds a flush under way and returns at once).
+// flush reports the queued changes in order, outside every lock, unless
+// another goroutine is doing so: that one reports them too. So the hooks
+// run in order and may call the Breaker.
 func (b *Breaker) flush(ctx context.Context) {
 	b.mu.Lock()
 	if b.draining || len(b.pending) == 0 {

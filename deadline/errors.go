@@ -2,58 +2,32 @@ package deadline
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// ErrExceeded is matched, with [errors.Is], by every error a [Deadline]
-// returns because its own timeout fired while fn ran (an [*ExceededError]).
-// It is also matched by the cause ([context.Cause]) of the context fn is
-// given once that timeout has fired, so fn can tell it from its caller's
-// deadline. It matches [context.DeadlineExceeded] too. It does not match
+// ErrExceeded is matched by every error a [Deadline] returns because its
+// own timer fired, and by the cause ([context.Cause]) of the context it
+// gave fn once it has. It matches [context.DeadlineExceeded], and not
 // [policy.ErrRejected]: fn ran.
-var ErrExceeded error = &sentinel{msg: "deadline: timeout exceeded"}
+var ErrExceeded error = sentinel{}
 
-// newCause returns the cause of the contexts one Deadline creates: the one
-// value by which it tells its own timer from the caller's cancellation
-// or deadline. fn sees it through context.Cause; it matches ErrExceeded and
-// context.DeadlineExceeded, and names the Deadline. Each Deadline has its
-// own, because a cause propagates to child contexts: with a shared one, an
-// inner Deadline (an attempt timeout) could take an outer Deadline's firing
-// for its own.
-func newCause(name string, timeout time.Duration) error {
-	msg := "deadline"
-	if name != "" {
-		msg += " " + strconv.Quote(name)
-	}
-	return &sentinel{msg: msg + ": " + timeout.String() + " timeout"}
-}
+type sentinel struct{}
 
-// sentinel is an error that matches ErrExceeded and context.DeadlineExceeded.
-type sentinel struct{ msg string }
+func (sentinel) Error() string        { return "deadline: timeout exceeded" }
+func (sentinel) Is(target error) bool { return target == context.DeadlineExceeded }
+func (sentinel) Timeout() bool        { return true }
 
-func (s *sentinel) Error() string { return s.msg }
-func (s *sentinel) Is(target error) bool {
-	return target == ErrExceeded || target == context.DeadlineExceeded
-}
-func (s *sentinel) Timeout() bool { return true }
-
-// ExceededError is the error a [Deadline] returns when its own timeout fired
-// and fn returned an error other than a rejection. It matches [ErrExceeded] and
-// [context.DeadlineExceeded] with [errors.Is], and unwraps to fn's error.
-//
-// The zero value is a valid error with no name, duration or cause. An
-// ExceededError is not modified after it is returned, so it may be read
-// from several goroutines.
+// ExceededError is the error of a call cut short by a [Deadline]'s timer.
+// It matches [ErrExceeded] and [context.DeadlineExceeded], and unwraps to
+// fn's error. The zero value is a valid error.
 type ExceededError struct {
-	// Name is the Config.Name of the Deadline that fired.
-	Name string
-	// Duration is the Config.Timeout of the Deadline that fired.
-	Duration time.Duration
-	// Err is the error fn returned, usually ctx.Err().
-	Err error
+	Name     string        // the Deadline's Config.Name
+	Duration time.Duration // the Deadline's Config.Timeout
+	Err      error         // fn's error, usually ctx.Err()
 }
 
 // Error returns a message such as
@@ -78,9 +52,23 @@ func (e *ExceededError) Is(target error) bool {
 	return target == ErrExceeded || target == context.DeadlineExceeded
 }
 
-// Timeout reports true: the error is a timeout, in the sense of the
-// net.Error interface.
+// Timeout returns true, as net.Error's Timeout.
 func (e *ExceededError) Timeout() bool { return true }
 
 // ErrorType returns "timeout", the error.type recorded in telemetry.
 func (e *ExceededError) ErrorType() string { return telemetry.TypeTimeout }
+
+// Fired reports whether ctx has ended because a Deadline's timer fired:
+// ctx is done, its deadline has passed, and its cause matches
+// [ErrExceeded]. A context canceled before its deadline has not fired,
+// even with a Deadline's error as its cause. It is safe for concurrent
+// use.
+func Fired(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	if at, ok := ctx.Deadline(); !ok || time.Now().Before(at) {
+		return false
+	}
+	return errors.Is(context.Cause(ctx), ErrExceeded)
+}

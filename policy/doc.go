@@ -1,12 +1,6 @@
 // Package policy defines the contract every watertight policy follows. A
 // [Policy] wraps a [Func]. A rejection, a call refused before fn ran, is
-// reported as a [*RejectedError] that matches [ErrRejected] with
-// [errors.Is].
-//
-// The built-in policies live in their own packages (bulkhead, deadline,
-// retry, breaker), and package compose chains them in a fixed order. Any
-// type with an Execute method can take a slot in a compose pipeline, if it
-// keeps this contract.
+// an error that matches [ErrRejected].
 //
 // # Writing a Policy
 //
@@ -27,14 +21,6 @@
 //     the panic propagate;
 //   - hold no lock while fn runs, and call user callbacks outside its locks.
 //
-// # Concurrent attempts (hedging)
-//
-// A hedge runs a call again beside a slow attempt. It is not a Policy in a
-// pipeline: retry.Hedged runs each attempt as a whole run of a Policy, so
-// each attempt takes its own bulkhead slot and breaker verdict. Within each
-// attempt, fn still runs one call at a time.
-//
-// A user-written policy is called through Execute. That costs one
-// allocation per call (per attempt, below a retry) unless it is in the
-// innermost slot.
+// Such a type can take a slot in a compose pipeline. To run attempts
+// concurrently, use retry.Hedged: each attempt is a whole run of a Policy.
 package policy

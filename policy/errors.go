@@ -1,31 +1,25 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 )
 
-// ErrRejected is matched, with [errors.Is], by every error a policy returns
-// when it refuses to run fn at all: a full bulkhead, an open breaker. It is
-// also matched by each policy package's own rejection sentinel, such as
-// bulkhead.ErrFull and breaker.ErrOpen. A timeout is not a rejection: fn ran.
-//
-// Retries never retry a rejection, and the default breaker does not count one
-// as a failure of the dependency.
+// ErrRejected is matched by every error a policy returns when it refuses
+// to run fn at all, and by each policy's own rejection sentinel (such as
+// bulkhead.ErrFull). A timeout is not a rejection: fn ran. Retries never
+// retry a rejection, and a breaker does not count one as a failure.
 var ErrRejected = errors.New("policy: call rejected")
 
-// ErrThrottled is matched, with [errors.Is], by the error of a call that
-// the dependency answered by asking to slow down. httppolicy's
-// *StatusError for a 429 Too Many Requests matches it, and so may a user's
-// own errors, through an Is method. fn ran, so it does not match
-// [ErrRejected]. It is retried like any failure, but the default breaker
-// does not count it as a failure of the dependency. A 503 Service
-// Unavailable does not match it.
+// ErrThrottled is matched by the error of a call that the dependency
+// answered by asking to slow down, such as httppolicy's error for a 429.
+// It does not match [ErrRejected]: fn ran. It is retried like any failure.
+// The default breaker does not count it as a failure.
 var ErrThrottled = errors.New("policy: throttled")
 
-// NewSentinel returns a sentinel error with the message msg that also matches
-// [ErrRejected] with [errors.Is]. Policy packages use it for their rejection
-// sentinels (bulkhead.ErrFull, breaker.ErrOpen).
+// NewSentinel returns an error with the message msg that matches
+// [ErrRejected].
 func NewSentinel(msg string) error {
 	return &sentinel{msg: msg}
 }
@@ -36,33 +30,23 @@ func (s *sentinel) Error() string        { return s.msg }
 func (s *sentinel) Is(target error) bool { return target == ErrRejected }
 
 // RejectedError describes one rejection: which policy refused the call and
-// why. Every rejection returned by a watertight policy unwraps to one
-// (errors.As), and matches both [ErrRejected] and the rejecting package's
-// sentinel (errors.Is).
-//
-// Policies return the same pointer for every rejection with the same
-// reason, so rejecting costs no allocation; callers must not modify one. The zero value is a valid
-// rejection with no kind, name or reason that matches only ErrRejected.
+// why. It matches [ErrRejected] and the sentinel it was built with. A
+// policy returns the same pointer for every rejection with the same
+// reason: do not modify one. The zero value matches only ErrRejected.
 type RejectedError struct {
-	// Kind is the kind of policy that refused the call: "bulkhead",
-	// "breaker", or a user-written policy's own kind.
-	Kind string
-	// Name is the name of the policy instance, from its Config.
-	Name string
-	// Reason is a short, low-cardinality word: "full", "wait_timeout",
-	// "open", "half_open_full".
-	Reason string
+	Kind   string // the kind of policy: "bulkhead", "breaker", ...
+	Name   string // the policy's Config.Name
+	Reason string // a short, low-cardinality word: "full", "open", ...
 
 	sentinel error
-	msg      string // Error's result, built by NewRejectedError
+	msg      string
 }
 
 // NewRejectedError returns a RejectedError that matches sentinel (which may
-// be nil) as well as [ErrRejected] with [errors.Is].
+// be nil) as well as [ErrRejected].
 func NewRejectedError(kind, name, reason string, sentinel error) *RejectedError {
 	e := &RejectedError{Kind: kind, Name: name, Reason: reason, sentinel: sentinel}
-	// Built once: a rejection's message is read for every traced rejection.
-	e.msg = e.message()
+	e.msg = e.Error()
 	return e
 }
 
@@ -71,15 +55,7 @@ func (e *RejectedError) Error() string {
 	if e.msg != "" {
 		return e.msg
 	}
-	return e.message()
-}
-
-func (e *RejectedError) message() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "policy"
-	}
-	msg := kind
+	msg := cmp.Or(e.Kind, "policy")
 	if e.Name != "" {
 		msg += " " + strconv.Quote(e.Name)
 	}

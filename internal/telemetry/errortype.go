@@ -8,14 +8,8 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// ErrorTyper is implemented by watertight errors that know their error.type.
-type ErrorTyper interface {
-	ErrorType() string
-}
-
-// Error types recorded as error.type. They are few and fixed, as the
-// semantic conventions ask: an error's Go type is not used, since
-// context.Canceled and most errors.New values share one.
+// Error types recorded as error.type: few and fixed, as the semantic
+// conventions ask.
 const (
 	TypeRejected  = "rejected"
 	TypeTimeout   = "timeout"
@@ -25,9 +19,10 @@ const (
 	TypeOther     = "_OTHER"
 )
 
-// ErrorType classifies err (non-nil) for the error.type attribute.
+// ErrorType classifies err (non-nil) for the error.type attribute. An
+// error with an ErrorType method names its own.
 func ErrorType(err error) string {
-	var typer ErrorTyper
+	var typer interface{ ErrorType() string }
 	switch {
 	case errors.Is(err, stage.ErrAborted):
 		return TypeAborted

@@ -2,35 +2,26 @@ package telemetry
 
 import "go.opentelemetry.io/otel/attribute"
 
-// ScopeName is the instrumentation scope of every meter and tracer: the
-// module path.
+// ScopeName is the instrumentation scope of every meter and tracer.
 const ScopeName = "github.com/watertight/watertight"
 
-// Version is the instrumentation version of every meter and tracer
-// (metric.WithInstrumentationVersion, trace.WithInstrumentationVersion): the
-// version of the module that records the telemetry, without the leading "v"
-// as OpenTelemetry's own instrumentation libraries report theirs. It changes
-// with each release, so that a dashboard can tell the telemetry of two
-// versions apart if an instrument's meaning ever changes.
+// Version is the instrumentation version of every meter and tracer: the
+// module's version without the leading "v".
 const Version = "0.1.0-dev"
 
-// Attribute keys, following OpenTelemetry's naming rules.
+// Attribute keys.
 const (
-	KeyKind     = attribute.Key("watertight.policy.kind")
-	KeyName     = attribute.Key("watertight.policy.name")
-	KeyReason   = attribute.Key("watertight.rejection.reason")
-	KeyPipeline = attribute.Key("watertight.pipeline.name")
-	KeyAttempt  = attribute.Key("watertight.retry.attempt")
-	KeyState    = attribute.Key("watertight.breaker.state")
-	KeyFrom     = attribute.Key("watertight.breaker.from")
-	KeyWait     = attribute.Key("watertight.retry.wait") // seconds, on watertight.retry events
-	KeyError    = attribute.Key("error.type")
+	KeyKind        = attribute.Key("watertight.policy.kind")
+	KeyName        = attribute.Key("watertight.policy.name")
+	KeyReason      = attribute.Key("watertight.rejection.reason")
+	KeyPipeline    = attribute.Key("watertight.pipeline.name")
+	KeyAttempt     = attribute.Key("watertight.retry.attempt")
+	KeyState       = attribute.Key("watertight.breaker.state")
+	KeyFrom        = attribute.Key("watertight.breaker.from")
+	KeyWait        = attribute.Key("watertight.retry.wait")   // seconds, on watertight.retry events
+	KeyRetryReason = attribute.Key("watertight.retry.reason") // why a retry gave up
+	KeyError       = attribute.Key("error.type")
 )
-
-// KeyRetryReason is the reason a retry gave up, on
-// watertight.retry.exhausted (retry.ExhaustedError's Reason). It is not
-// KeyReason, a rejection's reason.
-const KeyRetryReason = attribute.Key("watertight.retry.reason")
 
 // Span event names.
 const (
@@ -40,9 +31,8 @@ const (
 	EventState    = "watertight.breaker.transition"
 )
 
-// Values of KeyState and KeyFrom, the three states of a circuit breaker as
-// telemetry names them: lowercase with underscores, as the attribute values
-// of OpenTelemetry's state sets are (half_open, not half-open).
+// Values of KeyState and KeyFrom, as OpenTelemetry's state sets spell
+// them.
 const (
 	StateClosed   = "closed"
 	StateHalfOpen = "half_open"

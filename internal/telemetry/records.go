@@ -10,57 +10,56 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// Rejection is one way one policy refuses calls, prepared once at
-// construction: the error value, the counter's attribute set and the span
-// event's attributes. Recording it allocates nothing unless the span in ctx
-// is recording.
-type Rejection struct {
-	Err     *policy.RejectedError
+// record is a counter increment and a span event, prepared once.
+type record struct {
 	counter metric.Int64Counter
 	opts    []metric.AddOption
 	event   []attribute.KeyValue
+}
+
+func newRecord(counter metric.Int64Counter, kv ...attribute.KeyValue) record {
+	return record{counter: counter, opts: AddOptions(kv...), event: kv}
+}
+
+// add counts one and adds the event name to the span in ctx if it is
+// recording. It allocates nothing unless the span is recording.
+func (r *record) add(ctx context.Context, name string) {
+	r.counter.Add(ctx, 1, r.opts...)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(name, trace.WithAttributes(r.event...))
+	}
+}
+
+// Rejection is one way one policy refuses calls, prepared once.
+type Rejection struct {
+	Err *policy.RejectedError
+	rec record
 }
 
 // NewRejection prepares the rejection of policy (kind, name) for reason,
 // matching sentinel with errors.Is.
 func NewRejection(in *Instruments, kind, name, reason string, sentinel error) *Rejection {
-	kv := []attribute.KeyValue{KeyKind.String(kind), KeyName.String(name), KeyReason.String(reason)}
 	return &Rejection{
-		Err:     policy.NewRejectedError(kind, name, reason, sentinel),
-		counter: in.Rejections,
-		opts:    AddOptions(kv...),
-		event:   kv,
+		Err: policy.NewRejectedError(kind, name, reason, sentinel),
+		rec: newRecord(in.Rejections, KeyKind.String(kind), KeyName.String(name), KeyReason.String(reason)),
 	}
 }
 
 // Record counts the rejection, adds a watertight.rejected event to the span
-// in ctx if it is recording, and returns the rejection's error.
+// in ctx if it is recording, and returns r.Err.
 func (r *Rejection) Record(ctx context.Context) error {
-	r.counter.Add(ctx, 1, r.opts...)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(EventRejected, trace.WithAttributes(r.event...))
-	}
+	r.rec.add(ctx, EventRejected)
 	return r.Err
 }
 
 // Timeout is the timeout record of one deadline policy, prepared once.
-type Timeout struct {
-	counter metric.Int64Counter
-	opts    []metric.AddOption
-	event   []attribute.KeyValue
-}
+type Timeout struct{ rec record }
 
 // NewTimeout prepares the timeout record of policy (kind, name).
 func NewTimeout(in *Instruments, kind, name string) *Timeout {
-	kv := PolicyAttrs(kind, name)
-	return &Timeout{counter: in.Timeouts, opts: AddOptions(kv...), event: kv}
+	return &Timeout{rec: newRecord(in.Timeouts, PolicyAttrs(kind, name)...)}
 }
 
 // Record counts the timeout and adds a watertight.timeout event to the span
 // in ctx if it is recording.
-func (t *Timeout) Record(ctx context.Context) {
-	t.counter.Add(ctx, 1, t.opts...)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(EventTimeout, trace.WithAttributes(t.event...))
-	}
-}
+func (t *Timeout) Record(ctx context.Context) { t.rec.add(ctx, EventTimeout) }
