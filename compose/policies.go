@@ -2,10 +2,10 @@ package compose
 
 import (
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/internal/nilcheck"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -62,7 +62,7 @@ func (p Policies) validate() error {
 		}
 		// A typed nil pointer in an interface is not a nil slot: it would
 		// panic on the first call. Say so at New instead.
-		if v := reflect.ValueOf(s.p); v.Kind() == reflect.Pointer && v.IsNil() {
+		if nilcheck.Pointer(s.p) {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
 		}
 		switch s.p.(type) {
