@@ -112,11 +112,11 @@ func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Unmark takes the permanent markers off err, those of
-// github.com/cenkalti/backoff/v4's Permanent included. If err is a marker,
-// it returns the marked error. If a marker lies deeper in the chain, it
-// returns err wrapped so that no Retry honours that marker; the wrapper
-// keeps err's message, and errors.Is and errors.As see through it.
-// Otherwise it returns err. It never modifies err.
+// github.com/cenkalti/backoff/v4's Permanent included. It strips the
+// markers around err. If a marker lies deeper in what is left, it wraps
+// that so that no Retry honours the marker; the wrapper keeps the message,
+// and errors.Is and errors.As see through it. A backoff marker around nil
+// is returned as is. Unmark never modifies err.
 func Unmark(err error) error {
 	for {
 		switch p := err.(type) {
