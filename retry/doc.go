@@ -36,7 +36,7 @@
 // that call: a refusal after attempts that ran fn is in the
 // ExhaustedError's Rejection field, outside the Unwrap chain. An attempt
 // that timed out on its own deadline, while the call's ctx is live, is
-// retried. Inside fn, [Attempt] returns the attempt's number.
+// retried by default. Inside fn, [Attempt] returns the attempt's number.
 //
 // # Permanent errors
 //
@@ -51,7 +51,7 @@
 // Each call deposits Ratio of a retry, and each retry withdraws one. The
 // budget is asked last, so a call that ends for another reason spends
 // nothing. When everything fails, attempts per call settle at about
-// 1 + Ratio + MinPerSecond/(calls per second).
+// 1 + Ratio + MinPerSecond/(calls per second), or fewer.
 //
 // # Hedging
 //
