@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -20,53 +21,41 @@ import (
 // Kind is the watertight.policy.kind of the fallback telemetry.
 const Kind = "fallback"
 
-// Alternative is one way to get the answer: a provider, with the policy
-// that guards calls to it. The zero value is not usable: Name and Fn are
-// required.
+// Alternative is one way to get the answer. Name and Fn are required.
 type Alternative[T any] struct {
-	// Name names the alternative in errors and telemetry
-	// (watertight.fallback.from and .to): keep it low in cardinality, such
-	// as the provider's name. It must not be empty.
+	// Name names the alternative in errors and telemetry. Keep its
+	// cardinality low, such as a provider's name.
 	Name string
-	// Policy runs Fn (usually the provider's watertight pipeline). Nil
-	// runs Fn directly.
+	// Policy runs Fn, usually the provider's pipeline. Nil runs Fn
+	// directly.
 	Policy policy.Policy
 	// Fn makes the call. It must honour ctx, and call [MarkDelivered] with
 	// it once it has handed any part of its answer on.
 	Fn func(ctx context.Context) (T, error)
 }
 
-// Config configures [Do]. The zero value is valid: no name, the default
-// classification, the global MeterProvider, no hook. A Config is read by
-// each call of Do and not kept.
+// Config configures [Do]. The zero value is valid.
 type Config struct {
-	// Name names this chain of alternatives in telemetry
-	// (watertight.policy.name). Empty is allowed.
+	// Name names the chain in telemetry. Empty is allowed.
 	Name string
 
-	// ShouldFallback reports whether a failure err (never nil) of one
-	// alternative should move the call on to the next. Nil means
-	// [DefaultShouldFallback]. Whatever it says, the caller's cancellation
-	// (ctx done) never moves on, and neither does a failure after fn
-	// called MarkDelivered. It may be called concurrently.
+	// ShouldFallback reports whether a failure should move the call on to
+	// the next alternative. Nil means [DefaultShouldFallback]. The
+	// caller's cancellation, and a failure after MarkDelivered, never
+	// move on. It may be called concurrently.
 	ShouldFallback func(err error) bool
 
-	// MeterProvider provides the watertight.fallbacks counter. Nil means
-	// the global MeterProvider.
+	// MeterProvider provides the counter. Nil means the global provider.
 	MeterProvider metric.MeterProvider
 
-	// OnFallback, if not nil, is called before each move, on the caller's
-	// goroutine: alternative from failed with err, and to runs next.
+	// OnFallback, if set, is called on the caller's goroutine before each
+	// move: alternative from failed with err, and to runs next.
 	OnFallback func(ctx context.Context, from, to string, err error)
 }
 
-// DefaultShouldFallback is the classification used when
-// [Config.ShouldFallback] is nil. It moves on after a rejection
-// ([policy.ErrRejected]), a watertight timeout ([deadline.ErrExceeded],
-// httppolicy's stream timeouts included), an exhausted retry
+// DefaultShouldFallback moves on after a rejection ([policy.ErrRejected]),
+// a watertight timeout ([deadline.ErrExceeded]), an exhausted retry
 // ([retry.ErrExhausted]) or a throttled answer ([policy.ErrThrottled]).
-// Anything else, such as a bad request or the caller's own context errors,
-// does not move on. It is safe for concurrent use.
 func DefaultShouldFallback(err error) bool {
 	return errors.Is(err, policy.ErrRejected) ||
 		errors.Is(err, deadline.ErrExceeded) ||
@@ -74,53 +63,36 @@ func DefaultShouldFallback(err error) bool {
 		errors.Is(err, policy.ErrThrottled)
 }
 
-// Why [Do] stopped, in [Error.Stop].
+// Why [Do] stopped, in [Error].Stop.
 const (
-	// StopExhausted: every alternative was tried and failed.
-	StopExhausted = "exhausted"
-	// StopNoFallback: ShouldFallback said the last failure must not move
-	// on.
-	StopNoFallback = "no_fallback"
-	// StopCanceled: the caller's context ended.
-	StopCanceled = "canceled"
-	// StopDelivered: the last alternative failed after delivering part of
-	// its answer.
-	StopDelivered = "delivered"
+	StopExhausted  = "exhausted"   // every alternative failed
+	StopNoFallback = "no_fallback" // ShouldFallback refused the last failure
+	StopCanceled   = "canceled"    // the caller's context ended
+	StopDelivered  = "delivered"   // the last failure came after MarkDelivered
 )
 
-// ErrFailed is matched, with errors.Is, by every [*Error].
+// ErrFailed is matched by every [*Error].
 var ErrFailed = errors.New("fallback: no alternative succeeded")
 
 // Tried is one alternative that ran and failed.
 type Tried struct {
-	// Name is the alternative's name.
 	Name string
-	// Err is its error (never nil).
-	Err error
+	Err  error // never nil
 }
 
 // Error is the error of a [Do] in which no alternative succeeded. It
-// matches [ErrFailed], unwraps to every tried alternative's error, and is
-// not modified after Do returns it, so it may be read concurrently.
+// matches [ErrFailed] and unwraps to every tried alternative's error. It
+// is not modified once returned.
 type Error struct {
-	// Name is Config.Name.
-	Name string
-	// Tried lists the alternatives that ran, in order; the last one's
-	// failure ended the call. It is empty if the caller's context had
-	// ended before the first one.
-	Tried []Tried
-	// Untried is the number of alternatives that never ran.
-	Untried int
-	// Stop says why Do stopped: StopExhausted, StopNoFallback,
-	// StopCanceled or StopDelivered.
-	Stop string
-	// Cause is the caller's context error for StopCanceled, else nil.
-	Cause error
+	Name    string  // Config.Name
+	Tried   []Tried // the alternatives that ran, in order
+	Untried int     // the alternatives that never ran
+	Stop    string  // one of the Stop constants
+	Cause   error   // the caller's context's cause, with StopCanceled
 }
 
-// Error returns a message such as `fallback: 2 alternatives failed:
-// openai: <err>; anthropic: <err>`, naming why it stopped when not every
-// alternative was tried.
+// Error returns a message such as `fallback: all 2 alternatives failed:
+// openai: <err>; anthropic: <err>`.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("fallback")
@@ -143,13 +115,10 @@ func (e *Error) Error() string {
 	if e.Untried > 0 {
 		fmt.Fprintf(&b, ", %d untried", e.Untried)
 	}
-	for i, t := range e.Tried {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(t.Name + ": " + t.Err.Error())
+	sep := ": "
+	for _, t := range e.Tried {
+		b.WriteString(sep + t.Name + ": " + t.Err.Error())
+		sep = "; "
 	}
 	return b.String()
 }
@@ -169,37 +138,31 @@ func (e *Error) Unwrap() []error {
 // Is reports whether target is [ErrFailed].
 func (e *Error) Is(target error) bool { return target == ErrFailed }
 
-// ErrorType returns "fallback_failed", its error.type.
+// ErrorType returns "fallback_failed".
 func (e *Error) ErrorType() string { return "fallback_failed" }
 
 type deliveredKey struct{}
 
-// delivery is the mark MarkDelivered sets, one per alternative run.
-type delivery struct{ done atomic.Bool }
-
-// MarkDelivered records that the fn running with ctx under [Do] has handed
-// part of its answer on. If it fails after this, Do does not fall back,
-// and the alternative's own retry does not retry it. It is safe to call
-// more than once, from any goroutine, and does nothing if ctx does not
-// come from Do.
+// MarkDelivered records that the fn running with ctx under [Do] has
+// handed part of its answer on. It may be called more than once, from any
+// goroutine. It does nothing if ctx does not come from Do.
 func MarkDelivered(ctx context.Context) {
-	if d, ok := ctx.Value(deliveredKey{}).(*delivery); ok {
-		d.done.Store(true)
+	if d, ok := ctx.Value(deliveredKey{}).(*atomic.Bool); ok {
+		d.Store(true)
 	}
 }
 
-// Delivered reports whether MarkDelivered was called with ctx (or a
-// context of the same alternative run).
+// Delivered reports whether MarkDelivered was called in the alternative
+// run that ctx belongs to.
 func Delivered(ctx context.Context) bool {
-	d, ok := ctx.Value(deliveredKey{}).(*delivery)
-	return ok && d.done.Load()
+	d, ok := ctx.Value(deliveredKey{}).(*atomic.Bool)
+	return ok && d.Load()
 }
 
-// Do runs alts in order and returns the value of the first that succeeds;
-// see the package documentation. It returns an error, without running any
-// alternative, if alts is empty or one of them has an empty Name or a nil
-// Fn; the error names it. Do panics if ctx is nil. A panic in an alternative goes
-// on up, and no later alternative runs.
+// Do runs alts in order and returns the value of the first that succeeds.
+// It returns an error without running any if alts is empty, or if one has
+// an empty Name or a nil Fn. A panic in an alternative goes on up. Do
+// panics if ctx is nil.
 func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error) {
 	var zero T
 	if ctx == nil {
@@ -222,8 +185,9 @@ func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error
 	}
 	fail := &Error{Name: cfg.Name}
 	for i, a := range alts {
-		if err := ctx.Err(); err != nil {
-			fail.Stop, fail.Cause, fail.Untried = StopCanceled, context.Cause(ctx), len(alts)-i
+		fail.Untried = len(alts) - i
+		if ctx.Err() != nil {
+			fail.Stop, fail.Cause = StopCanceled, context.Cause(ctx)
 			return zero, fail
 		}
 		v, err, delivered := run(ctx, a)
@@ -231,7 +195,7 @@ func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error
 			return v, nil
 		}
 		fail.Tried = append(fail.Tried, Tried{Name: a.Name, Err: err})
-		fail.Untried = len(alts) - i - 1
+		fail.Untried--
 		switch {
 		case delivered:
 			fail.Stop = StopDelivered
@@ -245,47 +209,48 @@ func Do[T any](ctx context.Context, cfg Config, alts []Alternative[T]) (T, error
 		if fail.Stop != "" {
 			return zero, fail
 		}
-		next := alts[i+1].Name
-		record(ctx, cfg, a.Name, next, err)
+		record(ctx, cfg, a.Name, alts[i+1].Name, err)
 		if cfg.OnFallback != nil {
-			cfg.OnFallback(ctx, a.Name, next, err)
+			cfg.OnFallback(ctx, a.Name, alts[i+1].Name, err)
 		}
 	}
 	panic("unreachable")
 }
 
-// run runs one alternative, with a delivery mark in its ctx; a failure
-// after delivery is marked permanent for the alternative's policy.
+// run runs one alternative, with a delivery mark in its ctx.
 func run[T any](ctx context.Context, a Alternative[T]) (v T, err error, delivered bool) {
-	d := new(delivery)
+	d := new(atomic.Bool)
 	ctx = context.WithValue(ctx, deliveredKey{}, d)
 	if a.Policy == nil {
 		v, err = a.Fn(ctx)
-		return v, err, err != nil && d.done.Load()
+		return v, err, err != nil && d.Load()
 	}
 	v, err = policy.Do(ctx, a.Policy, func(ctx context.Context) (T, error) {
 		v, err := a.Fn(ctx)
-		if err != nil && d.done.Load() {
-			// Not even the alternative's own retry may repeat it.
+		if err != nil && d.Load() {
 			return v, retry.Permanent(err)
 		}
 		return v, err
 	})
-	if err != nil {
-		err = retry.Unmark(err)
-	}
-	return v, err, err != nil && d.done.Load()
+	err = retry.Unmark(err)
+	return v, err, err != nil && d.Load()
 }
 
-// record counts one move from alternative from to alternative to after
-// err, and adds a span event.
+// record counts a move from alternative from to alternative to after err,
+// and adds a span event.
 func record(ctx context.Context, cfg Config, from, to string, err error) {
 	kv := []attribute.KeyValue{
 		telemetry.KeyKind.String(Kind), telemetry.KeyName.String(cfg.Name),
-		keyFrom.String(from), keyTo.String(to), keyReason.String(telemetry.ErrorType(err)),
+		attribute.String("watertight.fallback.from", from), attribute.String("watertight.fallback.to", to),
+		attribute.String("watertight.fallback.reason", telemetry.ErrorType(err)),
 	}
-	counter(cfg.MeterProvider).Add(ctx, 1, metric.WithAttributes(kv...))
+	c, cerr := telemetry.MeterOf(cfg.MeterProvider).Int64Counter("watertight.fallbacks", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls moved from one alternative to the next, by the failure that moved them."))
+	if cerr != nil {
+		otel.Handle(cerr)
+	}
+	c.Add(ctx, 1, metric.WithAttributes(kv...))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(eventFallback, trace.WithAttributes(kv...))
+		span.AddEvent("watertight.fallback", trace.WithAttributes(kv...))
 	}
 }

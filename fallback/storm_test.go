@@ -47,7 +47,7 @@ func TestStorm(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(50+rnd(600))*time.Millisecond)
 				defer cancel()
 				if rnd(5) == 0 {
-					go func() { time.Sleep(time.Duration(rnd(200)) * time.Millisecond); cancel() }()
+					wg.Go(func() { time.Sleep(time.Duration(rnd(200)) * time.Millisecond); cancel() })
 				}
 				var delivered atomic.Int32 // alternatives that delivered a chunk in this call
 				fn := func(name string) func(context.Context) (string, error) {

@@ -11,234 +11,167 @@ import (
 	"time"
 )
 
-// Defaults for the zero values of [BudgetConfig] fields: Finagle's
-// RetryBudget defaults.
+// Defaults for the zero values of [BudgetConfig] fields, those of
+// Finagle's RetryBudget.
 const (
 	DefaultBudgetRatio        = 0.2
 	DefaultBudgetMinPerSecond = 10.0
 	DefaultBudgetWindow       = 10 * time.Second
 )
 
-// NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond those
-// the calls have paid for. A MinPerSecond of 0 means
-// [DefaultBudgetMinPerSecond].
+// NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond
+// those the calls pay for.
 const NoMinimum = -1.0
 
-// BudgetConfig configures a [Budget]. The zero value is valid: retries may
-// be at most 20% of the calls of about the last 10 seconds, plus 10
-// retries per second. [NewBudget] copies it.
+// BudgetConfig configures a [Budget]. The zero value is valid: retries of
+// at most 20% of the calls of about the last 10 seconds, plus 10 a second.
+// [NewBudget] copies it.
 type BudgetConfig struct {
-	// Ratio is the number of retries each call pays for: with a Ratio of
-	// 0.2, retries may add at most 20% to the attempts a dependency
-	// receives, however many attempts a call may make. Zero means 0.2;
-	// otherwise it must be a finite number > 0 (values above 1 are allowed,
-	// for calls that are expected to retry more than once).
+	// Ratio is the retries each call pays for. Zero means 0.2; otherwise
+	// it must be finite and > 0.
 	Ratio float64
 
-	// MinPerSecond is the rate of retries granted whatever the traffic, so
-	// that a client with few calls can still retry: Window x MinPerSecond
-	// retries are kept in reserve, refilled at MinPerSecond a second. Zero
-	// means 10; otherwise it must be a finite number >= 0, or [NoMinimum]
-	// for none.
+	// MinPerSecond is the rate of retries granted whatever the traffic.
+	// Zero means 10; otherwise it must be finite and >= 0, or [NoMinimum].
 	MinPerSecond float64
 
-	// Window is how long a call's deposit lasts: deposits fade
-	// exponentially with Window as their time constant, so the balance
-	// remembers about the last Window of traffic. Zero means 10s; otherwise
-	// it must be at least 1ms.
+	// Window is the time constant with which deposits fade. Zero means
+	// 10s; otherwise it must be at least 1ms.
 	Window time.Duration
 }
 
-// budgetSettings are a BudgetConfig with defaults filled in and validated.
-type budgetSettings struct {
-	ratio  float64
-	floor  float64 // retries per second
-	window time.Duration
-}
-
-// resolve fills in the defaults of cfg and validates it; the error names
-// the first invalid field.
-func (cfg BudgetConfig) resolve() (budgetSettings, error) {
-	s := budgetSettings{ratio: cfg.Ratio, floor: cfg.MinPerSecond, window: cfg.Window}
-	if s.ratio == 0 {
-		s.ratio = DefaultBudgetRatio
+// resolve returns cfg with its defaults filled in, MinPerSecond 0 meaning
+// none, or an error naming the first invalid field.
+func (cfg BudgetConfig) resolve() (BudgetConfig, error) {
+	s := cfg
+	if s.Ratio == 0 {
+		s.Ratio = DefaultBudgetRatio
 	}
-	if !(s.ratio > 0) || math.IsInf(s.ratio, 0) { // NaN fails too
+	if !(s.Ratio > 0) || math.IsInf(s.Ratio, 0) { // NaN fails too
 		return s, fmt.Errorf("retry: BudgetConfig.Ratio must be a finite number > 0, got %v", cfg.Ratio)
 	}
 	switch {
-	case s.floor == 0:
-		s.floor = DefaultBudgetMinPerSecond
-	case s.floor == NoMinimum:
-		s.floor = 0
-	case !(s.floor >= 0) || math.IsInf(s.floor, 0): // NaN fails too
+	case s.MinPerSecond == 0:
+		s.MinPerSecond = DefaultBudgetMinPerSecond
+	case s.MinPerSecond == NoMinimum:
+		s.MinPerSecond = 0
+	case !(s.MinPerSecond >= 0) || math.IsInf(s.MinPerSecond, 0): // NaN fails too
 		return s, fmt.Errorf("retry: BudgetConfig.MinPerSecond must be a finite number >= 0 or NoMinimum, got %v", cfg.MinPerSecond)
 	}
-	if s.window == 0 {
-		s.window = DefaultBudgetWindow
+	if s.Window == 0 {
+		s.Window = DefaultBudgetWindow
 	}
-	if s.window < time.Millisecond {
+	if s.Window < time.Millisecond {
 		return s, fmt.Errorf("retry: BudgetConfig.Window must be >= 1ms, got %v", cfg.Window)
 	}
 	return s, nil
 }
 
-// Budget bounds the retries of the calls that share it, so that retries
-// cannot multiply the load on a failing dependency. Each call deposits
-// [BudgetConfig.Ratio] of a retry, each retry withdraws one, and a retry
-// the balance cannot pay for is refused. Share one Budget, through
-// [Config.Budget], between the [Retry] policies and pipelines that call the
-// same dependency. A Retry whose budget refuses a retry ends the call with
-// an [*ExhaustedError] with Reason [ReasonBudget].
-//
-// At time t the balance is
+// Budget bounds the retries of the calls that share it. Each call deposits
+// Ratio of a retry, and each retry withdraws one. At time t the balance is
 //
 //	Window x MinPerSecond
 //	+ Ratio x e^(-(t-ti)/Window)  for each deposit, made at ti
 //	- e^(-(t-tj)/Window)          for each retry granted, at tj
 //
-// So deposits fade with time constant Window. A new Budget starts with the
-// reserve of Window x MinPerSecond retries, which refills at up to
-// MinPerSecond retries a second. Under steady traffic of λ calls per second
-// and no retries, the balance settles at about
-// (Ratio x λ + MinPerSecond) x Window. When everything fails, retries
-// settle at about Ratio x λ + MinPerSecond a second: attempts per call at
-// about 1 + Ratio + MinPerSecond/λ, whatever MaxAttempts is. A retry is
-// granted only when the balance holds a whole one, so the balance never
-// goes negative. It never exceeds 2^53 retries.
+// A retry is granted only when the balance holds a whole one, so the
+// balance is never negative. It never exceeds 2^53.
 //
 // A deposit counts as made at the last update of the balance before it.
-// The balance is updated when it is read ([Budget.TryWithdraw],
-// [Budget.Available]) and by the first deposit of each tick. A tick is
-// Window/64, at least 1ms and at most 1s. So each deposit counts as made at
-// most one tick early. The balance is never more than the formula gives (up
-// to rounding). It is never less than the formula gives with each deposit
-// worth Ratio x e^(-tick/Window), 0.98 x Ratio for windows of 64ms to 64s.
-// A process too busy to run its timers on time grants fewer retries, never
-// more.
-//
-// [Budget.Deposit] makes one atomic update and reads no clock, except at
-// the first deposit of a tick. A retry's [Budget.TryWithdraw] holds a
-// mutex for a few arithmetic operations, never while fn runs.
+// Reads update the balance, and so does the first deposit of each tick. A
+// tick is Window/64, at least 1ms and at most 1s. So a deposit counts as
+// made at most one tick early, and the balance is never more than the
+// formula gives.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
-// safe for concurrent use by multiple goroutines. In a test with
-// testing/synctest, build a Budget in the bubble that uses it: its clock
-// and timer are the bubble's.
+// safe for concurrent use. With testing/synctest, build it in the bubble
+// that uses it.
 type Budget struct {
-	// base counts deposits until two collide; the stripes count them
-	// after. They are the only words the success path writes, each on
-	// cache lines of its own, so that deposits on different processors,
-	// and the mutex and balance written on the retry path, do not share
-	// one. base + the stripes' sum is the calls made.
-	base budgetStripe
-	// striped is set, once and for good, by the first deposit that
-	// collided with another on base. idle is set when the timer marks a
-	// tick, and cleared by the next deposit. They share a line with the
-	// fields below, which the success path only reads.
+	// base counts deposits until two collide, and the stripes after. Each
+	// is on cache lines of its own.
+	base    budgetStripe
 	striped atomic.Bool
-	idle    atomic.Bool
+	idle    atomic.Bool // the next deposit updates the balance
 	stripes []budgetStripe
-	mask    uint32 // len(stripes) - 1: a power of two
+	mask    uint32 // len(stripes) - 1
 
-	s       budgetSettings
-	start   time.Time // monotonic origin of at
-	reserve float64   // window x floor, in retries
+	s       BudgetConfig // resolved
+	start   time.Time
+	reserve float64 // Window x MinPerSecond, in retries
 	tick    time.Duration
-	timer   *time.Timer // runs onTick a tick after the first deposit of a tick
+	timer   *time.Timer // marks idle a tick after the first deposit of a tick
 
 	mu      sync.Mutex
-	balance float64 // retries that may be withdrawn, as of at; never < 0
-	seen    int64   // calls already in balance
+	balance float64 // as of at
+	seen    int64   // deposits already in balance
 	at      time.Duration
 }
 
-// budgetStripe is one counter of deposits, alone on two cache lines (the
-// adjacent-line prefetcher of x86 fetches lines in pairs).
+// budgetStripe is a counter of deposits, alone on two cache lines.
 type budgetStripe struct {
 	n atomic.Int64
 	_ [120]byte
 }
 
-// stripeToken is a processor's pick of stripe, kept in stripeTokens
-// between deposits. sync.Pool keeps a value per processor (P), and a
-// deposit puts its token back on the P it took it from, so each P keeps
-// depositing on the same stripe, whichever goroutine runs on it; two Ps
-// share a stripe only if their random picks collide (1 in 4 x GOMAXPROCS),
-// and then only until the garbage collector empties the pool and new
-// tokens pick again. This is how xsync's Counter spreads its stripes,
-// without the runtime internals it reaches for. (A stripe picked at random
-// on each deposit, or indexed by a goroutine's stack address, which a
-// server's short-lived goroutines change at every request, would move each
-// line from core to core.)
+// stripeToken is a processor's stripe. sync.Pool keeps one per processor,
+// so each keeps depositing on the same stripe.
 type stripeToken struct{ idx uint32 }
 
 var stripeTokens = sync.Pool{New: func() any { return &stripeToken{idx: rand.Uint32()} }}
 
-// budgetStripes returns the number of stripes of a new Budget: four per
-// processor, so that the processors' random picks seldom collide, rounded
-// up to a power of two and capped at 64 (8 KiB).
-func budgetStripes() int {
-	n := 4 * runtime.GOMAXPROCS(0)
-	if n > 64 {
-		n = 64
-	}
-	return 1 << bits.Len(uint(n-1))
-}
+// budgetMaxBalance caps the balance, so that absurd settings cannot make
+// it infinite, and then NaN.
+const budgetMaxBalance = 1 << 53
 
 // NewBudget returns a Budget configured by cfg, or an error naming the
-// first invalid field of cfg. Its balance starts at the reserve
-// (Window x MinPerSecond retries). It never panics.
+// first invalid field of cfg. Its balance starts at Window x MinPerSecond.
 func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	s, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
-	n := budgetStripes()
+	// Four stripes per processor, a power of two, at most 64.
+	n := 1 << bits.Len(uint(min(4*runtime.GOMAXPROCS(0), 64)-1))
 	b := &Budget{
 		stripes: make([]budgetStripe, n),
 		mask:    uint32(n - 1),
 		s:       s,
 		start:   time.Now(),
-		reserve: min(s.window.Seconds()*s.floor, budgetMaxBalance),
-		tick:    min(max(s.window/budgetTicks, time.Millisecond), time.Second),
+		reserve: min(s.Window.Seconds()*s.MinPerSecond, budgetMaxBalance),
+		tick:    min(max(s.Window/64, time.Millisecond), time.Second),
 	}
 	b.balance = b.reserve
 	b.idle.Store(true)
-	b.timer = time.AfterFunc(b.tick, b.onTick)
+	b.timer = time.AfterFunc(b.tick, func() { b.idle.Store(true) })
 	b.timer.Stop()
 	return b, nil
 }
 
-// budgetTicks is the ticks a Budget's timer marks per Window, while calls
-// deposit.
-const budgetTicks = 64
-
-// Deposit records one call, which pays for Ratio of a retry. A [Retry]
-// with this Budget calls it as each call's first attempt starts. Call it
-// yourself for calls made outside a Retry that should pay for retries,
-// such as an SDK's own retry loop. It makes one atomic update. It reads no
-// clock and takes no lock, except as the first deposit of a tick, which
-// brings the balance up to date.
+// Deposit records one call. A [Retry] or [Hedge] with this Budget calls
+// it as each call starts. Call it for calls made outside them that should
+// pay for retries.
 func (b *Budget) Deposit() {
 	if b.idle.Load() {
-		b.wake()
+		b.mu.Lock()
+		if b.idle.Load() {
+			b.update()
+			b.idle.Store(false)
+			b.timer.Reset(b.tick)
+		}
+		b.mu.Unlock()
 	}
 	if !b.striped.Load() {
 		if v := b.base.n.Load(); b.base.n.CompareAndSwap(v, v+1) {
 			return
 		}
-		// Another deposit came in between: cores contend for base.
-		b.striped.Store(true)
+		b.striped.Store(true) // processors contend for base
 	}
 	t := stripeTokens.Get().(*stripeToken)
 	b.stripes[t.idx&b.mask].n.Add(1)
 	stripeTokens.Put(t)
 }
 
-// calls returns the deposits made so far: base and the stripes, summed.
-// Each only grows, so the sum never falls below an earlier one; a deposit
-// made while it is summed counts now or at the next sum.
+// calls returns the deposits made so far.
 func (b *Budget) calls() int64 {
 	n := b.base.n.Load()
 	for i := range b.stripes {
@@ -247,27 +180,10 @@ func (b *Budget) calls() int64 {
 	return n
 }
 
-// wake brings the balance up to date and arms the timer to mark the next
-// tick, for the first deposit of a tick.
-func (b *Budget) wake() {
-	b.mu.Lock()
-	if b.idle.Load() {
-		b.update()
-		b.idle.Store(false)
-		b.timer.Reset(b.tick)
-	}
-	b.mu.Unlock()
-}
-
-// onTick is the timer's function: a tick after the last wake, it makes the
-// next deposit wake.
-func (b *Budget) onTick() { b.idle.Store(true) }
-
 // TryWithdraw takes one retry from the balance and returns true, or
-// returns false, leaving the balance unchanged, if less than one retry is
-// available. A [Retry] with this Budget calls it before each retry (each
-// attempt after the first); call it yourself before a retry made outside a
-// Retry, and do not retry if it returns false.
+// returns false if the balance holds less than one. A [Retry] or [Hedge]
+// with this Budget calls it before each retry or hedge. Call it before a
+// retry made outside them, and do not retry if it returns false.
 func (b *Budget) TryWithdraw() bool {
 	b.mu.Lock()
 	b.update()
@@ -279,9 +195,7 @@ func (b *Budget) TryWithdraw() bool {
 	return ok
 }
 
-// Available returns the retries the balance holds now: how many
-// TryWithdraw calls would succeed in a row if no call deposited meanwhile.
-// It is never negative.
+// Available returns the retries the balance holds now.
 func (b *Budget) Available() float64 {
 	b.mu.Lock()
 	b.update()
@@ -290,25 +204,16 @@ func (b *Budget) Available() float64 {
 	return v
 }
 
-// budgetMaxBalance caps the balance (and the reserve), far above any real
-// count of retries, so that absurd but valid settings (a Ratio of 1e300)
-// cannot make it infinite, and then NaN once it decays.
-const budgetMaxBalance = 1 << 53
-
-// update brings the balance to now. The calls deposited since the last
-// update join it as made at that update (b.at), at most a tick before
-// them (see wake); then the balance's distance from the reserve decays by
-// exp(-dt/window), which fades the deposits and the withdrawals and
-// refills the reserve. b.mu must be held: the clock is read under it, so
-// that b.at never goes back.
+// update brings the balance to now: the new deposits join it as made at
+// b.at, then its distance from the reserve decays. b.mu must be held.
 func (b *Budget) update() {
 	now := time.Since(b.start)
 	calls := b.calls()
-	bal := min(b.balance+float64(calls-b.seen)*b.s.ratio, budgetMaxBalance)
+	bal := min(b.balance+float64(calls-b.seen)*b.s.Ratio, budgetMaxBalance)
 	b.seen = calls
 	if dt := now - b.at; dt > 0 {
 		b.at = now
-		bal = b.reserve + (bal-b.reserve)*math.Exp(-float64(dt)/float64(b.s.window))
+		bal = b.reserve + (bal-b.reserve)*math.Exp(-float64(dt)/float64(b.s.Window))
 	}
 	b.balance = bal
 }

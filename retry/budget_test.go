@@ -404,7 +404,7 @@ func TestBudgetProperties(t *testing.T) {
 				if bal < 0 || math.IsNaN(bal) {
 					rt.Fatalf("balance = %v", bal)
 				}
-				paid := s.window.Seconds()*s.floor + s.ratio*float64(deposits.Load()) + s.floor*time.Since(start).Seconds()
+				paid := s.Window.Seconds()*s.MinPerSecond + s.Ratio*float64(deposits.Load()) + s.MinPerSecond*time.Since(start).Seconds()
 				if g := float64(grants.Load()); g > paid+1e-6 {
 					rt.Fatalf("granted %v retries, paid for %v", g, paid)
 				}

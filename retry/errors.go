@@ -11,81 +11,45 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// ErrExhausted is matched, with [errors.Is], by every error a [Retry]
-// returns when it gives up on a call that could otherwise have been
-// retried. The reasons are listed with [ReasonMaxAttempts]. The error also
-// unwraps to the last error fn returned; see [ExhaustedError].
+// ErrExhausted is matched by every [*ExhaustedError].
 var ErrExhausted = errors.New("retry: exhausted")
 
-// Reasons an [ExhaustedError] gives for giving up, in its Reason field.
+// Reasons for giving up, in [ExhaustedError].Reason.
 const (
-	// ReasonMaxAttempts means MaxAttempts attempts have failed.
-	ReasonMaxAttempts = "max_attempts"
-	// ReasonStopped means the schedule (Config.NewSchedule) said stop.
-	ReasonStopped = "stopped"
-	// ReasonDeadline means the next wait would reach the context's deadline.
-	ReasonDeadline = "deadline"
-	// ReasonRetryAfter means the error asked for a wait longer than
-	// MaxInterval.
-	ReasonRetryAfter = "retry_after"
-	// ReasonRejected means an attempt was refused (its error matched
-	// policy.ErrRejected) after earlier attempts had run fn and failed.
-	// The call is not a rejection, since fn ran: Err is fn's last error,
-	// and the refusal is in the Rejection field.
-	ReasonRejected = "rejected"
-	// ReasonBudget means the retry [Budget] (Config.Budget) refused the
-	// retry. Err is fn's last error.
-	ReasonBudget = "budget"
+	ReasonMaxAttempts = "max_attempts" // MaxAttempts attempts failed
+	ReasonStopped     = "stopped"      // the Schedule stopped
+	ReasonDeadline    = "deadline"     // the next wait would reach ctx's deadline
+	ReasonRetryAfter  = "retry_after"  // the error asked for a wait over MaxInterval
+	ReasonRejected    = "rejected"     // an attempt was refused after fn had run
+	ReasonBudget      = "budget"       // the Budget refused the retry
 )
 
-// ExhaustedError is the error a [Retry] or [Hedge] returns when it gives
-// up. It matches [ErrExhausted] with [errors.Is] and unwraps to the last
-// error fn returned. Its ErrorType is "retry_exhausted". The zero value is
-// a valid, if uninformative, exhaustion. It is not modified after it is
-// returned, so it may be read concurrently.
+// ExhaustedError is the error of a [Retry] or [Hedge] that gave up. It
+// matches [ErrExhausted] and unwraps to fn's last error. It is not
+// modified once returned, so it may be read concurrently.
 type ExhaustedError struct {
-	// Kind is the kind of policy that gave up: "retry" (a [Retry]; also
-	// when empty) or "hedge" (a [Hedge]).
-	Kind string
-	// Name is the Config.Name (or HedgeConfig.Name) of the policy that
-	// gave up.
-	Name string
-	// Attempts is the number of attempts that ran fn and failed. With
-	// ReasonRejected, the rejected attempt, which did not run fn, is not
-	// counted.
-	Attempts int
-	// Reason says why it gave up: ReasonMaxAttempts, ReasonStopped,
-	// ReasonDeadline, ReasonRetryAfter, ReasonRejected or ReasonBudget.
-	Reason string
-	// Wait is the wait that was refused (ReasonDeadline, ReasonRetryAfter);
-	// zero otherwise.
-	Wait time.Duration
-	// MaxInterval is the policy's MaxInterval (for ReasonRetryAfter).
-	MaxInterval time.Duration
-	// Err is the last error fn returned.
-	Err error
-	// Rejection is, with ReasonRejected, the *policy.RejectedError that
-	// errors.As finds in the rejected attempt's error. It is nil for the
-	// other reasons, and when that error holds none (a bare sentinel). It
-	// is not in the Unwrap chain: fn ran, so errors.Is(err,
-	// policy.ErrRejected) is false for an ExhaustedError. It must not be
-	// modified.
+	Kind        string        // "retry" (also when empty) or "hedge"
+	Name        string        // the policy's Name
+	Attempts    int           // attempts that ran fn and failed
+	Reason      string        // one of the Reason constants
+	Wait        time.Duration // the refused wait, with ReasonDeadline and ReasonRetryAfter
+	MaxInterval time.Duration // the Retry's MaxInterval
+	Err         error         // fn's last error
+
+	// Rejection is, with ReasonRejected, the *policy.RejectedError in the
+	// refused attempt's error, if any. It is outside the Unwrap chain, so
+	// the ExhaustedError does not match policy.ErrRejected.
 	Rejection *policy.RejectedError
 }
 
 // Error returns a message such as
-// `retry "llm": gave up after 3 attempts: <last error>`, or, with
-// ReasonRejected, `retry "llm": gave up after 1 attempt: attempt 2 was
-// rejected (breaker "llm" rejected the call: open): <last error>`.
+// `retry "llm": gave up after 3 attempts: <last error>`.
 func (e *ExhaustedError) Error() string {
-	msg := Kind
-	if e.Kind != "" {
-		msg = e.Kind
+	kind := e.Kind
+	if kind == "" {
+		kind = Kind
 	}
-	if e.Name != "" {
-		msg += " " + strconv.Quote(e.Name)
-	}
-	msg += ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
+	msg := label(kind, e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {
 		msg += "s"
 	}
@@ -110,28 +74,28 @@ func (e *ExhaustedError) Error() string {
 	return msg
 }
 
-// Unwrap returns the last error fn returned.
+// Unwrap returns Err.
 func (e *ExhaustedError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrExhausted].
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
-// ErrorType returns "retry_exhausted", the error.type recorded for it.
+// ErrorType returns "retry_exhausted".
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
 
-// Permanent marks err as not to be retried: when an attempt returns it,
-// or an error wrapping it, the call ends at once. If the marker is the
-// error the attempt returned, the call returns err itself (see [Unmark]).
-// If something wraps the marker (an attempt deadline's ExceededError,
-// say), the call returns that wrapper, which still matches err.
-//
-// The marker has err's message, and errors.Is and errors.As see through it
-// to err. A Retry finds it anywhere in an attempt's error chain. Permanent
-// returns nil if err is nil, and err itself if err is already a marker. It
-// is safe for concurrent use.
-//
-// A Retry also honours and strips the markers of
-// github.com/cenkalti/backoff/v4's Permanent.
+// label returns kind, followed by the quoted name if there is one.
+func label(kind, name string) string {
+	if name == "" {
+		return kind
+	}
+	return kind + " " + strconv.Quote(name)
+}
+
+// Permanent marks err as not to be retried: a Retry that finds the marker
+// in an attempt's error chain ends the call with that error, unmarked
+// (see [Unmark]). The marker has err's message, and errors.Is and
+// errors.As see through it. Permanent returns nil for nil, and err itself
+// if err is a marker.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -142,23 +106,17 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// permanentError is the marker [Permanent] puts on an error.
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// Unmark takes a permanent marker off err. If err itself is a marker made
-// by [Permanent] (or by backoff/v4's Permanent), Unmark returns the error
-// it marks. If a marker lies deeper in err's chain, Unmark returns err
-// wrapped so that no Retry honours that marker; the wrapper keeps err's
-// message, and errors.Is and errors.As see through it. Otherwise it
-// returns err unchanged, nil included. err itself is never modified.
-//
-// A Retry unmarks every error it returns, so a marker stops the nearest
-// Retry and no other. Code that runs an fn that may mark its errors,
-// without a Retry above it, should call Unmark too. Unmark is safe for
-// concurrent use.
+// Unmark takes the permanent markers off err, those of
+// github.com/cenkalti/backoff/v4's Permanent included. It strips the
+// markers around err. If a marker lies deeper in what is left, it wraps
+// that so that no Retry honours the marker; the wrapper keeps the message,
+// and errors.Is and errors.As see through it. A backoff marker around nil
+// is returned as is. Unmark never modifies err.
 func Unmark(err error) error {
 	for {
 		switch p := err.(type) {
@@ -166,9 +124,7 @@ func Unmark(err error) error {
 			err = p.err
 		case *backoff.PermanentError:
 			if p.Err == nil {
-				// A hand-built marker around nothing: an error all the
-				// same, never nil, which would read as success.
-				return err
+				return err // a marker around nothing is still an error
 			}
 			err = p.Err
 		default:
@@ -180,16 +136,14 @@ func Unmark(err error) error {
 	}
 }
 
-// settled is an error a Retry has ended on: the markers inside it are
-// honoured no more (see Unmark).
+// settled wraps an error whose markers no Retry honours.
 type settled struct{ err error }
 
 func (e *settled) Error() string { return e.err.Error() }
 func (e *settled) Unwrap() error { return e.err }
 
-// isPermanent reports whether a marker, Permanent's or backoff's, is in
-// err's chain (through Unwrap() error and Unwrap() []error, as errors.Is
-// walks it) and not inside an error a Retry has settled.
+// isPermanent reports whether a marker is in err's chain, outside a
+// settled error.
 func isPermanent(err error) bool {
 	for err != nil {
 		switch e := err.(type) {
@@ -213,8 +167,8 @@ func isPermanent(err error) bool {
 	return false
 }
 
-// retryAfterError is the shape of an error that asks for the next wait, such
-// as an HTTP 429 or 503 with a Retry-After header.
+// retryAfterError is an error that asks for the next wait, such as a 429
+// with a Retry-After header.
 type retryAfterError interface {
 	error
 	RetryAfter() time.Duration

@@ -4,11 +4,15 @@ import (
 	"context"
 )
 
-// Next and AttemptContext give the tests the loop compose drives.
+// Next gives the tests the loop compose drives, one step at a time.
 func (r *Retry) Next(ctx context.Context, n int, err error, state *call) (bool, *call, error) {
-	return r.next(ctx, n, err, state)
+	l := Loop{r: r, ctx: ctx, n: n, state: state}
+	again, final := l.next(err)
+	return again, l.state, final
 }
 
-func (r *Retry) AttemptContext(ctx context.Context, n int) context.Context {
-	return r.attemptContext(ctx, n)
-}
+// reasons are the Reasons of an ExhaustedError.
+var reasons = [...]string{ReasonMaxAttempts, ReasonStopped, ReasonDeadline, ReasonRetryAfter, ReasonRejected, ReasonBudget}
+
+// hedgeOutcomes are the outcomes of a hedge.
+var hedgeOutcomes = [...]string{HedgeWon, HedgeLost, HedgeCanceled, HedgeFailed}

@@ -8,21 +8,17 @@ import (
 )
 
 // delayEstimator learns a Hedge's delay: a quantile of the last window
-// latencies, at least a floor, kept in a ring of fixed size (bounded
-// memory). The delay in force is an atomic read; samples are added under a
-// mutex, and the quantile is recomputed (a selection in a scratch copy of
-// the ring, O(window)) once every window/16 samples, so that adding a
-// sample costs O(16) on average.
+// latencies, at least a floor. It recomputes the quantile once every
+// window/16 samples.
 type delayEstimator struct {
 	q     float64
 	floor time.Duration
-
-	cur atomic.Int64 // the delay in force, in ns; -1: none yet
+	cur   atomic.Int64 // the delay in force, in ns; -1: none yet
 
 	mu      sync.Mutex
 	ring    []int64 // ns
 	next    int     // where the next sample goes
-	n       int     // samples in ring, <= len(ring)
+	n       int     // samples in ring
 	since   int     // samples added since the last recomputation
 	scratch []int64
 }
@@ -69,13 +65,11 @@ func (e *delayEstimator) quantile() int64 {
 }
 
 // selectKth returns the k-th smallest element of s (0-based), reordering
-// s: Hoare's quickselect with a median-of-three pivot, O(len(s)) on
-// average.
+// s: quickselect with a median-of-three pivot.
 func selectKth(s []int64, k int) int64 {
 	lo, hi := 0, len(s)-1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		// Median of three to s[mid].
 		if s[mid] < s[lo] {
 			s[mid], s[lo] = s[lo], s[mid]
 		}

@@ -620,7 +620,7 @@ func TestHedgeProperties(t *testing.T) {
 			b.mu.Lock()
 			bal := b.balance
 			b.mu.Unlock()
-			paid := b.reserve + b.s.ratio*float64(calls.Load()) + b.s.floor*time.Since(start).Seconds()
+			paid := b.reserve + b.s.Ratio*float64(calls.Load()) + b.s.MinPerSecond*time.Since(start).Seconds()
 			if bal < 0 || float64(hedged.Load()) > paid+1e-6 {
 				rt.Fatalf("balance %v, %d hedges for %v paid", bal, hedged.Load(), paid)
 			}

@@ -169,7 +169,7 @@ func testHedgedLoserExcluded(t *testing.T) {
 }
 
 // A Budget behind a Retry in a compose pipeline: compose drives the loop
-// (AttemptContext, Next), and the calls deposit and the retries withdraw
+// (Start, Attempt, Next), and the calls deposit and the retries withdraw
 // as through Execute; a refused retry ends the call with Reason budget.
 func TestBudgetInPipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
