@@ -5,22 +5,19 @@ import (
 	"strings"
 )
 
-// defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means:
-// Anthropic's "ping" events.
+// defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
 var defaultKeepaliveEvents = []string{"ping"}
 
-// maxEventName bounds the bytes of an event: line's value kept for matching
-// against the keepalive names: a longer value matches none (keepalive
-// names longer than this are ignored).
+// maxEventName bounds the event type kept for matching: a longer one
+// matches no keepalive name.
 const maxEventName = 64
 
-// maxKeepaliveData bounds the data of a keepalive event: an event with
-// more data than this counts as soon as that much is in, whatever its
-// type.
+// maxKeepaliveData bounds the data of a keepalive: an event with more
+// counts as soon as that much is in, whatever its type.
 const maxKeepaliveData = 4 << 10
 
 // isEventStream reports whether the Content-Type value ct is
-// text/event-stream, parameters and case aside, without allocating.
+// text/event-stream, parameters and case aside.
 func isEventStream(ct string) bool {
 	const mt = "text/event-stream"
 	ct = strings.TrimLeft(ct, " \t")
@@ -48,22 +45,12 @@ const (
 	sseEvent
 )
 
-// sseScanner follows a text/event-stream body (as the HTML Living
-// Standard's "event stream interpretation" reads it) far enough to tell
-// when an event that counts has been completed: one with at least one data
-// field, whose type (its last event: field, "message" without one) is not
-// a keepalive name. Comment lines (starting with ':'), events without data
-// and keepalive events, data lines included, do not count. An event whose
-// data values (the bytes after "data:" and its one optional space) pass
-// maxKeepaliveData counts at once, before its end and whatever its type:
-// it is data, not a keepalive. The bytes of the event being read (its
-// lines since the last blank line, comment lines aside) are the only ones
-// that are not keepalives. Lines end with CRLF, CR or LF; a CR at the
-// end of one chunk and an LF at the start of the next are one line ending.
-// A leading UTF-8 BOM is skipped. Chunks may split the stream anywhere.
-//
-// Its zero value is not usable: set keep with newSSEScanner. It is used by
-// one goroutine at a time.
+// sseScanner follows a text/event-stream body, as the HTML Living
+// Standard reads it, far enough to tell when an event that counts is
+// complete: one with data, whose type is not a keepalive name. An event
+// whose data passes maxKeepaliveData counts at once. The bytes of the
+// event being read, comment lines aside, are the only ones that are not
+// keepalives. Chunks may split the stream anywhere.
 type sseScanner struct {
 	keep        []string // keepalive event names
 	keepMessage bool     // "message", the type of an event with no event: line, is a keepalive
@@ -113,9 +100,8 @@ func (s *sseScanner) isKeepalive(name []byte) bool {
 
 var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
-// scan reads the next chunk of the stream and reports how many events that
-// count it completed or found large; largeRead then says whether it read
-// data values of a large event, or its end.
+// scan reads the next chunk and reports how many events that count it
+// completed or found large.
 func (s *sseScanner) scan(p []byte) int {
 	s.largeRead = false
 	events := 0
@@ -201,8 +187,7 @@ func (s *sseScanner) scan(p []byte) int {
 	return events
 }
 
-// scanBOM reads what p holds of a leading BOM and returns how many bytes
-// of p it took.
+// scanBOM reads what p holds of a leading BOM and returns its length.
 func (s *sseScanner) scanBOM(p []byte) int {
 	i := 0
 	for ; i < len(p) && p[i] == bom[s.bomSeen]; i++ {
@@ -215,8 +200,7 @@ func (s *sseScanner) scanBOM(p []byte) int {
 	if i < len(p) {
 		s.bomDone = true
 		if s.bomSeen > 0 {
-			// Not a BOM: those bytes began a field name that matches no
-			// field.
+			// Those bytes began a field name that matches no field.
 			s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
 		}
 	}
@@ -225,7 +209,7 @@ func (s *sseScanner) scanBOM(p []byte) int {
 
 // lineLen returns the length of p up to its first line end.
 func lineLen(p []byte) int {
-	if j := indexLineEnd(p); j >= 0 {
+	if j := bytes.IndexAny(p, "\r\n"); j >= 0 {
 		return j
 	}
 	return len(p)
@@ -264,8 +248,7 @@ func (s *sseScanner) endLine(at int) bool {
 	case sseComment:
 		s.kept++
 	case sseLineStart:
-		// A blank line dispatches the event, if it has data: it and all
-		// before it are settled.
+		// A blank line dispatches the event: all before it is settled.
 		s.kept = at + 1
 		counts := s.data && !s.keepalive && !s.large
 		s.largeRead = s.largeRead || s.large
@@ -273,8 +256,7 @@ func (s *sseScanner) endLine(at int) bool {
 		s.dataLen, s.large = 0, false
 		return counts
 	case sseFieldName:
-		// A field with no colon: its whole line is the name, its value
-		// empty.
+		// A field with no colon has an empty value.
 		s.field = s.fieldKind()
 		s.valLen = 0
 	}
@@ -286,17 +268,4 @@ func (s *sseScanner) endLine(at int) bool {
 	}
 	s.field = sseOther
 	return false
-}
-
-// indexLineEnd returns the index of the first CR or LF in b, or -1.
-func indexLineEnd(b []byte) int {
-	n := bytes.IndexByte(b, '\n')
-	end := n
-	if n < 0 {
-		end = len(b)
-	}
-	if r := bytes.IndexByte(b[:end], '\r'); r >= 0 {
-		return r
-	}
-	return n
 }
