@@ -138,12 +138,9 @@ func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Dura
 	for _, b := range openAIBuckets {
 		note(b, parseReset)
 	}
-	if h[anthropicBuckets[0].reset] != nil || h[anthropicBuckets[1].reset] != nil ||
-		h[anthropicBuckets[2].reset] != nil || h[anthropicBuckets[3].reset] != nil {
-		clock := serverClock(h, now)
-		for _, b := range anthropicBuckets {
-			note(b, func(v string, _ time.Time) (time.Duration, bool) { return parseResetTime(v, clock) })
-		}
+	clock := serverClock(h, now)
+	for _, b := range anthropicBuckets {
+		note(b, func(v string, _ time.Time) (time.Duration, bool) { return parseResetTime(v, clock) })
 	}
 	return hold
 }
@@ -157,71 +154,6 @@ func refill(n, need, limit int64, r time.Duration) time.Duration {
 	// In float64: int64 arithmetic on counts up to 2^63 could overflow.
 	d := time.Duration(math.Ceil(float64(r) * float64(need-n) / float64(limit-n)))
 	return min(max(d, 0), r)
-}
-
-// short reports whether a bucket of h has less than the next call needs.
-// cost is called only if a tokens bucket names a count.
-func short(h http.Header, cost func() int) bool {
-	if len(h) == 0 {
-		return false
-	}
-	c := -1
-	check := func(b bucket) bool {
-		n, ok := parseCount(first(h, b.remaining))
-		if !ok {
-			return false
-		}
-		if n == 0 {
-			return true
-		}
-		if !b.costly {
-			return false
-		}
-		if c < 0 {
-			c = cost()
-		}
-		return n < int64(c)
-	}
-	for _, b := range openAIBuckets {
-		if check(b) {
-			return true
-		}
-	}
-	for _, b := range anthropicBuckets {
-		if check(b) {
-			return true
-		}
-	}
-	return false
-}
-
-// remainingRequests returns the remaining count and the limit (0 if none)
-// of the requests bucket h names, OpenAI's or else Anthropic's.
-func remainingRequests(h http.Header) (n, limit int, ok bool) {
-	for _, b := range [...]bucket{openAIBuckets[0], anthropicBuckets[0]} {
-		if r, ok := parseCount(first(h, b.remaining)); ok {
-			l, _ := parseCount(first(h, b.limit))
-			return int(min(r, math.MaxInt32)), int(min(l, math.MaxInt32)), true
-		}
-	}
-	return 0, 0, false
-}
-
-// requestsFullAt returns when the requests bucket h names, OpenAI's or
-// else Anthropic's, is full again.
-func requestsFullAt(h http.Header, now time.Time) (time.Time, bool) {
-	if v := first(h, openAIBuckets[0].reset); v != "" {
-		if r, ok := parseReset(v, now); ok {
-			return now.Add(r), true
-		}
-		return time.Time{}, false
-	}
-	if v := first(h, anthropicBuckets[0].reset); v != "" {
-		if r, ok := parseResetTime(v, serverClock(h, now)); ok {
-			return now.Add(r), true
-		}
-	}
-	return time.Time{}, false
 }
 
 // serverClock returns the response's valid Date, else now: an Anthropic
@@ -290,24 +222,27 @@ func parseResetTime(s string, now time.Time) (time.Duration, bool) {
 }
 
 // rateLimitAnswer reads the rate-limit headers of resp, received at now,
-// into what a ratelimit.Limiter is told.
+// into what a ratelimit.Limiter is told: the hold, and the requests
+// bucket, OpenAI's or else Anthropic's.
 func rateLimitAnswer(resp *http.Response, now time.Time) ratelimit.Answer {
-	// The cost is a walk up the context: look it up once, if needed.
-	c := -1
-	cost := func() int {
-		if c < 0 {
-			c = 0
-			if resp.Request != nil {
-				c = ratelimit.Cost(resp.Request.Context())
-			}
+	cost := 0
+	if resp.Request != nil {
+		cost = ratelimit.Cost(resp.Request.Context())
+	}
+	h := resp.Header
+	a := ratelimit.Answer{Hold: RateLimitHold(resp.StatusCode, h, now, cost)}
+	for _, b := range [...]bucket{openAIBuckets[0], anthropicBuckets[0]} {
+		if n, ok := parseCount(first(h, b.remaining)); ok && !a.Counted {
+			l, _ := parseCount(first(h, b.limit))
+			a.Remaining, a.Limit, a.Counted = int(min(n, math.MaxInt32)), int(min(l, math.MaxInt32)), true
 		}
-		return c
 	}
-	var a ratelimit.Answer
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || short(resp.Header, cost) {
-		a.Hold = RateLimitHold(resp.StatusCode, resp.Header, now, cost())
+	if v := first(h, openAIBuckets[0].reset); v != "" {
+		if r, ok := parseReset(v, now); ok {
+			a.FullAt = now.Add(r)
+		}
+	} else if r, ok := parseResetTime(first(h, anthropicBuckets[0].reset), serverClock(h, now)); ok {
+		a.FullAt = now.Add(r)
 	}
-	a.Remaining, a.Limit, a.Counted = remainingRequests(resp.Header)
-	a.FullAt, _ = requestsFullAt(resp.Header, now)
 	return a
 }
