@@ -2,48 +2,32 @@ package httppolicy
 
 import (
 	"bytes"
-	"strings"
+	"mime"
 )
 
 // defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
 var defaultKeepaliveEvents = []string{"ping"}
 
-// maxEventName bounds the event type kept for matching: a longer one
-// matches no keepalive name.
+// maxEventName bounds the event type matched against the keepalive names:
+// a longer one matches none.
 const maxEventName = 64
 
 // maxKeepaliveData bounds the data of a keepalive: an event with more
 // counts as soon as that much is in, whatever its type.
 const maxKeepaliveData = 4 << 10
 
+// sseHead is how much of a line the scanner keeps: enough for an event
+// type one byte too long.
+const sseHead = len("event: ") + maxEventName + 1
+
+var bom = [3]byte{0xEF, 0xBB, 0xBF}
+
 // isEventStream reports whether the Content-Type value ct is
-// text/event-stream, parameters and case aside.
+// text/event-stream.
 func isEventStream(ct string) bool {
-	const mt = "text/event-stream"
-	ct = strings.TrimLeft(ct, " \t")
-	if len(ct) < len(mt) || !strings.EqualFold(ct[:len(mt)], mt) {
-		return false
-	}
-	rest := ct[len(mt):]
-	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
 }
-
-// Line states of the scanner.
-const (
-	sseLineStart  = iota // no byte of the line yet
-	sseFieldName         // in the field name, before any colon
-	sseValueStart        // just after the colon: one space may follow
-	sseValue             // in the value of a field
-	sseSkip              // in a value that does not matter
-	sseComment           // in a comment line
-)
-
-// Fields the scanner tells apart.
-const (
-	sseOther = iota
-	sseData
-	sseEvent
-)
 
 // sseScanner follows a text/event-stream body, as the HTML Living
 // Standard reads it, far enough to tell when an event that counts is
@@ -53,22 +37,17 @@ const (
 // keepalives. Chunks may split the stream anywhere.
 type sseScanner struct {
 	keep        []string // keepalive event names
-	keepMessage bool     // "message", the type of an event with no event: line, is a keepalive
+	keepMessage bool     // "message", the type of an event with no event: line, is one
 
-	bomDone bool
-	bomSeen int  // bytes of the BOM matched so far
-	cr      bool // the last byte was a CR
-	crKeep  bool // that CR ended a line of keepalive bytes
+	bomSeen int  // bytes of a leading BOM matched; -1 once past it
+	cr      bool // the last byte was a CR that ended a line
+	crKeep  bool // that line was a keepalive's
 
 	read int // bytes scanned
 	kept int // bytes scanned that are keepalives: all but the event being read
 
-	state   int
-	field   int // the current line's field, once known
-	name    [5]byte
-	nameLen int // bytes of the field name seen (may exceed len(name))
-	val     [maxEventName]byte
-	valLen  int // bytes of an event: value seen (may exceed len(val))
+	head  []byte // the current line's first sseHead bytes
+	lineN int    // the current line's length
 
 	data      bool // the current event has a data field
 	keepalive bool // the current event's type is a keepalive name
@@ -78,7 +57,7 @@ type sseScanner struct {
 }
 
 func newSSEScanner(keep []string) *sseScanner {
-	s := &sseScanner{keep: keep}
+	s := &sseScanner{keep: keep, head: make([]byte, 0, sseHead)}
 	s.keepMessage = s.isKeepalive(nil)
 	s.keepalive = s.keepMessage
 	return s
@@ -98,89 +77,33 @@ func (s *sseScanner) isKeepalive(name []byte) bool {
 	return false
 }
 
-var bom = [3]byte{0xEF, 0xBB, 0xBF}
-
 // scan reads the next chunk and reports how many events that count it
 // completed or found large.
 func (s *sseScanner) scan(p []byte) int {
 	s.largeRead = false
-	events := 0
-	i := 0
-	if !s.bomDone {
+	events, i := 0, 0
+	if s.bomSeen >= 0 {
 		i = s.scanBOM(p)
 	}
 	for i < len(p) {
-		c := p[i]
-		if s.cr {
-			s.cr = false
-			if c == '\n' {
-				if s.crKeep {
-					s.kept++
-				}
-				i++
-				continue
+		if s.cr && p[i] == '\n' { // CRLF, perhaps split between chunks
+			if s.crKeep {
+				s.kept++
 			}
+			i++
 		}
-		if c == '\r' || c == '\n' {
+		s.cr = false
+		j := bytes.IndexAny(p[i:], "\r\n")
+		if j < 0 {
+			j = len(p) - i
+		}
+		events += s.feed(p[i : i+j])
+		if i += j; i < len(p) {
+			s.cr = p[i] == '\r'
 			if s.endLine(s.read + i) {
 				events++
 			}
-			s.cr = c == '\r'
 			i++
-			continue
-		}
-		switch s.state {
-		case sseLineStart:
-			if c == ':' {
-				s.state = sseComment
-				s.kept++
-				i++
-				continue
-			}
-			s.state, s.nameLen = sseFieldName, 0
-			fallthrough
-		case sseFieldName:
-			if c == ':' {
-				s.field = s.fieldKind()
-				s.state = sseValueStart
-				s.valLen = 0
-				i++
-				continue
-			}
-			if s.nameLen < len(s.name) {
-				s.name[s.nameLen] = c
-			}
-			s.nameLen++
-			i++
-		case sseValueStart:
-			s.state = sseValue
-			if s.field != sseEvent {
-				s.state = sseSkip
-			}
-			if c == ' ' {
-				i++
-				continue
-			}
-			if s.state == sseSkip {
-				continue
-			}
-			fallthrough
-		case sseValue: // an event: value
-			if s.valLen < len(s.val) {
-				s.val[s.valLen] = c
-			}
-			s.valLen++
-			i++
-		case sseComment:
-			j := lineLen(p[i:])
-			s.kept += j
-			i += j
-		default: // sseSkip: on to the end of the line
-			j := lineLen(p[i:])
-			if s.field == sseData && s.addData(j) {
-				events++
-			}
-			i += j
 		}
 	}
 	s.read += len(p)
@@ -192,80 +115,84 @@ func (s *sseScanner) scanBOM(p []byte) int {
 	i := 0
 	for ; i < len(p) && p[i] == bom[s.bomSeen]; i++ {
 		if s.bomSeen++; s.bomSeen == len(bom) {
-			s.bomDone = true
+			s.bomSeen = -1
 			s.kept += len(bom)
 			return i + 1
 		}
 	}
 	if i < len(p) {
-		s.bomDone = true
-		if s.bomSeen > 0 {
-			// Those bytes began a field name that matches no field.
-			s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
-		}
+		s.feed(bom[:s.bomSeen]) // not a BOM: those bytes begin a line
+		s.bomSeen = -1
 	}
 	return i
 }
 
-// lineLen returns the length of p up to its first line end.
-func lineLen(p []byte) int {
-	if j := bytes.IndexAny(p, "\r\n"); j >= 0 {
-		return j
+// feed adds seg to the current line and reports whether it made the
+// event large.
+func (s *sseScanner) feed(seg []byte) int {
+	if len(seg) == 0 {
+		return 0
 	}
-	return len(p)
-}
-
-// addData adds n bytes to the current event's data values and reports
-// whether they made it large.
-func (s *sseScanner) addData(n int) bool {
-	if s.large {
-		s.largeRead = s.largeRead || n > 0
-		return false
+	before := s.dataValueLen()
+	s.head = append(s.head, seg[:min(len(seg), sseHead-len(s.head))]...)
+	s.lineN += len(seg)
+	if s.head[0] == ':' {
+		s.kept += len(seg)
+		return 0
 	}
-	s.dataLen = min(s.dataLen+n, maxKeepaliveData+1)
-	s.large = s.dataLen > maxKeepaliveData
-	return s.large
-}
-
-// fieldKind classifies the field name read so far.
-func (s *sseScanner) fieldKind() int {
+	n := s.dataValueLen() - before
 	switch {
-	case s.nameLen == 4 && string(s.name[:4]) == "data":
-		return sseData
-	case s.nameLen == 5 && string(s.name[:5]) == "event":
-		return sseEvent
+	case n == 0:
+	case s.large:
+		s.largeRead = true
+	default:
+		s.dataLen += n
+		s.large = s.dataLen > maxKeepaliveData
+		if s.large {
+			return 1
+		}
 	}
-	return sseOther
+	return 0
+}
+
+// dataValueLen returns the length of the current line's value if it is a
+// data line, else 0.
+func (s *sseScanner) dataValueLen() int {
+	if s.lineN <= len("data:") || string(s.head[:5]) != "data:" {
+		return 0
+	}
+	if s.head[5] == ' ' {
+		return s.lineN - 6
+	}
+	return s.lineN - 5
 }
 
 // endLine ends the current line at offset at of the stream and reports
 // whether it dispatched an event that counts.
 func (s *sseScanner) endLine(at int) bool {
-	state := s.state
-	s.state = sseLineStart
-	s.crKeep = state == sseLineStart || state == sseComment
-	switch state {
-	case sseComment:
+	line := s.head
+	blank, comment := s.lineN == 0, s.lineN > 0 && line[0] == ':'
+	s.head, s.lineN = s.head[:0], 0
+	s.crKeep = blank || comment
+	switch {
+	case comment:
 		s.kept++
-	case sseLineStart:
+	case blank:
 		// A blank line dispatches the event: all before it is settled.
 		s.kept = at + 1
 		counts := s.data && !s.keepalive && !s.large
 		s.largeRead = s.largeRead || s.large
-		s.data, s.keepalive = false, s.keepMessage
-		s.dataLen, s.large = 0, false
+		s.data, s.keepalive, s.dataLen, s.large = false, s.keepMessage, 0, false
 		return counts
-	case sseFieldName:
-		// A field with no colon has an empty value.
-		s.field = s.fieldKind()
-		s.valLen = 0
+	default:
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		switch string(name) {
+		case "data":
+			s.data = true
+		case "event":
+			value = bytes.TrimPrefix(value, []byte(" "))
+			s.keepalive = len(value) <= maxEventName && s.isKeepalive(value)
+		}
 	}
-	switch s.field { // sseOther after a comment
-	case sseData:
-		s.data = true
-	case sseEvent:
-		s.keepalive = s.valLen <= len(s.val) && s.isKeepalive(s.val[:s.valLen])
-	}
-	s.field = sseOther
 	return false
 }
