@@ -51,8 +51,8 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 	return x.accept(ctx, w, resp)
 }
 
-// request returns the request an attempt sends, a shallow copy with
-// context ctx. Attempts after the first send a body from GetBody.
+// request returns the request an attempt sends. Attempts after the first
+// send a body from GetBody.
 func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 	r := x.req.WithContext(ctx)
 	if !x.hasBody || !x.bodySent {
@@ -89,8 +89,8 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 	return x.failed(err, unprocessedError(err))
 }
 
-// judge tells Signals of resp and reports whether resp is a failure. If
-// either panics, resp's body is closed on the way out.
+// judge tells Signals of resp and reports whether resp is a failure. A
+// panic closes resp's body on its way out.
 func (x *exchange) judge(resp *http.Response) bool {
 	ok := false
 	defer func() {
@@ -121,9 +121,8 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 	return x.failed(newStatusError(resp), unprocessedStatus(resp.StatusCode))
 }
 
-// accept takes resp, a response that is not a failure. A response whose
-// body is in memory (none, or read whole while waiting for its first
-// byte) ends the attempt. Any other is handed over.
+// accept takes resp, a response that is not a failure. It is handed
+// over unless its body is in memory.
 func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Response) error {
 	noBody := resp.Body == nil || resp.Body == http.NoBody
 	var prefix []byte
@@ -154,10 +153,8 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	return x.handOver(ctx, w, resp, prefix)
 }
 
-// handOver gives resp to the caller while its attempt stays open until
-// the body ends. With runSync the attempt returns compose.ErrHandOver and
-// the call is held. Otherwise the attempt sends resp on out and waits for
-// the body's end, or its context's.
+// handOver gives resp to the caller, and keeps the attempt open until the
+// body ends, or its context.
 func (x *exchange) handOver(ctx context.Context, w *streamWatch, resp *http.Response, prefix []byte) error {
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{})}
 	resp.Body = keepWriter(resp.Body, sb)
@@ -177,9 +174,8 @@ func (x *exchange) handOver(ctx context.Context, w *streamWatch, resp *http.Resp
 	}
 }
 
-// failed returns err, an attempt's failure; unprocessed says the server
-// did not act on the request. A failure that may not be retried is marked
-// with retry.Permanent, and no attempt sends after it.
+// failed returns err, marked with retry.Permanent if it may not be
+// retried; unprocessed says the server did not act on the request.
 func (x *exchange) failed(err error, unprocessed bool) error {
 	if x.mayRetry(unprocessed) {
 		return err

@@ -24,18 +24,13 @@ type streamBody struct {
 	closed   atomic.Bool
 	finished chan struct{} // closed once Execute's work is done
 
-	// done takes the stream's outcome to the attempt waiting in
-	// handOver, when Execute runs on a goroutine of its own.
-	done chan error
-	// held is a held pipeline call, which the body's end, or ctx's,
-	// ends. stop stops the latter.
-	held *compose.Held
-	stop func() bool
+	done chan error    // the stream's outcome, to handOver (without held)
+	held *compose.Held // the held pipeline call, if any
+	stop func() bool   // stops ending held with ctx
 
-	// Written before finished is closed: byCtx says that ctx ended the
-	// stream, callErr is the error the call ended with.
-	byCtx   bool
-	callErr error
+	// Written before finished is closed.
+	byCtx   bool  // ctx ended the stream
+	callErr error // the error the call ended with
 }
 
 // Read reads from the response body. A read error caused by the end of
@@ -85,8 +80,7 @@ func (b *streamBody) end(err error) {
 	<-b.finished
 }
 
-// hold makes the end of the body, or of the attempt's context, end the
-// held call h.
+// hold makes the end of the body, or of ctx, end the held call h.
 func (b *streamBody) hold(h *compose.Held) {
 	b.held = h
 	b.stop = context.AfterFunc(b.ctx, func() {
@@ -123,17 +117,15 @@ func (b *streamBody) attemptErr(err error, byCtx bool) error {
 	return nil
 }
 
-// setCallErr records err, the call's error, for the final Read if the
-// context ended the stream. A policy that turned it into nil leaves the
-// read error as it is.
+// setCallErr records err, the call's error, for the final Read if ctx
+// ended the stream.
 func (b *streamBody) setCallErr(err error) {
 	if b.byCtx && err != nil {
 		b.callErr = retry.Unmark(err)
 	}
 }
 
-// bufferBody reads up to MaxFailureBody bytes of resp's body into memory,
-// closes the original and replaces it with the bytes read.
+// bufferBody replaces resp's body by its first MaxFailureBody bytes.
 func bufferBody(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		resp.Body = http.NoBody

@@ -19,11 +19,10 @@
 // body. A pipeline's Attempt bounds each attempt, its stream included:
 // leave it unset, or long, when streaming.
 //
-// A pipeline whose Holds reports true runs on the caller's goroutine.
-// Any other policy runs on a goroutine of the Transport's. A panic before
-// the hand-over goes up RoundTrip's caller, once the policies have freed
-// what they held. A panic in a policy hook after it is reported to
-// otel.Handle. Hooks must not call runtime.Goexit.
+// A pipeline whose Holds reports true runs on the caller's goroutine;
+// any other policy, on a goroutine of its own. A panic before the
+// hand-over goes up RoundTrip's caller. A panic in a policy hook after it
+// is reported to otel.Handle. Hooks must not call runtime.Goexit.
 //
 // A caller that never closes the body, nor reads it to the end, holds
 // the bulkhead slot until the request's context or the Deadline ends:
@@ -47,10 +46,9 @@
 // before its first event fails the attempt. So does an event that grows
 // past 1 MiB before it counts.
 //
-// The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout], and also
-// deadline.ErrExceeded and context.DeadlineExceeded: a breaker counts
-// them. They are counted in watertight.timeouts, with
-// watertight.policy.kind first_byte or idle.
+// The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout]. They are
+// counted in watertight.timeouts, with watertight.policy.kind first_byte
+// or idle.
 //
 // When a context ends the stream, the failing Read returns the error
 // the call ended with: a Deadline gives a *deadline.ExceededError, the
@@ -86,25 +84,13 @@
 // A failure response's body is read into memory, up to [MaxFailureBody]
 // bytes, while its attempt is live. Its Retry-After becomes the
 // StatusError's RetryAfter, which package retry uses as the next wait.
-//
-// A request is idempotent if its method is GET, HEAD, OPTIONS, TRACE,
-// PUT or DELETE, or if it has an Idempotency-Key or X-Idempotency-Key
-// header. Others are retried only after connection refused, 429 or 503,
-// unless [Transport.RetryUnsafe] is set. A request with a body and no
-// GetBody is never retried.
-//
-// # Client side: hedging
+// [DefaultIsFailure] says which attempts may be retried.
 //
 // A Transport sends one attempt at a time, and refuses a *retry.Hedge
 // as its Policy. To hedge, wrap it in a [Hedging]. Each hedged attempt
 // is then a whole RoundTrip, with its own bulkhead slot: size the
 // bulkhead for 1 + MaxHedges attempts per call. An adaptive limit learns
 // each attempt's time to its response headers.
-//
-// # Connections and HTTP/2
-//
-// [NewDependencyTransport] sizes a base transport to a bulkhead. Over
-// HTTP/2 many requests share a connection: the bulkhead is the bound.
 //
 // # Server side
 //

@@ -14,8 +14,6 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-var _ http.RoundTripper = (*Hedging)(nil)
-
 var (
 	errNilHedge        = errors.New("httppolicy: Hedging.Hedge is nil")
 	errAttemptPanicked = errors.New("httppolicy: a hedged attempt panicked")
@@ -87,7 +85,7 @@ func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {
 // such a method.
 func (h *Hedging) CloseIdleConnections() { closeIdle(h.Base) }
 
-// hedgedCall is one hedged RoundTrip. What its attempts share is under mu.
+// hedgedCall is one hedged RoundTrip.
 type hedgedCall struct {
 	base      http.RoundTripper
 	req       *http.Request
@@ -95,7 +93,7 @@ type hedgedCall struct {
 	hasBody   bool
 
 	mu        sync.Mutex
-	done      bool            // the call has its outcome: a later response is closed
+	done      bool            // the call has its outcome
 	got       []*attemptReply // the responses got before done
 	panicking bool            // an attempt panicked before done
 	pval      any
@@ -109,7 +107,6 @@ type attemptReply struct {
 	stop   func() bool // the watch of the attempt's context
 }
 
-// release closes r's body, then frees its context.
 func (r *attemptReply) release() {
 	closeResp(r.resp)
 	r.end()
@@ -120,8 +117,7 @@ func (r *attemptReply) end() {
 	r.cancel(nil)
 }
 
-// attempt sends one copy of the request. A panic in it is kept for
-// finish, or reported if the call has its outcome.
+// attempt sends one copy of the request.
 func (c *hedgedCall) attempt(actx context.Context) (resp *http.Response, err error) {
 	normal := false
 	defer func() {
@@ -136,8 +132,8 @@ func (c *hedgedCall) attempt(actx context.Context) (resp *http.Response, err err
 	return resp, err
 }
 
-// panicked keeps v, an attempt's panic, for finish and returns the error
-// that ends the call; or, if the call has its outcome, reports v.
+// panicked keeps v, an attempt's panic, for finish; or, if the call has
+// its outcome, reports it.
 func (c *hedgedCall) panicked(v any) error {
 	stack := debug.Stack()
 	c.mu.Lock()
@@ -199,8 +195,7 @@ func (c *hedgedCall) send(actx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// keep records r as a response of the call and reports whether the call
-// had no outcome yet.
+// keep records r unless the call has its outcome.
 func (c *hedgedCall) keep(r *attemptReply) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,8 +261,8 @@ func (c *hedgedCall) finish(ctx context.Context, resp *http.Response, err error)
 	return resp, nil
 }
 
-// heldBody is the body of a hedged call's response: its end frees the
-// attempt's context.
+// heldBody is the body of a hedged call's response: its end frees its
+// request's context.
 type heldBody struct {
 	io.ReadCloser
 	r     *attemptReply

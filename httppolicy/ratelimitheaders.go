@@ -49,26 +49,31 @@ const maxRateLimitSignal = 24 * time.Hour
 
 // bucket names the headers of one of a provider's rate limits, in
 // canonical form. A call takes its declared cost from a costly bucket,
-// and 1 from the others.
+// and 1 from the others. An Anthropic reset is an RFC 3339 time.
 type bucket struct {
 	limit, remaining, reset string
-	costly                  bool
+	costly, anthropic       bool
 }
 
-// The rate-limit headers read by [RateLimitHold].
-var (
-	openAIBuckets = [...]bucket{
-		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false},
-		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", true},
+// buckets are the rate-limit headers read by [RateLimitHold]. Anthropic's
+// input and output buckets each see only part of a call's cost.
+var buckets = [...]bucket{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false, false},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", true, false},
+	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", false, true},
+	{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true, true},
+	{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", false, true},
+	{"Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", false, true},
+}
+
+// resetIn returns how long until bucket b of h, received at now, is full.
+func (b bucket) resetIn(h http.Header, now time.Time) (time.Duration, bool) {
+	v := first(h, b.reset)
+	if v == "" || !b.anthropic {
+		return parseReset(v)
 	}
-	// The input and output buckets each see only part of a call's cost.
-	anthropicBuckets = [...]bucket{
-		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", false},
-		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true},
-		{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", false},
-		{"Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", false},
-	}
-)
+	return parseResetTime(v, serverClock(h, now))
+}
 
 // RateLimitHold returns how long a response with status code status and
 // headers h, received at now, asks every call to the dependency to hold
@@ -106,21 +111,11 @@ func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Dura
 		return hold
 	}
 	blind := throttled && hold == 0
-	note := func(b bucket, parse func(string, time.Time) (time.Duration, bool)) {
-		v := first(h, b.reset)
-		if v == "" {
-			return
-		}
-		r, ok := parse(v, now)
-		if !ok {
-			return
-		}
-		n, ok := parseCount(first(h, b.remaining))
-		if !ok {
-			if !blind {
-				return
-			}
-			n = 0
+	for _, b := range buckets {
+		r, ok := b.resetIn(h, now)
+		n, counted := parseCount(first(h, b.remaining))
+		if !ok || !counted && !blind {
+			continue
 		}
 		need := int64(1)
 		if b.costly {
@@ -129,18 +124,10 @@ func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Dura
 		if blind && n >= need && n < math.MaxInt64 {
 			need = n + 1
 		}
-		if n >= need {
-			return
+		if n < need {
+			limit, _ := parseCount(first(h, b.limit))
+			hold = max(hold, refill(n, need, limit, r))
 		}
-		limit, _ := parseCount(first(h, b.limit))
-		hold = max(hold, refill(n, need, limit, r))
-	}
-	for _, b := range openAIBuckets {
-		note(b, parseReset)
-	}
-	clock := serverClock(h, now)
-	for _, b := range anthropicBuckets {
-		note(b, func(v string, _ time.Time) (time.Duration, bool) { return parseResetTime(v, clock) })
 	}
 	return hold
 }
@@ -188,7 +175,7 @@ func parseCount(s string) (int64, bool) {
 }
 
 // parseReset parses an OpenAI reset, a Go duration with a unit ("6m0s").
-func parseReset(s string, _ time.Time) (time.Duration, bool) {
+func parseReset(s string) (time.Duration, bool) {
 	if s == "" || s[0] < '0' || s[0] > '9' || len(s) > 64 {
 		return 0, false
 	}
@@ -231,17 +218,17 @@ func rateLimitAnswer(resp *http.Response, now time.Time) ratelimit.Answer {
 	}
 	h := resp.Header
 	a := ratelimit.Answer{Hold: RateLimitHold(resp.StatusCode, h, now, cost)}
-	for _, b := range [...]bucket{openAIBuckets[0], anthropicBuckets[0]} {
+	for _, b := range [...]bucket{buckets[0], buckets[2]} {
 		if n, ok := parseCount(first(h, b.remaining)); ok && !a.Counted {
 			l, _ := parseCount(first(h, b.limit))
 			a.Remaining, a.Limit, a.Counted = int(min(n, math.MaxInt32)), int(min(l, math.MaxInt32)), true
 		}
 	}
-	if v := first(h, openAIBuckets[0].reset); v != "" {
-		if r, ok := parseReset(v, now); ok {
-			a.FullAt = now.Add(r)
-		}
-	} else if r, ok := parseResetTime(first(h, anthropicBuckets[0].reset), serverClock(h, now)); ok {
+	b := buckets[0]
+	if first(h, b.reset) == "" {
+		b = buckets[2]
+	}
+	if r, ok := b.resetIn(h, now); ok {
 		a.FullAt = now.Add(r)
 	}
 	return a

@@ -19,10 +19,7 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-var _ http.RoundTripper = (*Transport)(nil)
-
-// holder is a pipeline that can hand a call over (*compose.Pipeline, and
-// types that embed one).
+// holder is a pipeline that can hand a call over.
 type holder interface {
 	Start(ctx context.Context, fn policy.Func) (*compose.Held, error)
 	Holds() bool
@@ -52,9 +49,8 @@ type Transport struct {
 	// Policy runs each request. It is required.
 	Policy policy.Policy
 
-	// IsFailure reports whether a response is a failure of the
-	// dependency. Nil means [DefaultIsFailure]. It may be called
-	// concurrently and must not read or close the body.
+	// IsFailure reports whether a response is a failure. Nil means
+	// [DefaultIsFailure]. It must not read or close the body.
 	IsFailure func(*http.Response) bool
 
 	// RetryUnsafe lets requests that are not idempotent be retried after
@@ -82,10 +78,10 @@ type Transport struct {
 	// the global MeterProvider.
 	MeterProvider metric.MeterProvider
 
-	tel atomic.Pointer[streamTelemetry]
-
 	// Signals, if not nil, is told of every response an attempt receives.
 	Signals Signals
+
+	tel atomic.Pointer[streamTelemetry]
 }
 
 // RoundTrip sends req through t.Policy. When the retries end on a failure
@@ -118,8 +114,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.resp, r.err
 }
 
-// check returns the stream timeouts of a request with context ctx, or the
-// error that refuses it.
+// check returns the stream timeouts of a request, or why it is refused.
 func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
 	if t.Policy == nil {
 		return streamTimeouts{}, errNilPolicy
@@ -144,8 +139,7 @@ func negative(name string, d time.Duration) error {
 	return nil
 }
 
-// CloseIdleConnections closes the idle connections of Base, if it has
-// such a method.
+// CloseIdleConnections calls Base's CloseIdleConnections, if it has one.
 func (t *Transport) CloseIdleConnections() { closeIdle(t.Base) }
 
 func closeIdle(base http.RoundTripper) {
@@ -157,7 +151,6 @@ func closeIdle(base http.RoundTripper) {
 	}
 }
 
-// result is what RoundTrip's caller gets.
 type result struct {
 	resp     *http.Response
 	err      error
@@ -165,8 +158,7 @@ type result struct {
 	panicVal any // nil: runtime.Goexit
 }
 
-// exchange is one RoundTrip: one Execute of the policy and its attempts,
-// one at a time.
+// exchange is one RoundTrip.
 type exchange struct {
 	t          *Transport
 	req        *http.Request
@@ -217,8 +209,7 @@ func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
 	return x
 }
 
-// runSync runs the pipeline on RoundTrip's goroutine. A response handed
-// over leaves the call held until the body ends (see streamBody.hold).
+// runSync runs the pipeline on RoundTrip's goroutine.
 func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 	returned := false
 	defer func() {
@@ -238,8 +229,8 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 	return r.resp, r.err
 }
 
-// run runs the policy on a goroutine of its own, so that Execute can
-// outlive RoundTrip while the caller reads the body.
+// run runs the policy on a goroutine of its own, which outlives RoundTrip
+// while the caller reads the body.
 func (x *exchange) run(ctx context.Context) {
 	returned := false
 	defer func() {
@@ -274,14 +265,12 @@ func (x *exchange) abort(v any) {
 	}
 }
 
-// reportPanic reports v, a panic in where that nobody can recover, to
-// otel.Handle.
 func reportPanic(where string, v any, stack []byte) {
 	otel.Handle(fmt.Errorf("httppolicy: panic in %s: %v\n\n%s", where, v, stack))
 }
 
-// outcome returns what RoundTrip returns when Execute returned err without
-// a response handed over, and frees the rest.
+// outcome returns what RoundTrip returns when Execute returned err
+// without a hand-over.
 func (x *exchange) outcome(ctx context.Context, err error) result {
 	defer x.cleanUp()
 	if err == nil && x.accepted != nil {
@@ -289,8 +278,6 @@ func (x *exchange) outcome(ctx context.Context, err error) result {
 		x.accepted = nil
 		return result{resp: resp}
 	}
-	// The StatusError is the policies' view of a response, never the
-	// caller's.
 	if se, ok := errors.AsType[*StatusError](err); ok {
 		if cerr := ctx.Err(); cerr != nil {
 			return result{err: cerr}
@@ -319,8 +306,7 @@ func (x *exchange) cleanUp() {
 	}
 }
 
-// enter lets an attempt start, or returns the error it fails with: one
-// runs already, or Execute has returned.
+// enter lets an attempt start, or returns why not.
 func (x *exchange) enter(ctx context.Context) error {
 	if x.mu.TryLock() {
 		return nil

@@ -184,8 +184,3 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 
 // writerOnly hides ReadFrom so io.Copy does not loop back into it.
 type writerOnly struct{ io.Writer }
-
-var (
-	_ http.Flusher  = (*responseWriter)(nil)
-	_ http.Hijacker = (*responseWriter)(nil)
-)
