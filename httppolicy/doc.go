@@ -94,9 +94,7 @@
 //
 // # Server side
 //
-// [Handler] and [Middleware] run each request through a policy. A
-// rejection is answered 503 with a Retry-After header. A Deadline is
-// answered 504 when the handler wrote nothing. A 5xx the handler wrote is
-// a failure for the policy. The 503 and 504 bodies are the plain status
-// texts: rejection details stay in telemetry.
+// [Handler] and [Middleware] run each request through a policy. The 503
+// and 504 they write have the plain status texts as bodies: rejection
+// details stay in telemetry.
 package httppolicy

@@ -132,9 +132,7 @@ func (c *serverCall) run(ctx context.Context) error {
 		// So that a deadline answers 504 if the handler wrote nothing.
 		return retry.Permanent(err)
 	}
-	if !c.rw.wrote && !c.rw.hijacked {
-		// An implicit 200, which net/http sends with the server's map.
-		c.rw.answered(http.StatusOK)
-	}
+	c.rw.answer(http.StatusOK) // net/http sends an implicit 200 with the server's map
+
 	return nil
 }

@@ -48,8 +48,8 @@ type Hedging struct {
 // RoundTrip sends req through Base, hedged, and returns the first
 // response that is not a failure. The others are canceled with the cause
 // retry.ErrHedgeLost, and their bodies closed. If every attempt failed
-// with a failure response, it returns the last, as a Transport does.
-// Otherwise it returns the Hedge's error.
+// with a failure response, it returns the last. Otherwise it returns the
+// Hedge's error.
 //
 // A panic in an attempt before the call has its outcome is raised on the
 // caller's goroutine. A panic in an attempt that lost is reported to
@@ -147,9 +147,8 @@ func (c *hedgedCall) panicked(v any) error {
 	return retry.ErrHedgeLost
 }
 
-// send sends one copy of the request. Its request's context, a child of
-// the caller's, ends with actx only if the attempt lost: the winner's
-// body is read after the call has returned.
+// send sends one copy of the request. Its request's context ends with
+// actx only if the attempt lost: the winner's body is read later.
 func (c *hedgedCall) send(actx context.Context) (*http.Response, error) {
 	rctx, cancel := context.WithCancelCause(c.req.Context())
 	stop := context.AfterFunc(actx, func() {
@@ -216,9 +215,8 @@ func (c *hedgedCall) abandon() {
 	}
 }
 
-// finish picks the response to return (the winner's, or the failure
-// response err names), releases the others, and hands the chosen one's
-// context over to its body.
+// finish picks the response to return, releases the others, and hands
+// the chosen one's context over to its body.
 func (c *hedgedCall) finish(ctx context.Context, resp *http.Response, err error) (*http.Response, error) {
 	c.mu.Lock()
 	c.done = true

@@ -12,13 +12,10 @@ import (
 
 // maxPrefix bounds what an attempt reads ahead while it waits for the
 // first byte that counts: keepalives, and the event being read, apart.
-const maxPrefix = 1 << 20
-
-// prefixChunk is the size of the first read ahead of a body of unknown or
-// large length: a small body may come with its EOF, and the call end at
-// once. A body of known length up to maxExactPrefix gets a buffer of its
-// size.
+// The first read ahead takes prefixChunk bytes, or the whole body if its
+// length is known and at most maxExactPrefix: it may come with its EOF.
 const (
+	maxPrefix      = 1 << 20
 	prefixChunk    = 512
 	maxExactPrefix = 64 << 10
 )
@@ -29,8 +26,7 @@ var (
 )
 
 // States of a streamWatch. A timer fires only if it moves the state
-// first, so a first byte that comes as the timer fires either wins or is
-// late, never both.
+// first.
 const (
 	watchFirstByte int32 = iota // waiting for the first byte that counts
 	watchStreaming              // the first byte is in: only the idle timer may fire
@@ -38,11 +34,9 @@ const (
 	watchOver                   // the attempt has ended
 )
 
-// streamWatch runs the stream timers of one attempt. The attempt sends its
-// request with ctx, which a timer cancels with a *streamTimeoutError as
-// its cause. net/http reports a plain cancellation, so the attempt returns
-// the cause instead (see timedOut). Its methods but cause and start are
-// no-ops on a nil *streamWatch.
+// streamWatch runs the stream timers of one attempt. A timer cancels ctx
+// with a *streamTimeoutError as its cause. Its methods but cause and start
+// are no-ops on a nil *streamWatch.
 type streamWatch struct {
 	t        *Transport
 	parent   context.Context // the attempt's context
@@ -59,8 +53,8 @@ type streamWatch struct {
 	idleLeft time.Duration // of the idle timeout, while only keepalives come
 }
 
-// newStreamWatch returns the watch of an attempt with context parent,
-// its first byte timer armed.
+// newStreamWatch returns the watch of an attempt, its first byte timer
+// armed.
 func newStreamWatch(t *Transport, parent context.Context, st streamTimeouts) *streamWatch {
 	w := &streamWatch{t: t, parent: parent, firstByte: st.firstByte, idle: st.idle}
 	w.ctx, w.cancel = context.WithCancelCause(parent)
@@ -80,8 +74,7 @@ func (w *streamWatch) fire(from int32, sentinel error, d time.Duration) {
 }
 
 // timedOut returns the timeout error the attempt was canceled with, or
-// nil. The first call that finds it records the timeout, before anyone
-// passes the error on.
+// nil. The first call that finds it records the timeout.
 func (w *streamWatch) timedOut() error {
 	if w == nil {
 		return nil
@@ -133,8 +126,7 @@ func (w *streamWatch) end() {
 	w.cancel(context.Canceled)
 }
 
-// closing disarms the idle timer as the caller closes the body: a Read
-// the close fails did not time out.
+// closing disarms the idle timer as the caller closes the body.
 func (w *streamWatch) closing() {
 	if w != nil && w.state.CompareAndSwap(watchStreaming, watchOver) {
 		stopTimer(w.idleTimer)
@@ -165,9 +157,9 @@ func (w *streamWatch) counts(p []byte) bool {
 	return len(p) > 0
 }
 
-// start watches resp's body. With a first byte timeout, it reads until
-// the first byte that counts is in, and returns the bytes read, and whole
-// if they are the whole body. resp's body is closed then, and on error.
+// start watches resp's body. With a first byte timeout, it returns the
+// bytes read until the first that counts, and whether they are the whole
+// body. resp's body is closed then, and on error.
 func (w *streamWatch) start(resp *http.Response) (prefix []byte, whole bool, err error) {
 	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) && !encoded(resp.Header) {
 		keep := w.t.KeepaliveEvents
@@ -191,7 +183,7 @@ func (w *streamWatch) start(resp *http.Response) (prefix []byte, whole bool, err
 }
 
 // readFirst reads body until the first byte that counts, its end or an
-// error, and returns what it read; eof reports the whole body.
+// error.
 func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eof bool, err error) {
 	size := prefixChunk
 	if length > 0 && length <= maxExactPrefix {
@@ -229,9 +221,8 @@ func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eo
 	}
 }
 
-// read reads from the handed over body rc, with the idle timer, if any,
-// running while it waits. Keepalives do not restart the timer: their wait
-// is taken off what is left of it.
+// read reads from rc with the idle timer running. Keepalives do not
+// restart it: their wait is taken off what is left of it.
 func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
 	if w == nil || w.idleTimer == nil {
 		return rc.Read(p)

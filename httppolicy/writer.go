@@ -37,10 +37,7 @@ func (w *responseWriter) Header() http.Header {
 }
 
 func (w *responseWriter) WriteHeader(code int) {
-	switch {
-	case w.wrote:
-		// A superfluous call: net/http reports it.
-	case code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols:
+	if !w.wrote && code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// Informational: it goes out with the handler's headers, but the
 		// server's map stays as on entry for a 504 that may follow.
 		w.withHandlerHeader(func() bool {
@@ -48,22 +45,22 @@ func (w *responseWriter) WriteHeader(code int) {
 			return false
 		})
 		return
-	default:
-		w.answered(code)
 	}
+	w.answer(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *responseWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.answered(http.StatusOK)
-	}
+	w.answer(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
-// answered records the handler's answer and puts its headers in the
-// server's map, before the server sends them.
-func (w *responseWriter) answered(status int) {
+// answer records the handler's answer, unless it has answered, and puts
+// its headers in the server's map before the server sends them.
+func (w *responseWriter) answer(status int) {
+	if w.wrote {
+		return
+	}
 	w.wrote = true
 	w.status = status
 	if w.header != nil {
@@ -150,8 +147,7 @@ func (w *responseWriter) FlushError() error {
 		return !errors.Is(err, http.ErrNotSupported)
 	})
 	if !errors.Is(err, http.ErrNotSupported) {
-		w.wrote = true // the handler's headers are in the server's map
-		w.status = http.StatusOK
+		w.answer(http.StatusOK)
 	}
 	return err
 }
@@ -161,18 +157,14 @@ func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
 		w.hijacked = true
-		if !w.wrote {
-			w.answered(0)
-		}
+		w.answer(0)
 	}
 	return conn, rw, err
 }
 
 // ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile) path.
 func (w *responseWriter) ReadFrom(r io.Reader) (int64, error) {
-	if !w.wrote {
-		w.answered(http.StatusOK)
-	}
+	w.answer(http.StatusOK)
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(r)
 	}
