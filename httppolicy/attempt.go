@@ -1,6 +1,7 @@
 package httppolicy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,7 +146,7 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 			return x.failed(err, false)
 		}
 		if whole {
-			resp.Body = &memBody{b: prefix}
+			resp.Body = memBody{bytes.NewReader(prefix), nil}
 			x.accepted = resp
 			return nil
 		}

@@ -1,7 +1,7 @@
 package httppolicy
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -136,22 +136,21 @@ func bufferBody(resp *http.Response) {
 		buf, err = buf[:MaxFailureBody], ErrBodyTruncated
 	}
 	resp.Body.Close()
-	resp.Body = &memBody{b: buf, err: err}
+	resp.Body = memBody{bytes.NewReader(buf), err}
 }
 
 // memBody is a body held in memory, ending with err (nil: io.EOF).
 type memBody struct {
-	b   []byte
+	*bytes.Reader
 	err error
 }
 
-func (b *memBody) Read(p []byte) (int, error) {
-	if len(b.b) == 0 {
-		return 0, cmp.Or(b.err, io.EOF)
+func (b memBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
 	}
-	n := copy(p, b.b)
-	b.b = b.b[n:]
-	return n, nil
+	return n, err
 }
 
-func (b *memBody) Close() error { return nil }
+func (memBody) Close() error { return nil }

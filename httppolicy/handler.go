@@ -133,6 +133,5 @@ func (c *serverCall) run(ctx context.Context) error {
 		return retry.Permanent(err)
 	}
 	c.rw.answer(http.StatusOK) // net/http sends an implicit 200 with the server's map
-
 	return nil
 }

@@ -63,10 +63,7 @@ func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeReqBody(req)
 		return nil, errNilHedge
 	}
-	base := h.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
+	base := cmp.Or(h.Base, http.DefaultTransport)
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if !idempotentMethod(req.Method) || hasBody && req.GetBody == nil {
 		return base.RoundTrip(req)
@@ -92,12 +89,11 @@ type hedgedCall struct {
 	isFailure func(*http.Response) bool
 	hasBody   bool
 
-	mu        sync.Mutex
-	done      bool            // the call has its outcome
-	got       []*attemptReply // the responses got before done
-	panicking bool            // an attempt panicked before done
-	pval      any
-	stack     []byte
+	mu    sync.Mutex
+	done  bool            // the call has its outcome
+	got   []*attemptReply // the responses got before done
+	pval  any             // an attempt's panic before done
+	stack []byte          // its stack; nil if none
 }
 
 // attemptReply is a response an attempt got, with its request's context.
@@ -137,8 +133,8 @@ func (c *hedgedCall) attempt(actx context.Context) (resp *http.Response, err err
 func (c *hedgedCall) panicked(v any) error {
 	stack := debug.Stack()
 	c.mu.Lock()
-	if !c.done && !c.panicking {
-		c.panicking, c.pval, c.stack = true, v, stack
+	if !c.done && c.stack == nil {
+		c.pval, c.stack = v, stack
 		c.mu.Unlock()
 		return retry.Permanent(errAttemptPanicked)
 	}
@@ -222,13 +218,13 @@ func (c *hedgedCall) finish(ctx context.Context, resp *http.Response, err error)
 	c.done = true
 	got := c.got
 	c.got = nil
-	panicking, pval, stack := c.panicking, c.pval, c.stack
+	pval, stack := c.pval, c.stack
 	c.mu.Unlock()
 	switch {
-	case panicking && err == nil:
+	case stack != nil && err == nil:
 		// Another attempt won before the panic reached the hedge.
 		reportPanic("a hedged attempt that lost", pval, stack)
-	case panicking:
+	case stack != nil:
 		for _, r := range got {
 			r.release()
 		}

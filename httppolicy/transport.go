@@ -1,6 +1,7 @@
 package httppolicy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,10 +144,7 @@ func negative(name string, d time.Duration) error {
 func (t *Transport) CloseIdleConnections() { closeIdle(t.Base) }
 
 func closeIdle(base http.RoundTripper) {
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := cmp.Or(base, http.DefaultTransport).(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
@@ -190,14 +188,11 @@ func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
 	x := &exchange{
 		t:          t,
 		req:        req,
-		base:       t.Base,
+		base:       cmp.Or(t.Base, http.DefaultTransport),
 		isFailure:  t.IsFailure,
 		timeouts:   st,
 		hasBody:    req.Body != nil && req.Body != http.NoBody,
 		idempotent: idempotent(req),
-	}
-	if x.base == nil {
-		x.base = http.DefaultTransport
 	}
 	if x.isFailure == nil {
 		x.isFailure = DefaultIsFailure
