@@ -113,21 +113,6 @@ func (r *attemptReply) end() {
 	r.cancel(nil)
 }
 
-// attempt sends one copy of the request.
-func (c *hedgedCall) attempt(actx context.Context) (resp *http.Response, err error) {
-	normal := false
-	defer func() {
-		// recover returns nil only for runtime.Goexit, which
-		// retry.Hedged carries itself.
-		if v := recover(); !normal && v != nil {
-			resp, err = nil, c.panicked(v)
-		}
-	}()
-	resp, err = c.send(actx)
-	normal = true
-	return resp, err
-}
-
 // panicked keeps v, an attempt's panic, for finish; or, if the call has
 // its outcome, reports it.
 func (c *hedgedCall) panicked(v any) error {
@@ -143,9 +128,9 @@ func (c *hedgedCall) panicked(v any) error {
 	return retry.ErrHedgeLost
 }
 
-// send sends one copy of the request. Its request's context ends with
+// attempt sends one copy of the request. Its request's context ends with
 // actx only if the attempt lost: the winner's body is read later.
-func (c *hedgedCall) send(actx context.Context) (*http.Response, error) {
+func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error) {
 	rctx, cancel := context.WithCancelCause(c.req.Context())
 	stop := context.AfterFunc(actx, func() {
 		if errors.Is(context.Cause(actx), retry.ErrHedgeLost) {
@@ -160,6 +145,10 @@ func (c *hedgedCall) send(actx context.Context) (*http.Response, error) {
 			stop()
 			cancel(nil)
 		}
+		// recover returns nil for runtime.Goexit, which retry.Hedged carries.
+		if v := recover(); v != nil {
+			err = c.panicked(v)
+		}
 	}()
 	r := c.req.WithContext(rctx)
 	if c.hasBody && retry.Attempt(actx) > 1 {
@@ -169,7 +158,7 @@ func (c *hedgedCall) send(actx context.Context) (*http.Response, error) {
 		}
 		r.Body = body
 	}
-	resp, err := c.base.RoundTrip(r)
+	resp, err = c.base.RoundTrip(r)
 	if resp == nil || err != nil {
 		if err == nil {
 			err = fmt.Errorf("httppolicy: Hedging.Base (%T) returned a nil *http.Response with a nil error", c.base)
