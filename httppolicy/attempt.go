@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/internal/stage"
@@ -87,7 +88,7 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 	if te := w.timedOut(); te != nil {
 		err = te // net/http's error says only that the request was canceled
 	}
-	return x.failed(err, unprocessedError(err))
+	return x.failed(err, errors.Is(err, syscall.ECONNREFUSED))
 }
 
 // judge tells Signals of resp and reports whether resp is a failure. A

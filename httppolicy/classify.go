@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/watertight/watertight/policy"
@@ -54,12 +53,6 @@ func idempotent(req *http.Request) bool {
 // act on the request.
 func unprocessedStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
-}
-
-// unprocessedError reports whether err says the request never reached
-// the server.
-func unprocessedError(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // ErrBodyTruncated ends the body of a failure response after its first

@@ -1,8 +1,6 @@
 // Package httppolicy puts watertight policies on HTTP. [Transport] runs
-// the requests a client sends to one dependency through a
-// [policy.Policy], usually a *compose.Pipeline of bulkhead, deadline,
-// retry and breaker. [Handler] runs the requests a server receives
-// through one.
+// a client's requests through a [policy.Policy], usually a
+// *compose.Pipeline. [Handler] runs a server's requests through one.
 //
 // # Client side: one Execute per exchange
 //
@@ -11,32 +9,28 @@
 // response once its headers are in. The bulkhead slot stays taken, and
 // the deadline's context live, until the body is read to EOF or closed.
 // EOF and an early Close are successes. A failed Read is a failure. The
-// end of the attempt's context ends the call too, with the context's
-// error. The final Read and Close return only once the policies have
-// judged the call. Once the response is handed over, nothing is retried.
-//
-// So the Deadline bounds the wait for headers and the reading of the
-// body. A pipeline's Attempt bounds each attempt, its stream included:
-// leave it unset, or long, when streaming.
+// end of the attempt's context ends the call too. The final Read and
+// Close return once the policies have judged the call. Once the response
+// is handed over, nothing is retried. A pipeline's Attempt bounds each
+// attempt, its stream included: leave it unset, or long, when streaming.
 //
 // A pipeline whose Holds reports true runs on the caller's goroutine;
 // any other policy, on a goroutine of its own. A panic before the
 // hand-over goes up RoundTrip's caller. A panic in a policy hook after it
 // is reported to otel.Handle. Hooks must not call runtime.Goexit.
 //
-// A caller that never closes the body, nor reads it to the end, holds
-// the bulkhead slot until the request's context or the Deadline ends:
-// always close it.
+// A body never closed nor read to its end holds the bulkhead slot until
+// the request's context or the Deadline ends: always close it.
 //
 // # Client side: stream timeouts
 //
 // [Transport.FirstByteTimeout] bounds each attempt's wait for the first
-// byte of the body. RoundTrip hands the response over only once that
-// byte is in, so a late first byte is a failure that may be retried.
-// [Transport.IdleTimeout] bounds each Read of the body handed over; its
+// byte of the body. RoundTrip hands the response over only once it is
+// in, so a late first byte is a failure that may be retried.
+// [Transport.IdleTimeout] bounds the Reads of the body handed over: its
 // timer runs only while a Read waits. When it fires, the call fails and
-// is not retried. [WithStreamTimeouts] sets both for one request.
-// Neither watches a 101 Switching Protocols connection.
+// is not retried. [WithStreamTimeouts] sets both for one request. Neither
+// watches a 101 Switching Protocols connection.
 //
 // For a text/event-stream response that is not encoded, only events
 // count. Comment lines, events without data and events whose type is in

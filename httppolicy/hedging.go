@@ -34,11 +34,9 @@ var (
 type Hedging struct {
 	// Base sends each attempt. Nil means [http.DefaultTransport].
 	Base http.RoundTripper
-
 	// Hedge decides when to send another attempt, and how many. It is
 	// required.
 	Hedge *retry.Hedge
-
 	// IsFailure reports whether a response is a failure, which starts the
 	// next attempt at once. Nil means [DefaultIsFailure]. It may be called
 	// concurrently and must not read or close the body.

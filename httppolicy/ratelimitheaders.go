@@ -87,12 +87,10 @@ func (b bucket) resetIn(h http.Header, now time.Time) (time.Duration, bool) {
 //     output-tokens}-{limit,remaining,reset}, the reset an RFC 3339 time
 //     read against the response's valid Date header, else against now.
 //
-// Both providers refill a bucket continuously, and name as its reset the
-// moment it is full again. A bucket of limit L with n left and its reset
-// r away refills at (L-n)/r. A call that needs c > n can go after
-// (c-n)*r/(L-n). A bucket short for the next call holds for that long.
-// Without a usable limit (absent, malformed, or not above n), it holds
-// until the reset.
+// Both providers refill a bucket continuously; its reset is when it is
+// full again. A bucket of limit L with n left, full in r, is short for a
+// call that needs c > n: it holds (c-n)*r/(L-n), or r if c >= L or the
+// limit is absent, malformed or not above n.
 //
 // A 429 holds at least as long as its Retry-After. Without one, every
 // bucket is taken to be short of one more than it has (one, if it names

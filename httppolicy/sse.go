@@ -3,6 +3,8 @@ package httppolicy
 import (
 	"bytes"
 	"mime"
+	"net/http"
+	"strings"
 )
 
 // defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
@@ -22,10 +24,15 @@ const sseHead = len("event: ") + maxEventName + 1
 
 var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
-// isEventStream reports whether the Content-Type value ct is
-// text/event-stream.
-func isEventStream(ct string) bool {
-	mt, _, _ := mime.ParseMediaType(ct)
+// isEventStream reports whether h is that of a text/event-stream body
+// that is not encoded: only then can its keepalives be told apart.
+func isEventStream(h http.Header) bool {
+	for _, ce := range h["Content-Encoding"] {
+		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+			return false
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	return mt == "text/event-stream"
 }
 

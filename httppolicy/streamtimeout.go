@@ -69,10 +69,9 @@ func WithStreamTimeouts(ctx context.Context, firstByte, idle time.Duration) cont
 	return context.WithValue(ctx, streamTimeoutsKey{}, streamTimeouts{firstByte, idle})
 }
 
-// streamTelemetry is the timeout records of one Transport.
-type streamTelemetry struct {
-	firstByte, idle *telemetry.Timeout
-}
+// streamTelemetry is the timeout records of one Transport: first byte,
+// then idle.
+type streamTelemetry [2]*telemetry.Timeout
 
 // telemetry returns t's timeout records, built on first use.
 func (t *Transport) telemetry() *streamTelemetry {
@@ -80,12 +79,9 @@ func (t *Transport) telemetry() *streamTelemetry {
 		return st
 	}
 	in := telemetry.NewInstruments(t.MeterProvider)
-	st := &streamTelemetry{
-		firstByte: telemetry.NewTimeout(in, "first_byte", t.Name),
-		idle:      telemetry.NewTimeout(in, "idle", t.Name),
-	}
-	if !t.tel.CompareAndSwap(nil, st) {
-		return t.tel.Load()
-	}
-	return st
+	t.tel.CompareAndSwap(nil, &streamTelemetry{
+		telemetry.NewTimeout(in, "first_byte", t.Name),
+		telemetry.NewTimeout(in, "idle", t.Name),
+	})
+	return t.tel.Load()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -84,12 +83,11 @@ func (w *streamWatch) timedOut() error {
 		return nil
 	}
 	if w.recorded.CompareAndSwap(false, true) {
-		tel := w.t.telemetry()
-		if err.sentinel == ErrFirstByteTimeout {
-			tel.firstByte.Record(w.parent)
-		} else {
-			tel.idle.Record(w.parent)
+		i := 0
+		if err.sentinel == ErrIdleTimeout {
+			i = 1
 		}
+		w.t.telemetry()[i].Record(w.parent)
 	}
 	return err
 }
@@ -139,16 +137,6 @@ func stopTimer(t *time.Timer) {
 	}
 }
 
-// encoded reports whether h gives a Content-Encoding other than identity.
-func encoded(h http.Header) bool {
-	for _, ce := range h["Content-Encoding"] {
-		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
-			return true
-		}
-	}
-	return false
-}
-
 // counts reports whether the chunk p brought data that counts.
 func (w *streamWatch) counts(p []byte) bool {
 	if w.sse != nil {
@@ -161,7 +149,7 @@ func (w *streamWatch) counts(p []byte) bool {
 // bytes read until the first that counts, and whether they are the whole
 // body. resp's body is closed then, and on error.
 func (w *streamWatch) start(resp *http.Response) (prefix []byte, whole bool, err error) {
-	if ct := resp.Header["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) && !encoded(resp.Header) {
+	if isEventStream(resp.Header) {
 		keep := w.t.KeepaliveEvents
 		if keep == nil {
 			keep = defaultKeepaliveEvents

@@ -46,27 +46,25 @@ var (
 type Transport struct {
 	// Base sends each attempt. Nil means [http.DefaultTransport].
 	Base http.RoundTripper
-
 	// Policy runs each request. It is required.
 	Policy policy.Policy
 
 	// IsFailure reports whether a response is a failure. Nil means
 	// [DefaultIsFailure]. It must not read or close the body.
 	IsFailure func(*http.Response) bool
-
 	// RetryUnsafe lets requests that are not idempotent be retried after
 	// any failure.
 	RetryUnsafe bool
+	// Signals, if not nil, is told of every response an attempt receives.
+	Signals Signals
 
 	// FirstByteTimeout, if positive, bounds each attempt's wait for the
 	// first byte of the response body (for a response without a body, its
 	// headers). It must not be negative.
 	FirstByteTimeout time.Duration
-
 	// IdleTimeout, if positive, bounds how long Reads of the body handed
 	// over wait for data that counts. It must not be negative.
 	IdleTimeout time.Duration
-
 	// KeepaliveEvents are the event types of a text/event-stream response
 	// that the stream timeouts do not count. Nil means ["ping"]; an empty
 	// slice, none.
@@ -74,13 +72,9 @@ type Transport struct {
 
 	// Name names the Transport in its errors and telemetry.
 	Name string
-
 	// MeterProvider provides the watertight.timeouts counter. Nil means
 	// the global MeterProvider.
 	MeterProvider metric.MeterProvider
-
-	// Signals, if not nil, is told of every response an attempt receives.
-	Signals Signals
 
 	tel atomic.Pointer[streamTelemetry]
 }
