@@ -76,8 +76,7 @@ func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 // them nil.
 func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Response, err error) error {
 	if resp == nil && err == nil {
-		// A broken base: every call would fail alike, so it is not
-		// retried. Close the body in its place, as a RoundTripper must.
+		// A broken base: not retried, and its body closed in its place.
 		if r.Body != nil {
 			r.Body.Close()
 		}
@@ -130,8 +129,7 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	var prefix []byte
 	switch {
 	case noBody || resp.StatusCode == http.StatusSwitchingProtocols:
-		// For a switched connection, the first byte may be the caller's
-		// to send: the headers are the first byte.
+		// A switched connection's first byte may be the caller's to send.
 		if !w.firstByteIn() {
 			closeResp(resp)
 			return x.failed(w.cause(), false)

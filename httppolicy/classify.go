@@ -76,8 +76,7 @@ type StatusError struct {
 	Response *http.Response
 	// StatusCode is the response's status code.
 	StatusCode int
-	// RetryAfterDelay is the wait the server asked for (see
-	// [ParseRetryAfter]), or 0.
+	// RetryAfterDelay is the wait the server asked for, or 0.
 	RetryAfterDelay time.Duration
 }
 

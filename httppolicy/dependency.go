@@ -6,15 +6,12 @@ import (
 	"time"
 )
 
-// NewDependencyTransport returns an *http.Transport for one dependency,
-// to use as [Transport.Base] behind a bulkhead of limit slots. It is a
-// clone of [http.DefaultTransport] (or of its usual settings, if that is
-// not an *http.Transport) with MaxConnsPerHost and MaxIdleConnsPerHost
-// set to limit, and MaxIdleConns raised to limit if lower. So no call the
-// bulkhead admits waits unseen for a connection. Over HTTP/2, many
-// requests share one connection: the bulkhead is the bound.
-//
-// It panics if limit < 1.
+// NewDependencyTransport returns an *http.Transport to use as
+// [Transport.Base] behind a bulkhead of limit slots: a clone of
+// [http.DefaultTransport] (or of its usual settings) with MaxConnsPerHost
+// and MaxIdleConnsPerHost set to limit, and MaxIdleConns raised to limit
+// if lower. So no admitted call waits unseen for a connection. Over
+// HTTP/2 the bulkhead is the bound. It panics if limit < 1.
 func NewDependencyTransport(limit int) *http.Transport {
 	if limit < 1 {
 		panic("httppolicy: NewDependencyTransport limit must be >= 1")

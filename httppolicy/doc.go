@@ -36,9 +36,9 @@
 // count. Comment lines, events without data and events whose type is in
 // [Transport.KeepaliveEvents] are keepalives. Their waits add up toward
 // the idle timeout. An event with more than 4 KiB of data counts,
-// whatever its type. A stream that sends more than 1 MiB of keepalives
-// before its first event fails the attempt. So does an event that grows
-// past 1 MiB before it counts.
+// whatever its type. With a first byte timeout, more than 1 MiB of
+// keepalives before the first event fails the attempt. So does an event
+// that grows past 1 MiB before it counts.
 //
 // The errors match [ErrFirstByteTimeout] or [ErrIdleTimeout]. They are
 // counted in watertight.timeouts, with watertight.policy.kind first_byte

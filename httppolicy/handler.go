@@ -21,9 +21,8 @@ type HandlerConfig struct {
 	// rounded up to whole seconds. Zero or negative means 1s.
 	RetryAfter time.Duration
 
-	// OnReject, if set, answers a rejected request in place of the 503,
-	// with the server's own ResponseWriter. It runs after the policy has
-	// returned, and may be called concurrently.
+	// OnReject, if set, answers a rejected request in place of the 503.
+	// It may be called concurrently.
 	OnReject func(w http.ResponseWriter, r *http.Request, err error)
 }
 

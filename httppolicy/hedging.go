@@ -34,23 +34,20 @@ var (
 type Hedging struct {
 	// Base sends each attempt. Nil means [http.DefaultTransport].
 	Base http.RoundTripper
-	// Hedge decides when to send another attempt, and how many. It is
-	// required.
+	// Hedge decides when to send another attempt. It is required.
 	Hedge *retry.Hedge
-	// IsFailure reports whether a response is a failure, which starts the
-	// next attempt at once. Nil means [DefaultIsFailure]. It may be called
-	// concurrently and must not read or close the body.
+	// IsFailure reports whether a response is a failure. Nil means
+	// [DefaultIsFailure]. It may be called concurrently and must not read
+	// or close the body.
 	IsFailure func(*http.Response) bool
 }
 
 // RoundTrip sends req through Base, hedged, and returns the first
 // response that is not a failure. The others are canceled with the cause
 // retry.ErrHedgeLost, and their bodies closed. If every attempt failed
-// with a failure response, it returns the last. Otherwise it returns the
-// Hedge's error.
-//
+// with a failure response, it returns the last; else the Hedge's error.
 // A panic in an attempt before the call has its outcome is raised on the
-// caller's goroutine. A panic in an attempt that lost is reported to
+// caller's goroutine; one in an attempt that lost is reported to
 // otel.Handle. RoundTrip closes req.Body, even on error, and does not
 // modify req.
 func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -10,10 +10,7 @@ import (
 	"github.com/watertight/watertight/ratelimit"
 )
 
-// Signals is told of every response a [Transport]'s attempts receive,
-// successes and failures alike. [LimiterSignals] feeds a ratelimit.Limiter
-// from them.
-//
+// Signals is told of every response a [Transport]'s attempts receive.
 // Observe is called on the attempt's goroutine once the headers are in,
 // before the attempt's outcome reaches the policies. It must not read,
 // close or keep the body. It must be safe for concurrent use and quick.
@@ -22,12 +19,11 @@ type Signals interface {
 	Observe(resp *http.Response)
 }
 
-// LimiterSignals returns the Signals that pass l.Observe what each
-// response's rate-limit headers say: the hold ([RateLimitHold], for the
-// cost declared with [ratelimit.WithCost] in the request's context), and
-// the count, limit and reset of the requests bucket. A nil response is
-// ignored. If l is nil, LimiterSignals returns nil. Two Signals returned
-// for the same l are equal. They are safe for concurrent use.
+// LimiterSignals returns the Signals that pass l.Observe the hold
+// ([RateLimitHold], for the request's [ratelimit.WithCost]) and the
+// requests bucket each response names. A nil response is ignored. If l
+// is nil, it returns nil. Two Signals for the same l are equal. They are
+// safe for concurrent use.
 func LimiterSignals(l *ratelimit.Limiter) Signals {
 	if l == nil {
 		return nil

@@ -10,17 +10,14 @@ import (
 // defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
 var defaultKeepaliveEvents = []string{"ping"}
 
-// maxEventName bounds the event type matched against the keepalive names:
-// a longer one matches none.
-const maxEventName = 64
-
-// maxKeepaliveData bounds the data of a keepalive: an event with more
-// counts as soon as that much is in, whatever its type.
-const maxKeepaliveData = 4 << 10
-
-// sseHead is how much of a line the scanner keeps: enough for an event
-// type one byte too long.
-const sseHead = len("event: ") + maxEventName + 1
+// maxEventName bounds the event type matched against keepalive names. An
+// event with more than maxKeepaliveData bytes of data counts at once,
+// whatever its type. The scanner keeps the first sseHead bytes of a line.
+const (
+	maxEventName     = 64
+	maxKeepaliveData = 4 << 10
+	sseHead          = len("event: ") + maxEventName + 1
+)
 
 var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
@@ -38,10 +35,8 @@ func isEventStream(h http.Header) bool {
 
 // sseScanner follows a text/event-stream body, as the HTML Living
 // Standard reads it, far enough to tell when an event that counts is
-// complete: one with data, whose type is not a keepalive name. An event
-// whose data passes maxKeepaliveData counts at once. The bytes of the
-// event being read, comment lines aside, are the only ones that are not
-// keepalives. Chunks may split the stream anywhere.
+// complete: one with data, whose type is not a keepalive name. The bytes
+// of the event being read, comment lines aside, are not keepalives.
 type sseScanner struct {
 	keep        []string // keepalive event names
 	keepMessage bool     // "message", the type of an event with no event: line, is one

@@ -9,10 +9,9 @@ import (
 	"time"
 )
 
-// maxPrefix bounds what an attempt reads ahead while it waits for the
-// first byte that counts: keepalives, and the event being read, apart.
-// The first read ahead takes prefixChunk bytes, or the whole body if its
-// length is known and at most maxExactPrefix: it may come with its EOF.
+// maxPrefix bounds the keepalives, and the event being read, before the
+// first byte that counts. The first read takes prefixChunk bytes, or a
+// whole body of known length up to maxExactPrefix: it may bring its EOF.
 const (
 	maxPrefix      = 1 << 20
 	prefixChunk    = 512

@@ -50,7 +50,8 @@ type Transport struct {
 	Policy policy.Policy
 
 	// IsFailure reports whether a response is a failure. Nil means
-	// [DefaultIsFailure]. It must not read or close the body.
+	// [DefaultIsFailure]. It may be called concurrently and must not read
+	// or close the body.
 	IsFailure func(*http.Response) bool
 	// RetryUnsafe lets requests that are not idempotent be retried after
 	// any failure.
@@ -65,9 +66,8 @@ type Transport struct {
 	// IdleTimeout, if positive, bounds how long Reads of the body handed
 	// over wait for data that counts. It must not be negative.
 	IdleTimeout time.Duration
-	// KeepaliveEvents are the event types of a text/event-stream response
-	// that the stream timeouts do not count. Nil means ["ping"]; an empty
-	// slice, none.
+	// KeepaliveEvents are the event types the stream timeouts do not
+	// count. Nil means ["ping"]; an empty slice, none.
 	KeepaliveEvents []string
 
 	// Name names the Transport in its errors and telemetry.
@@ -160,13 +160,11 @@ type exchange struct {
 	hasBody    bool
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
-	// sus is the policy as a pipeline that holds, run on RoundTrip's
-	// goroutine; nil runs it on a goroutine that sends its result on out.
+	// sus, if set, runs on RoundTrip's goroutine; else run sends on out.
 	sus holder
 	out chan result
 
-	// mu is held by the running attempt, and for good once Execute has
-	// returned (over).
+	// mu is held by the running attempt, and for good once over.
 	mu   sync.Mutex
 	over atomic.Bool
 

@@ -38,8 +38,7 @@ func (w *responseWriter) Header() http.Header {
 
 func (w *responseWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-		// Informational: it goes out with the handler's headers, but the
-		// server's map stays as on entry for a 504 that may follow.
+		// Informational: the server's map stays as on entry for a 504.
 		w.withHandlerHeader(func() bool {
 			w.ResponseWriter.WriteHeader(code)
 			return false
