@@ -6,25 +6,12 @@ import (
 	"time"
 )
 
-// NewDependencyTransport returns an *http.Transport for one dependency, to
-// use as [Transport.Base] behind a bulkhead of limit slots: a clone of
-// [http.DefaultTransport] (or, if that has been replaced by something that
-// is not an *http.Transport, a transport with the same settings) with
-// MaxConnsPerHost and MaxIdleConnsPerHost set to limit, and MaxIdleConns
-// raised to limit if it was lower. The bulkhead then never admits more calls
-// than the transport has connections for, so no call queues unseen inside
-// the transport, and the connections the bulkhead's calls warm up stay open
-// for the next ones.
-//
-// Behind a [Hedging], each hedged attempt takes a bulkhead slot of its
-// own, so limit still bounds the requests in flight.
-//
-// Over HTTP/2 many requests share one connection, so MaxConnsPerHost does
-// not bound the calls in flight there: the bulkhead does.
-//
-// It panics if limit < 1, a programmer error. The result is a new
-// transport, safe for concurrent use; call CloseIdleConnections when done
-// with it.
+// NewDependencyTransport returns an *http.Transport to use as
+// [Transport.Base] behind a bulkhead of limit slots: a clone of
+// [http.DefaultTransport] (or of its usual settings) with MaxConnsPerHost
+// and MaxIdleConnsPerHost set to limit, and MaxIdleConns raised to limit
+// if lower. So no admitted call waits unseen for a connection. Over
+// HTTP/2 the bulkhead is the bound. It panics if limit < 1.
 func NewDependencyTransport(limit int) *http.Transport {
 	if limit < 1 {
 		panic("httppolicy: NewDependencyTransport limit must be >= 1")

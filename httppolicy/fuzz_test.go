@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,3 +99,5 @@ func FuzzStatusClassification(f *testing.F) {
 		}
 	})
 }
+
+func trim(s string) string { return strings.Trim(s, " \t") }

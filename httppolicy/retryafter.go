@@ -9,38 +9,29 @@ import (
 	"time"
 )
 
-// maxDuration is the longest time.Duration: huge Retry-After values
-// saturate to it instead of overflowing.
+// maxDuration is the longest time.Duration: huge values saturate to it.
 const maxDuration = time.Duration(math.MaxInt64)
 
 // ParseRetryAfter returns how long the server asked the client to wait
 // before trying again, from the headers h of a response received at now.
 // It reads, in this order:
 //
-//   - Retry-After-Ms: milliseconds, a non-negative decimal number with an
-//     optional fraction ("1500", "12.5"), as sent by OpenAI and Anthropic;
-//   - Retry-After as delta-seconds: a non-negative integer ("120");
-//   - Retry-After as an HTTP-date ("Fri, 31 Dec 1999 23:59:59 GMT", or any
-//     format [http.ParseTime] accepts): the time left until then, or 0 if
-//     that time has passed.
+//   - Retry-After-Ms: milliseconds, digits with an optional fraction
+//     ("1500", "12.5"), as OpenAI and Anthropic send it;
+//   - Retry-After as delta-seconds ("120");
+//   - Retry-After as an HTTP-date (any format [http.ParseTime] accepts):
+//     the time left until then, or 0 if it has passed.
 //
-// A Retry-After-Ms that does not parse falls back to Retry-After. It returns
-// false if neither header holds a valid value: signs, exponents, spaces
-// inside the number, "inf", "NaN" and other garbage are invalid. Leading and
-// trailing spaces and tabs are ignored. The result is never negative, and
-// values too large for a time.Duration (about 292 years) saturate to the
-// largest one rather than overflow. It never panics; h may be nil. It is
-// safe for concurrent use.
+// It returns false if neither header holds a valid value: signs,
+// exponents, inner spaces, "inf" and "NaN" are invalid. Leading and
+// trailing spaces and tabs are ignored. Values too large for a
+// time.Duration saturate to the largest one. It never panics; h may be
+// nil. It is safe for concurrent use.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if v := trim(h.Get("Retry-After-Ms")); v != "" {
-		if d, ok := parseMillis(v); ok {
-			return d, true
-		}
+	if d, ok := parseMillis(first(h, "Retry-After-Ms")); ok {
+		return d, true
 	}
-	v := trim(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
+	v := first(h, "Retry-After")
 	if d, ok := parseSeconds(v); ok {
 		return d, true
 	}
@@ -48,64 +39,34 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	// Sub saturates on overflow; a date in the past means "now".
 	return max(t.Sub(now), 0), true
 }
 
-func trim(s string) string { return strings.Trim(s, " \t") }
-
 // parseSeconds parses delta-seconds (1*DIGIT), saturating.
 func parseSeconds(s string) (time.Duration, bool) {
-	const maxSeconds = int64(maxDuration / time.Second)
-	if s == "" {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, false
 	}
-	var n int64
-	saturated := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if !saturated {
-			n = n*10 + int64(c-'0')
-			if n > maxSeconds {
-				saturated = true
-			}
-		}
-	}
-	if saturated {
+	if n > uint64(maxDuration/time.Second) {
 		return maxDuration, true
 	}
 	return time.Duration(n) * time.Second, true
 }
 
-// parseMillis parses DIGITS [ "." DIGITS ] (at least one digit in all),
+// parseMillis parses DIGITS [ "." DIGITS ], at least one digit in all,
 // saturating.
 func parseMillis(s string) (time.Duration, bool) {
-	digits, dots := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.':
-			dots++
-		default:
-			return 0, false
-		}
-	}
-	if digits == 0 || dots > 1 {
+	if strings.Trim(s, "0123456789.") != "" || strings.Count(s, ".") > 1 || strings.Trim(s, ".") == "" {
 		return 0, false
 	}
 	ms, err := strconv.ParseFloat(s, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, false
 	}
-	ns := ms * float64(time.Millisecond)
-	// float64(math.MaxInt64) rounds up to 2^63, so >= catches every value
-	// that would overflow the conversion, +Inf included.
-	if ns >= float64(math.MaxInt64) {
-		return maxDuration, true
+	// float64(math.MaxInt64) is 2^63, so >= catches every overflow.
+	if ns := ms * float64(time.Millisecond); ns < float64(math.MaxInt64) {
+		return time.Duration(math.Ceil(ns)), true
 	}
-	return time.Duration(math.Ceil(ns)), true
+	return maxDuration, true
 }

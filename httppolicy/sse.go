@@ -2,86 +2,54 @@ package httppolicy
 
 import (
 	"bytes"
+	"mime"
+	"net/http"
 	"strings"
 )
 
-// defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means:
-// Anthropic's "ping" events.
+// defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
 var defaultKeepaliveEvents = []string{"ping"}
 
-// maxEventName bounds the bytes of an event: line's value kept for matching
-// against the keepalive names: a longer value matches none (keepalive
-// names longer than this are ignored).
-const maxEventName = 64
+// maxEventName bounds the event type matched against keepalive names. An
+// event with more than maxKeepaliveData bytes of data counts at once,
+// whatever its type. The scanner keeps the first sseHead bytes of a line.
+const (
+	maxEventName     = 64
+	maxKeepaliveData = 4 << 10
+	sseHead          = len("event: ") + maxEventName + 1
+)
 
-// maxKeepaliveData bounds the data of a keepalive event: an event with
-// more data than this counts as soon as that much is in, whatever its
-// type.
-const maxKeepaliveData = 4 << 10
+var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
-// isEventStream reports whether the Content-Type value ct is
-// text/event-stream, parameters and case aside, without allocating.
-func isEventStream(ct string) bool {
-	const mt = "text/event-stream"
-	ct = strings.TrimLeft(ct, " \t")
-	if len(ct) < len(mt) || !strings.EqualFold(ct[:len(mt)], mt) {
-		return false
+// isEventStream reports whether h is that of a text/event-stream body
+// that is not encoded: only then can its keepalives be told apart.
+func isEventStream(h http.Header) bool {
+	for _, ce := range h["Content-Encoding"] {
+		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+			return false
+		}
 	}
-	rest := ct[len(mt):]
-	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
 }
 
-// Line states of the scanner.
-const (
-	sseLineStart  = iota // no byte of the line yet
-	sseFieldName         // in the field name, before any colon
-	sseValueStart        // just after the colon: one space may follow
-	sseValue             // in the value of a field
-	sseSkip              // in a value that does not matter
-	sseComment           // in a comment line
-)
-
-// Fields the scanner tells apart.
-const (
-	sseOther = iota
-	sseData
-	sseEvent
-)
-
-// sseScanner follows a text/event-stream body (as the HTML Living
-// Standard's "event stream interpretation" reads it) far enough to tell
-// when an event that counts has been completed: one with at least one data
-// field, whose type (its last event: field, "message" without one) is not
-// a keepalive name. Comment lines (starting with ':'), events without data
-// and keepalive events, data lines included, do not count. An event whose
-// data values (the bytes after "data:" and its one optional space) pass
-// maxKeepaliveData counts at once, before its end and whatever its type:
-// it is data, not a keepalive. The bytes of the event being read (its
-// lines since the last blank line, comment lines aside) are the only ones
-// that are not keepalives. Lines end with CRLF, CR or LF; a CR at the
-// end of one chunk and an LF at the start of the next are one line ending.
-// A leading UTF-8 BOM is skipped. Chunks may split the stream anywhere.
-//
-// Its zero value is not usable: set keep with newSSEScanner. It is used by
-// one goroutine at a time.
+// sseScanner follows a text/event-stream body, as the HTML Living
+// Standard reads it, far enough to tell when an event that counts is
+// complete: one with data, whose type is not a keepalive name. The bytes
+// of the event being read, comment lines aside, are not keepalives.
 type sseScanner struct {
 	keep        []string // keepalive event names
-	keepMessage bool     // "message", the type of an event with no event: line, is a keepalive
+	keepMessage bool     // "message", the type of an event with no event: line, is one
 
-	bomDone bool
-	bomSeen int  // bytes of the BOM matched so far
-	cr      bool // the last byte was a CR
-	crKeep  bool // that CR ended a line of keepalive bytes
+	bomSeen int  // bytes of a leading BOM matched; -1 once past it
+	cr      bool // the last byte was a CR that ended a line
+	crKeep  bool // that line was a keepalive's
 
 	read int // bytes scanned
 	kept int // bytes scanned that are keepalives: all but the event being read
 
-	state   int
-	field   int // the current line's field, once known
-	name    [5]byte
-	nameLen int // bytes of the field name seen (may exceed len(name))
-	val     [maxEventName]byte
-	valLen  int // bytes of an event: value seen (may exceed len(val))
+	head  []byte // the current line's first sseHead bytes
+	lineN int    // the current line's length
 
 	data      bool // the current event has a data field
 	keepalive bool // the current event's type is a keepalive name
@@ -91,7 +59,7 @@ type sseScanner struct {
 }
 
 func newSSEScanner(keep []string) *sseScanner {
-	s := &sseScanner{keep: keep}
+	s := &sseScanner{keep: keep, head: make([]byte, 0, sseHead)}
 	s.keepMessage = s.isKeepalive(nil)
 	s.keepalive = s.keepMessage
 	return s
@@ -111,192 +79,122 @@ func (s *sseScanner) isKeepalive(name []byte) bool {
 	return false
 }
 
-var bom = [3]byte{0xEF, 0xBB, 0xBF}
-
-// scan reads the next chunk of the stream and reports how many events that
-// count it completed or found large; largeRead then says whether it read
-// data values of a large event, or its end.
+// scan reads the next chunk and reports how many events that count it
+// completed or found large.
 func (s *sseScanner) scan(p []byte) int {
 	s.largeRead = false
-	events := 0
-	i := 0
-	if !s.bomDone {
+	events, i := 0, 0
+	if s.bomSeen >= 0 {
 		i = s.scanBOM(p)
 	}
 	for i < len(p) {
-		c := p[i]
-		if s.cr {
-			s.cr = false
-			if c == '\n' {
-				if s.crKeep {
-					s.kept++
-				}
-				i++
-				continue
+		if s.cr && p[i] == '\n' { // CRLF, perhaps split between chunks
+			if s.crKeep {
+				s.kept++
 			}
+			i++
 		}
-		if c == '\r' || c == '\n' {
+		s.cr = false
+		j := bytes.IndexAny(p[i:], "\r\n")
+		if j < 0 {
+			j = len(p) - i
+		}
+		events += s.feed(p[i : i+j])
+		if i += j; i < len(p) {
+			s.cr = p[i] == '\r'
 			if s.endLine(s.read + i) {
 				events++
 			}
-			s.cr = c == '\r'
 			i++
-			continue
-		}
-		switch s.state {
-		case sseLineStart:
-			if c == ':' {
-				s.state = sseComment
-				s.kept++
-				i++
-				continue
-			}
-			s.state, s.nameLen = sseFieldName, 0
-			fallthrough
-		case sseFieldName:
-			if c == ':' {
-				s.field = s.fieldKind()
-				s.state = sseValueStart
-				s.valLen = 0
-				i++
-				continue
-			}
-			if s.nameLen < len(s.name) {
-				s.name[s.nameLen] = c
-			}
-			s.nameLen++
-			i++
-		case sseValueStart:
-			s.state = sseValue
-			if s.field != sseEvent {
-				s.state = sseSkip
-			}
-			if c == ' ' {
-				i++
-				continue
-			}
-			if s.state == sseSkip {
-				continue
-			}
-			fallthrough
-		case sseValue: // an event: value
-			if s.valLen < len(s.val) {
-				s.val[s.valLen] = c
-			}
-			s.valLen++
-			i++
-		case sseComment:
-			j := lineLen(p[i:])
-			s.kept += j
-			i += j
-		default: // sseSkip: on to the end of the line
-			j := lineLen(p[i:])
-			if s.field == sseData && s.addData(j) {
-				events++
-			}
-			i += j
 		}
 	}
 	s.read += len(p)
 	return events
 }
 
-// scanBOM reads what p holds of a leading BOM and returns how many bytes
-// of p it took.
+// scanBOM reads what p holds of a leading BOM and returns its length.
 func (s *sseScanner) scanBOM(p []byte) int {
 	i := 0
 	for ; i < len(p) && p[i] == bom[s.bomSeen]; i++ {
 		if s.bomSeen++; s.bomSeen == len(bom) {
-			s.bomDone = true
+			s.bomSeen = -1
 			s.kept += len(bom)
 			return i + 1
 		}
 	}
 	if i < len(p) {
-		s.bomDone = true
-		if s.bomSeen > 0 {
-			// Not a BOM: those bytes began a field name that matches no
-			// field.
-			s.state, s.field, s.nameLen = sseFieldName, sseOther, len(s.name)+1
-		}
+		s.feed(bom[:s.bomSeen]) // not a BOM: those bytes begin a line
+		s.bomSeen = -1
 	}
 	return i
 }
 
-// lineLen returns the length of p up to its first line end.
-func lineLen(p []byte) int {
-	if j := indexLineEnd(p); j >= 0 {
-		return j
+// feed adds seg to the current line and reports whether it made the
+// event large.
+func (s *sseScanner) feed(seg []byte) int {
+	if len(seg) == 0 {
+		return 0
 	}
-	return len(p)
-}
-
-// addData adds n bytes to the current event's data values and reports
-// whether they made it large.
-func (s *sseScanner) addData(n int) bool {
-	if s.large {
-		s.largeRead = s.largeRead || n > 0
-		return false
+	before := s.dataValueLen()
+	s.head = append(s.head, seg[:min(len(seg), sseHead-len(s.head))]...)
+	s.lineN += len(seg)
+	if s.head[0] == ':' {
+		s.kept += len(seg)
+		return 0
 	}
-	s.dataLen = min(s.dataLen+n, maxKeepaliveData+1)
-	s.large = s.dataLen > maxKeepaliveData
-	return s.large
-}
-
-// fieldKind classifies the field name read so far.
-func (s *sseScanner) fieldKind() int {
+	n := s.dataValueLen() - before
 	switch {
-	case s.nameLen == 4 && string(s.name[:4]) == "data":
-		return sseData
-	case s.nameLen == 5 && string(s.name[:5]) == "event":
-		return sseEvent
+	case n == 0:
+	case s.large:
+		s.largeRead = true
+	default:
+		s.dataLen += n
+		s.large = s.dataLen > maxKeepaliveData
+		if s.large {
+			return 1
+		}
 	}
-	return sseOther
+	return 0
+}
+
+// dataValueLen returns the length of the current line's value if it is a
+// data line, else 0.
+func (s *sseScanner) dataValueLen() int {
+	if s.lineN <= len("data:") || string(s.head[:5]) != "data:" {
+		return 0
+	}
+	if s.head[5] == ' ' {
+		return s.lineN - 6
+	}
+	return s.lineN - 5
 }
 
 // endLine ends the current line at offset at of the stream and reports
 // whether it dispatched an event that counts.
 func (s *sseScanner) endLine(at int) bool {
-	state := s.state
-	s.state = sseLineStart
-	s.crKeep = state == sseLineStart || state == sseComment
-	switch state {
-	case sseComment:
+	line := s.head
+	blank, comment := s.lineN == 0, s.lineN > 0 && line[0] == ':'
+	s.head, s.lineN = s.head[:0], 0
+	s.crKeep = blank || comment
+	switch {
+	case comment:
 		s.kept++
-	case sseLineStart:
-		// A blank line dispatches the event, if it has data: it and all
-		// before it are settled.
+	case blank:
+		// A blank line dispatches the event: all before it is settled.
 		s.kept = at + 1
 		counts := s.data && !s.keepalive && !s.large
 		s.largeRead = s.largeRead || s.large
-		s.data, s.keepalive = false, s.keepMessage
-		s.dataLen, s.large = 0, false
+		s.data, s.keepalive, s.dataLen, s.large = false, s.keepMessage, 0, false
 		return counts
-	case sseFieldName:
-		// A field with no colon: its whole line is the name, its value
-		// empty.
-		s.field = s.fieldKind()
-		s.valLen = 0
+	default:
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		switch string(name) {
+		case "data":
+			s.data = true
+		case "event":
+			value = bytes.TrimPrefix(value, []byte(" "))
+			s.keepalive = len(value) <= maxEventName && s.isKeepalive(value)
+		}
 	}
-	switch s.field { // sseOther after a comment
-	case sseData:
-		s.data = true
-	case sseEvent:
-		s.keepalive = s.valLen <= len(s.val) && s.isKeepalive(s.val[:s.valLen])
-	}
-	s.field = sseOther
 	return false
-}
-
-// indexLineEnd returns the index of the first CR or LF in b, or -1.
-func indexLineEnd(b []byte) int {
-	n := bytes.IndexByte(b, '\n')
-	end := n
-	if n < 0 {
-		end = len(b)
-	}
-	if r := bytes.IndexByte(b[:end], '\r'); r >= 0 {
-		return r
-	}
-	return n
 }

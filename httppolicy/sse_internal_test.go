@@ -1,6 +1,7 @@
 package httppolicy
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -245,7 +246,7 @@ func TestIsEventStream(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		if got := isEventStream(tt.ct); got != tt.want {
+		if got := isEventStream(http.Header{"Content-Type": {tt.ct}}); got != tt.want {
 			t.Errorf("isEventStream(%q) = %v, want %v", tt.ct, got, tt.want)
 		}
 	}

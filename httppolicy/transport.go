@@ -1,6 +1,7 @@
 package httppolicy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,10 +20,7 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-var _ http.RoundTripper = (*Transport)(nil)
-
-// holder is a pipeline that can hand a call over (*compose.Pipeline, and
-// types that embed one).
+// holder is a pipeline that can hand a call over.
 type holder interface {
 	Start(ctx context.Context, fn policy.Func) (*compose.Held, error)
 	Holds() bool
@@ -39,98 +37,53 @@ var (
 )
 
 // Transport is an [http.RoundTripper] that sends each request through a
-// [policy.Policy], usually a *compose.Pipeline of bulkhead, deadline, retry
-// and breaker. It makes one call of Policy.Execute per request. That call
-// lasts until the response body is read to its end or closed. The package
-// documentation says what is retried, what is a failure and what the
-// caller gets.
+// [policy.Policy]. The package documentation says what is retried, what
+// is a failure and what the caller gets.
 //
-// Set the fields before the first request and do not change them
-// afterwards; a Transport is then safe for concurrent use by multiple
-// goroutines. The zero value has no Policy: its RoundTrip returns an error.
+// Set the fields before the first request and do not change them later.
+// A Transport is then safe for concurrent use. The zero value has no
+// Policy: its RoundTrip returns an error.
 type Transport struct {
-	// Base sends each attempt. Nil means [http.DefaultTransport]; see
-	// [NewDependencyTransport] for one sized to a bulkhead.
+	// Base sends each attempt. Nil means [http.DefaultTransport].
 	Base http.RoundTripper
-
-	// Policy runs each request. It is required: with a nil Policy,
-	// RoundTrip returns an error.
+	// Policy runs each request. It is required.
 	Policy policy.Policy
 
-	// IsFailure reports whether a response is a failure of the dependency,
-	// to be retried and counted by a breaker like a transport error. Nil
-	// means [DefaultIsFailure] (5xx, 408, 429). It may be called
-	// concurrently and must not read or close the body.
+	// IsFailure reports whether a response is a failure. Nil means
+	// [DefaultIsFailure]. It may be called concurrently and must not read
+	// or close the body.
 	IsFailure func(*http.Response) bool
-
-	// RetryUnsafe lets non-idempotent requests (POST, PATCH, without an
-	// idempotency key) be retried after any failure, as idempotent ones are.
-	// When false, they are retried only when the server plainly did not
-	// process them: connection refused, 429 or 503.
+	// RetryUnsafe lets requests that are not idempotent be retried after
+	// any failure.
 	RetryUnsafe bool
+	// Signals, if not nil, is told of every response an attempt receives.
+	Signals Signals
 
-	// FirstByteTimeout, if > 0, bounds each attempt's wait from sending the
-	// request to the first byte of the response body (to the headers, for a
-	// response without a body). For a text/event-stream response that is
-	// not encoded, it waits for the first event that counts (see the
-	// package documentation). RoundTrip hands the response over only once
-	// that byte is in. A late first byte is the attempt's failure
-	// ([ErrFirstByteTimeout]): a breaker counts it, and it is retried when
-	// the request may be. Zero means no such timeout; a request may set its
-	// own with [WithStreamTimeouts]. It must not be negative.
+	// FirstByteTimeout, if positive, bounds each attempt's wait for the
+	// first byte of the response body (for a response without a body, its
+	// headers). It must not be negative.
 	FirstByteTimeout time.Duration
-
-	// IdleTimeout, if > 0, bounds how long Reads of a response body handed
-	// over wait for data that counts. Its timer runs only while a Read
-	// waits, so a slow reader is not a stalled stream. Any byte restarts
-	// it. For a text/event-stream response that is not encoded, only a
-	// Read that completes an event that counts (or brings more data of an
-	// event past 4 KiB) does; the waits of the Reads in between add up.
-	// When it fires, that Read fails with [ErrIdleTimeout], and the call
-	// ends as a failure: a breaker counts it, and it is never retried.
-	// Zero means no such timeout; a request may set its own with
-	// [WithStreamTimeouts]. It must not be negative.
+	// IdleTimeout, if positive, bounds how long Reads of the body handed
+	// over wait for data that counts. It must not be negative.
 	IdleTimeout time.Duration
-
-	// KeepaliveEvents are the event types of a text/event-stream response
-	// that neither FirstByteTimeout nor IdleTimeout counts, as they do not
-	// count comment lines, unless the event has more than 4 KiB of data.
-	// Nil means ["ping"] (Anthropic's keepalive); an empty slice, none.
+	// KeepaliveEvents are the event types the stream timeouts do not
+	// count. Nil means ["ping"]; an empty slice, none.
 	KeepaliveEvents []string
 
-	// Name names the Transport in its errors and telemetry (the
-	// watertight.policy.name attribute of its first_byte and idle
-	// timeouts). Empty is allowed.
+	// Name names the Transport in its errors and telemetry.
 	Name string
-
-	// MeterProvider provides the watertight.timeouts counter of the stream
-	// timeouts. If nil, the global MeterProvider is used.
+	// MeterProvider provides the watertight.timeouts counter. Nil means
+	// the global MeterProvider.
 	MeterProvider metric.MeterProvider
 
-	// tel holds the timeout records, built on first use.
 	tel atomic.Pointer[streamTelemetry]
-
-	// Signals, if not nil, is told of every response an attempt receives,
-	// successes included, before the attempt's outcome reaches the policy
-	// (see [Signals]): usually [LimiterSignals] of the pipeline's
-	// *ratelimit.Limiter, whose shared hold the rate-limit headers feed.
-	Signals Signals
 }
 
-// RoundTrip sends req through t.Policy and returns the response, or the
-// error the call ended with. When the retries end on a failure status, it
-// returns that last response with a nil error, as [http.DefaultTransport]
-// would. If req's context is done then, it returns the context's error.
-// The response's body holds the policy's resources (a bulkhead slot, the
-// deadline's context, the breaker's verdict) until it is read to EOF or
-// closed: close it, as net/http requires. If the request's context or a
-// timeout of the policy ends the stream, the body's Read fails with the
-// error the call ended with (a timeout matches deadline.ErrExceeded).
-// With a first byte timeout, RoundTrip returns only once the first byte
-// that counts is in. The stream timeouts do not watch the connection of a
-// 101 Switching Protocols response. The Policy runs one attempt at a
-// time: to hedge, wrap the Transport in a [Hedging]. RoundTrip closes
-// req.Body, even on error, and does not modify req.
+// RoundTrip sends req through t.Policy. When the retries end on a failure
+// status, it returns that last response with a nil error, or the context's
+// error if req's context is done. The response's body holds the policy's
+// resources until it is read to EOF or closed. RoundTrip closes req.Body,
+// even on error, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
@@ -156,32 +109,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.resp, r.err
 }
 
-// check returns the stream timeouts of a request with context ctx, or the
-// error that refuses it.
+// check returns the stream timeouts of a request, or why it is refused.
 func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
-	switch t.Policy.(type) {
-	case nil:
+	if t.Policy == nil {
 		return streamTimeouts{}, errNilPolicy
-	case *retry.Hedge:
+	}
+	if _, ok := t.Policy.(*retry.Hedge); ok {
 		return streamTimeouts{}, errHedge
 	}
-	return t.streamTimeoutsOf(ctx)
+	err := errors.Join(negative("Transport.FirstByteTimeout", t.FirstByteTimeout),
+		negative("Transport.IdleTimeout", t.IdleTimeout))
+	v, ok := ctx.Value(streamTimeoutsKey{}).(streamTimeouts)
+	if !ok {
+		return streamTimeouts{t.FirstByteTimeout, t.IdleTimeout}, err
+	}
+	return v, errors.Join(err, negative("WithStreamTimeouts: firstByte", v.firstByte),
+		negative("WithStreamTimeouts: idle", v.idle))
 }
 
-// CloseIdleConnections closes the idle connections of Base (of
-// http.DefaultTransport if Base is nil), if it has such a method, as
-// http.Client.CloseIdleConnections asks of its Transport.
-func (t *Transport) CloseIdleConnections() {
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
+func negative(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("httppolicy: %s must be >= 0, got %v", name, d)
 	}
-	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+	return nil
+}
+
+// CloseIdleConnections calls Base's CloseIdleConnections, if it has one.
+func (t *Transport) CloseIdleConnections() { closeIdle(t.Base) }
+
+func closeIdle(base http.RoundTripper) {
+	if c, ok := cmp.Or(base, http.DefaultTransport).(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
 
-// result is what RoundTrip's caller gets.
 type result struct {
 	resp     *http.Response
 	err      error
@@ -189,34 +150,28 @@ type result struct {
 	panicVal any // nil: runtime.Goexit
 }
 
-// exchange is one RoundTrip: one Execute of the policy and its attempts,
-// one at a time.
+// exchange is one RoundTrip.
 type exchange struct {
 	t          *Transport
 	req        *http.Request
 	base       http.RoundTripper
 	isFailure  func(*http.Response) bool
 	timeouts   streamTimeouts
-	hasBody    bool // req has a body to send
+	hasBody    bool
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
-	// sus, if not nil, is the policy as a pipeline that holds across a
-	// hand-over: it runs on RoundTrip's goroutine (runSync). Otherwise the
-	// policy runs on a goroutine of its own (run), which sends RoundTrip's
-	// result on out.
+	// sus, if set, runs on RoundTrip's goroutine; else run sends on out.
 	sus holder
 	out chan result
 
-	// mu is held by the running attempt, and for good once Execute has
-	// returned (over): attempts the policy starts concurrently, or too
-	// late, are refused (see enter).
+	// mu is held by the running attempt, and for good once over.
 	mu   sync.Mutex
 	over atomic.Bool
 
 	bodySent bool           // req.Body was given to the base transport
 	stopped  bool           // an attempt failed in a way that may not be retried
 	last     *http.Response // the latest attempt's failure response, body in memory
-	accepted *http.Response // a success whose body is in memory, returned at the end
+	accepted *http.Response // a success whose body is in memory
 	stream   *streamBody    // the body of the response handed over, if any
 	handed   *http.Response // the response handed over, with runSync
 }
@@ -225,14 +180,11 @@ func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
 	x := &exchange{
 		t:          t,
 		req:        req,
-		base:       t.Base,
+		base:       cmp.Or(t.Base, http.DefaultTransport),
 		isFailure:  t.IsFailure,
 		timeouts:   st,
 		hasBody:    req.Body != nil && req.Body != http.NoBody,
 		idempotent: idempotent(req),
-	}
-	if x.base == nil {
-		x.base = http.DefaultTransport
 	}
 	if x.isFailure == nil {
 		x.isFailure = DefaultIsFailure
@@ -244,10 +196,7 @@ func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
 	return x
 }
 
-// runSync runs the pipeline on RoundTrip's goroutine. A response handed
-// over leaves the call held: the body's end, or the end of the attempt's
-// context, ends it (see streamBody.hold). A panic or runtime.Goexit goes
-// on up RoundTrip's caller once the policies have freed what they held.
+// runSync runs the pipeline on RoundTrip's goroutine.
 func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 	returned := false
 	defer func() {
@@ -267,9 +216,8 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 	return r.resp, r.err
 }
 
-// run runs the policy on a goroutine of its own, so that Execute can
-// outlive RoundTrip while the caller reads the body. It sends RoundTrip's
-// result on out unless an attempt has handed a response over.
+// run runs the policy on a goroutine of its own, which outlives RoundTrip
+// while the caller reads the body.
 func (x *exchange) run(ctx context.Context) {
 	returned := false
 	defer func() {
@@ -288,11 +236,9 @@ func (x *exchange) run(ctx context.Context) {
 	close(x.stream.finished)
 }
 
-// abort ends the exchange after Execute panicked with v (nil: it called
-// runtime.Goexit); the policies have freed what they held. RoundTrip's
-// caller gets the panic if it still waits. Otherwise the panic came from
-// a policy's work after the body ended (a hook), and is reported to
-// otel.Handle: nobody could recover it here.
+// abort ends the exchange after Execute panicked with v (nil:
+// runtime.Goexit). RoundTrip's caller gets the panic if it still waits;
+// else it is reported to otel.Handle.
 func (x *exchange) abort(v any) {
 	x.close()
 	x.cleanUp()
@@ -302,18 +248,16 @@ func (x *exchange) abort(v any) {
 	}
 	defer close(x.stream.finished)
 	if v != nil {
-		reportPanic(v)
+		reportPanic("a policy after the response was returned", v, debug.Stack())
 	}
 }
 
-// reportPanic reports v, a panic in a policy after the response was
-// returned, to otel.Handle.
-func reportPanic(v any) {
-	otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v\n\n%s", v, debug.Stack()))
+func reportPanic(where string, v any, stack []byte) {
+	otel.Handle(fmt.Errorf("httppolicy: panic in %s: %v\n\n%s", where, v, stack))
 }
 
-// outcome returns what RoundTrip returns when Execute returned err without
-// a response handed over, and frees the rest.
+// outcome returns what RoundTrip returns when Execute returned err
+// without a hand-over.
 func (x *exchange) outcome(ctx context.Context, err error) result {
 	defer x.cleanUp()
 	if err == nil && x.accepted != nil {
@@ -321,10 +265,6 @@ func (x *exchange) outcome(ctx context.Context, err error) result {
 		x.accepted = nil
 		return result{resp: resp}
 	}
-	// Retries ended on a failure status: the caller gets the response
-	// itself, or, if its context is done, that context's error. The
-	// StatusError is the policies' view of the response, never the
-	// caller's.
 	if se, ok := errors.AsType[*StatusError](err); ok {
 		if cerr := ctx.Err(); cerr != nil {
 			return result{err: cerr}
@@ -337,13 +277,12 @@ func (x *exchange) outcome(ctx context.Context, err error) result {
 	if err == nil {
 		err = errNoRun
 	}
-	// Without a retry policy to take it off, an attempt's Permanent
-	// marker is still on the error: the caller should not see it.
+	// Without a retry policy, an attempt's marker is still on the error.
 	return result{err: retry.Unmark(err)}
 }
 
-// cleanUp closes what the attempts left that the caller does not get, and
-// req.Body if no attempt sent it: a RoundTripper must close it.
+// cleanUp closes what the caller does not get, and req.Body if no attempt
+// sent it.
 func (x *exchange) cleanUp() {
 	closeResp(x.accepted)
 	closeResp(x.last)
@@ -354,9 +293,7 @@ func (x *exchange) cleanUp() {
 	}
 }
 
-// enter lets an attempt start, or returns the error it returns at once:
-// the policy runs fn while another attempt runs (as a hedge would), or
-// after Execute returned.
+// enter lets an attempt start, or returns why not.
 func (x *exchange) enter(ctx context.Context) error {
 	if x.mu.TryLock() {
 		return nil
@@ -370,8 +307,7 @@ func (x *exchange) enter(ctx context.Context) error {
 	return retry.Permanent(errDone)
 }
 
-// close waits for a running attempt to return (a policy should have
-// waited for it), and refuses those the policy starts later.
+// close waits for a running attempt to return, and refuses later ones.
 func (x *exchange) close() {
 	x.over.Store(true)
 	x.mu.Lock()

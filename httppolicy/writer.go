@@ -10,20 +10,8 @@ import (
 )
 
 // responseWriter records whether the handler has written, and with which
-// status, so that Handler neither writes twice nor misses a 5xx.
-//
-// It also gives the handler a header map of its own until the handler
-// answers (its first WriteHeader with a final status, Write, ReadFrom,
-// Flush or Hijack): a clone of the server's map as it was on entry, copied
-// into the server's map as the handler answers. A handler that sets
-// Set-Cookie or Content-Encoding and then runs past the deadline without
-// answering thus leaves the server's map as it was, and the 504 Handler
-// writes in its place goes out without those headers, while keeping what
-// a middleware outside Handler set on entry (a gzip middleware's
-// Content-Encoding, go.dev/issue/66343). Once the handler has answered,
-// Header returns the server's map itself, as net/http's writer does, so
-// trailers set after the first write (declared ones, or keys with
-// http.TrailerPrefix) reach it.
+// status. Until the handler answers, it gives it a header map of its own:
+// a clone of the server's map, copied into it as the handler answers.
 type responseWriter struct {
 	http.ResponseWriter
 	header   http.Header // the handler's map; nil until it asks for one
@@ -39,9 +27,7 @@ func (w *responseWriter) Header() http.Header {
 		return w.ResponseWriter.Header()
 	}
 	if w.header == nil {
-		// Cloned on first use rather than on entry: nobody else writes the
-		// server's map while the handler runs, so it is still as it was on
-		// entry, and a handler that never asks costs no clone.
+		// Nobody else writes the server's map while the handler runs.
 		w.header = w.ResponseWriter.Header().Clone()
 		if w.header == nil {
 			w.header = make(http.Header)
@@ -51,34 +37,29 @@ func (w *responseWriter) Header() http.Header {
 }
 
 func (w *responseWriter) WriteHeader(code int) {
-	switch {
-	case w.wrote:
-		// A superfluous call: net/http reports it.
-	case code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols:
-		// Informational (103 Early Hints...): it goes out with the
-		// handler's headers, but the handler has not answered yet, and
-		// the server's map must stay as on entry for a 504 that may follow.
+	if !w.wrote && code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		// Informational: the server's map stays as on entry for a 504.
 		w.withHandlerHeader(func() bool {
 			w.ResponseWriter.WriteHeader(code)
 			return false
 		})
 		return
-	default:
-		w.answered(code)
 	}
+	w.answer(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *responseWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.answered(http.StatusOK)
-	}
+	w.answer(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
-// answered records the handler's answer and puts its headers in the
-// server's map, before the server sends them.
-func (w *responseWriter) answered(status int) {
+// answer records the handler's answer, unless it has answered, and puts
+// its headers in the server's map before the server sends them.
+func (w *responseWriter) answer(status int) {
+	if w.wrote {
+		return
+	}
 	w.wrote = true
 	w.status = status
 	if w.header != nil {
@@ -87,8 +68,7 @@ func (w *responseWriter) answered(status int) {
 }
 
 // withHandlerHeader calls send with the handler's headers in the server's
-// map, for a write that sends them and may not count as the handler's
-// answer: if send returns false, the server's map is put back as it was.
+// map. If send returns false, the server's map is put back as it was.
 func (w *responseWriter) withHandlerHeader(send func() (keep bool)) {
 	if w.header == nil {
 		send() // the handler's map is the server's: nothing to swap
@@ -97,19 +77,16 @@ func (w *responseWriter) withHandlerHeader(send func() (keep bool)) {
 	server := w.ResponseWriter.Header()
 	saved := server.Clone()
 	copyHeader(server, w.header)
-	// net/http writes the header before WriteHeader or Flush returns (the
-	// HTTP/2 server waits for the frame to be written because the map
-	// is not its own), so the map can be put back at once.
+	// net/http has written the header when WriteHeader or Flush returns.
 	if !send() {
 		copyHeader(server, saved)
 	}
 }
 
-// copyHeader makes dst hold exactly what src holds (the values are shared,
-// not copied): a header the handler deleted from its map is deleted too.
+// copyHeader makes dst hold exactly what src holds, values shared.
 func copyHeader(dst, src http.Header) {
 	if dst == nil {
-		return // a writer without a map: the handler had only its own
+		return
 	}
 	for k := range dst {
 		if _, ok := src[k]; !ok {
@@ -121,13 +98,9 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// mergeTrailers runs once the handler has returned. It copies into the
-// server's map the trailers the handler set, after its first write, in the
-// map it had got from Header before that write (h := w.Header() at the top
-// of a handler): net/http reads the trailers from the server's map once
-// the handler returns. Only keys the server's map lacks are copied: a key
-// it has was either copied at the first write or set since through Header,
-// which returned the server's map by then.
+// mergeTrailers copies into the server's map, once the handler returned,
+// the trailers it set in its own map after its first write. Keys the
+// server's map has are newer.
 func (w *responseWriter) mergeTrailers() {
 	if !w.wrote || w.hijacked || w.header == nil {
 		return
@@ -166,57 +139,39 @@ func (w *responseWriter) FlushError() error {
 	if w.wrote {
 		return http.NewResponseController(w.ResponseWriter).Flush()
 	}
-	// A flush sends the header, the handler's: it is the handler's answer,
-	// unless the writer cannot flush, and then nothing was sent.
+	// A flush that works sends the handler's headers: its answer.
 	var err error
 	w.withHandlerHeader(func() bool {
 		err = http.NewResponseController(w.ResponseWriter).Flush()
 		return !errors.Is(err, http.ErrNotSupported)
 	})
 	if !errors.Is(err, http.ErrNotSupported) {
-		w.wrote = true // the handler's headers are in the server's map
-		w.status = http.StatusOK
+		w.answer(http.StatusOK)
 	}
 	return err
 }
 
-// Hijack implements http.Hijacker; it fails with an error matching
-// http.ErrNotSupported if the underlying writer cannot be hijacked.
+// Hijack implements http.Hijacker.
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
-		// The handler owns the connection and answers on it; Header now
-		// returns the server's map, which should hold what it set.
 		w.hijacked = true
-		if !w.wrote {
-			w.answered(0)
-		}
+		w.answer(0)
 	}
 	return conn, rw, err
 }
 
 // ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile) path.
 func (w *responseWriter) ReadFrom(r io.Reader) (int64, error) {
-	if !w.wrote {
-		w.answered(http.StatusOK)
-	}
+	w.answer(http.StatusOK)
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(r)
 	}
 	return io.Copy(writerOnly{w.ResponseWriter}, r)
 }
 
-// Unwrap lets http.ResponseController reach the server's writer (for
-// SetReadDeadline, SetWriteDeadline, EnableFullDuplex; it finds Flush and
-// Hijack here first). A handler that unwraps the writer itself and writes
-// to the server's writer directly bypasses the handler's header map: the
-// headers it set through this writer are not sent.
+// Unwrap lets http.ResponseController reach the server's writer.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // writerOnly hides ReadFrom so io.Copy does not loop back into it.
 type writerOnly struct{ io.Writer }
-
-var (
-	_ http.Flusher  = (*responseWriter)(nil)
-	_ http.Hijacker = (*responseWriter)(nil)
-)
