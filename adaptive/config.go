@@ -12,8 +12,7 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// Unbounded, as Config.MaxQueue, lets any number of callers wait, as
-// bulkhead.Unbounded does.
+// Unbounded, as Config.MaxQueue, lets any number of callers wait.
 const Unbounded = -1
 
 // Defaults of the Config fields whose zero value means "the default".
@@ -26,48 +25,41 @@ const (
 )
 
 // Config configures a [Limiter]. Its zero value is valid: a limit that
-// starts at 20 and moves between 1 and 200, no waiting (a call that finds
-// the limit reached is rejected at once), a tolerance of 1.25, a no-load
-// latency re-measured every 30 s, no name, the global MeterProvider and no
-// OnReject hook. A Config is a plain value: [New] copies it.
+// starts at 20 and moves between 1 and 200, no waiting, a tolerance of
+// 1.25 and a probe every 30 s. [New] copies it.
 type Config struct {
 	// Name names the limiter in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
 	Name string
 
 	// MinLimit and MaxLimit bound the limit. 0 means the default (1 and
-	// 200); otherwise MinLimit must be >= 1 and MaxLimit >= MinLimit.
+	// 200). Otherwise MinLimit must be >= 1 and MaxLimit >= MinLimit.
 	MinLimit, MaxLimit int
 
-	// InitialLimit is the limit the first adjustment starts from (the first
-	// probe caps admission at 3 until it has measured the no-load latency:
-	// see the package documentation). 0 means 20, clamped to [MinLimit, MaxLimit];
-	// otherwise it must lie in [MinLimit, MaxLimit].
+	// InitialLimit is the limit the first adjustment starts from. 0 means
+	// 20, clamped to [MinLimit, MaxLimit]. Otherwise it must lie in
+	// [MinLimit, MaxLimit].
 	InitialLimit int
 
-	// MaxQueue is the number of calls that may wait to be admitted when the
-	// limit is reached. 0 means none: such a call is rejected at once.
-	// [Unbounded] lets any number wait. Any other negative value is invalid.
-	// A queue smooths the short probes at concurrency 3.
+	// MaxQueue is the number of calls that may wait when the limit is
+	// reached. 0 means none: such a call is rejected at once. [Unbounded]
+	// lets any number wait. Other negative values are invalid.
 	MaxQueue int
 
-	// MaxWait is how long one waiting call may wait before it is rejected
-	// with reason "wait_timeout". 0 means it waits until its context is done.
-	// Negative values are invalid.
+	// MaxWait is how long a call may wait before it is rejected with reason
+	// "wait_timeout". 0 means until its context is done. Negative values
+	// are invalid.
 	MaxWait time.Duration
 
-	// Tolerance is how far above the no-load latency the mean latency of
-	// calls that reach the limit may rise before the limit shrinks: the
-	// limit settles where the latency is about Tolerance times the no-load
-	// latency. 0 means 1.25; otherwise it must be finite and >= 1.
+	// Tolerance is how far the latency at the limit may rise above the
+	// no-load latency before the limit shrinks. The limit settles where the
+	// latency is about Tolerance times the no-load latency. 0 means 1.25;
+	// otherwise it must be finite and >= 1.
 	Tolerance float64
 
-	// ProbeInterval is how long after one measurement of the no-load
-	// latency the next is due; it runs at the next window whose calls
-	// reach the limit. 0 means 30 s; negative values are invalid. Probes
-	// are spaced at least 20 windows apart (a second at a no-load latency
-	// of 25 ms), whatever it says, so that the limit has windows to adjust
-	// in between.
+	// ProbeInterval is how long after one probe the next is due. It runs at
+	// the next window whose calls reach the limit. 0 means 30 s; negative
+	// values are invalid. Probes are at least 20 windows apart.
 	ProbeInterval time.Duration
 
 	// MeterProvider provides the meter for the rejection counter, the
@@ -75,10 +67,9 @@ type Config struct {
 	// global MeterProvider is used.
 	MeterProvider metric.MeterProvider
 
-	// OnReject, if not nil, is called once for every rejection, after the
-	// limiter has released its locks, on the rejected caller's goroutine,
-	// with the caller's ctx and the error Execute returns. It must not
-	// modify the error.
+	// OnReject, if not nil, is called once for every rejection, holding no
+	// lock, on the rejected caller's goroutine, with its ctx and the error
+	// Execute returns. It must not modify the error.
 	OnReject func(ctx context.Context, err *policy.RejectedError)
 }
 
