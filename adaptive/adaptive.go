@@ -19,13 +19,11 @@ import (
 // limit it learns from their latency. Create one with [New]; the zero value
 // is not usable. A Limiter is safe for concurrent use.
 type Limiter struct {
-	slots   slots.Slots  // the admission core, shared with package bulkhead
-	answers atomic.Int64 // calls in flight whose answer was marked
-	// countAnswerFn is countAnswer, as a func value built once.
-	countAnswerFn func(delta int)
+	slots         slots.Slots     // the admission core, shared with package bulkhead
+	answers       atomic.Int64    // calls in flight whose answer was marked
+	countAnswerFn func(delta int) // countAnswer, built once
 
-	// Read by every sample, written rarely: off the cache lines every call writes.
-	_           [64]byte
+	_           [64]byte     // read by every sample, written rarely
 	probing     atomic.Bool  // a probe is running: samples go to observeProbe
 	staleAt     atomic.Int64 // the probe may be stale after this, with no call in flight (ns since base)
 	staleBusyAt atomic.Int64 // and with calls in flight (see stallLimit)
@@ -39,7 +37,7 @@ type Limiter struct {
 	slowest     atomic.Int64 // the window's slowest sample above slowAbove
 	_           [64]byte
 	failures    atomic.Int64  // failed attempts in the window
-	cells       [stripes]cell // the window's latency samples, striped
+	window      atomic.Uint64 // the window's latency samples, packed (see countBits)
 
 	base time.Time // the origin of the controller's clock
 
@@ -58,11 +56,9 @@ type Limiter struct {
 }
 
 // New returns a Limiter configured by cfg, or an error naming the first
-// invalid field of cfg. It never panics. The Limiter starts with a probe:
-// it admits at most 3 calls at once until the probe ends (see the package
-// documentation).
+// invalid field of cfg. It never panics. The Limiter starts with a probe.
 func New(cfg Config) (*Limiter, error) {
-	s, err := cfg.resolve()
+	cfg, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -73,21 +69,23 @@ func New(cfg Config) (*Limiter, error) {
 		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
 		onReject:    cfg.OnReject,
 	}
-	l.ctl.init(s)
+	l.ctl.init(cfg)
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
-	l.slots.Init(s.initial, s.queueCap, s.maxWait)
+	queue := cfg.MaxQueue
+	if queue == Unbounded {
+		queue = slots.Unbounded
+	}
+	l.slots.Init(cfg.InitialLimit, queue, cfg.MaxWait)
 	l.startProbe(0)
 	l.reg = l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
 }
 
 // Execute runs fn once it is admitted, and frees its slot when fn returns,
-// panics or calls runtime.Goexit. It samples fn's latency. It returns fn's
-// error unchanged, or without running fn a rejection or ctx.Err() (see
-// Outcomes in the package documentation). Execute panics if ctx or fn is
-// nil.
+// panics or calls runtime.Goexit. It returns fn's error unchanged, or a
+// rejection or ctx.Err() without running fn. It panics if ctx or fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("adaptive: nil fn")
@@ -98,26 +96,18 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	}
 	defer p.Release()
 	ctx, s := p.Begin(ctx)
-	finished := false
-	defer func() {
-		if !finished {
-			s.End(stage.ErrAborted)
-		}
-	}()
-	err = fn(ctx)
-	finished = true
-	s.End(err)
-	return err
+	err = stage.ErrAborted // if fn panics or calls runtime.Goexit
+	defer func() { s.End(err) }()
+	return fn(ctx)
 }
 
 // Permit is a call admitted by [Limiter.Acquire]: it holds one slot until
 // Release. The zero Permit holds nothing.
 type Permit struct{ l *Limiter }
 
-// Acquire is the two-step form of Execute. It admits one call, waiting as
-// Execute does, and returns its [Permit], or the error Execute would
-// return. Sample each attempt with Permit.Begin and Sample.End, and call
-// Permit.Release once. It panics if ctx is nil.
+// Acquire is the two-step form of Execute. It admits one call as Execute
+// does, and returns its [Permit]. Sample each attempt with Permit.Begin and
+// Sample.End, then call Permit.Release once. It panics if ctx is nil.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("adaptive: nil Context")
@@ -131,8 +121,8 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	return Permit{l: l}, nil
 }
 
-// Sample is one attempt of a permitted call, begun by [Permit.Begin].
-// Its End must be called once. The zero Sample's End does nothing.
+// Sample is one attempt begun by [Permit.Begin]. Call its End once. The
+// zero Sample's End does nothing.
 type Sample struct {
 	l *Limiter
 	a *stage.Attempt
@@ -149,8 +139,7 @@ func (p Permit) Begin(ctx context.Context) (context.Context, Sample) {
 	return ctx, Sample{l: p.l, a: a}
 }
 
-// End ends the attempt with its outcome err and samples it (see "What it
-// samples" in the package documentation).
+// End ends the attempt with its outcome err and samples it.
 func (s Sample) End(err error) {
 	if s.l == nil {
 		return
@@ -179,9 +168,8 @@ func (p Permit) Release() {
 // [Config.MinLimit, Config.MaxLimit].
 func (l *Limiter) Limit() int { return int(l.learned.Load()) }
 
-// MaxLimit returns Config.MaxLimit, or its default: the most the limit may
-// ever be.
-func (l *Limiter) MaxLimit() int { return int(l.ctl.max) }
+// MaxLimit returns Config.MaxLimit, or its default.
+func (l *Limiter) MaxLimit() int { return l.ctl.cfg.MaxLimit }
 
 // Active returns the number of calls holding a slot now, including an
 // admitted waiter that has not yet woken. It may exceed Limit after the
@@ -192,20 +180,17 @@ func (l *Limiter) Active() int { return l.slots.Active() }
 func (l *Limiter) Queued() int { return l.slots.Queued() }
 
 // refused returns the error of an admission that ended with o and err,
-// recording it if it is a rejection.
+// recording a rejection.
 func (l *Limiter) refused(ctx context.Context, o slots.Outcome, err error) error {
+	r := l.full
 	switch o {
 	case slots.RejectedFull:
-		return l.reject(ctx, l.full)
 	case slots.RejectedWaitTimeout:
-		return l.reject(ctx, l.waitTimeout)
+		r = l.waitTimeout
+	default:
+		return err
 	}
-	return err
-}
-
-// reject records a rejection for r and calls the OnReject hook.
-func (l *Limiter) reject(ctx context.Context, r *telemetry.Rejection) error {
-	err := r.Record(ctx)
+	err = r.Record(ctx)
 	if l.onReject != nil {
 		l.onReject(ctx, r.Err)
 	}

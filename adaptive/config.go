@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -46,15 +45,12 @@ type Config struct {
 	// lets any number wait. Other negative values are invalid.
 	MaxQueue int
 
-	// MaxWait is how long a call may wait before it is rejected with reason
-	// "wait_timeout". 0 means until its context is done. Negative values
-	// are invalid.
+	// MaxWait is how long a call may wait before it is rejected. 0 means
+	// until its context is done. Negative values are invalid.
 	MaxWait time.Duration
 
-	// Tolerance is how far the latency at the limit may rise above the
-	// no-load latency before the limit shrinks. The limit settles where the
-	// latency is about Tolerance times the no-load latency. 0 means 1.25;
-	// otherwise it must be finite and >= 1.
+	// Tolerance is the ratio to the no-load latency at which the limit
+	// settles. 0 means 1.25; otherwise it must be finite and >= 1.
 	Tolerance float64
 
 	// ProbeInterval is how long after one probe the next is due. It runs at
@@ -62,8 +58,7 @@ type Config struct {
 	// values are invalid. Probes are at least 20 windows apart.
 	ProbeInterval time.Duration
 
-	// MeterProvider provides the meter for the rejection counter, the
-	// active and queued up-down counters and the limit gauge. If nil, the
+	// MeterProvider provides the meter of the instruments. If nil, the
 	// global MeterProvider is used.
 	MeterProvider metric.MeterProvider
 
@@ -73,62 +68,46 @@ type Config struct {
 	OnReject func(ctx context.Context, err *policy.RejectedError)
 }
 
-// settings are a Config with its defaults applied and checked.
-type settings struct {
-	min, max, initial int
-	queueCap          int // Unbounded as slots.Unbounded
-	maxWait           time.Duration
-	tolerance         float64
-	probeInterval     time.Duration
-}
-
-// resolve applies the defaults of c and reports the first invalid field.
-func (c *Config) resolve() (settings, error) {
-	s := settings{min: c.MinLimit, max: c.MaxLimit, initial: c.InitialLimit,
-		maxWait: c.MaxWait, tolerance: c.Tolerance, probeInterval: c.ProbeInterval}
-	if s.min == 0 {
-		s.min = DefaultMinLimit
+// resolve returns c with its defaults applied, or an error naming its
+// first invalid field.
+func (c Config) resolve() (Config, error) {
+	r := c
+	if r.MinLimit == 0 {
+		r.MinLimit = DefaultMinLimit
 	}
-	if s.min < 1 {
-		return s, fmt.Errorf("adaptive: Config.MinLimit must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
+	if r.MinLimit < 1 {
+		return r, fmt.Errorf("adaptive: Config.MinLimit must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
 	}
-	if s.max == 0 {
-		s.max = DefaultMaxLimit
-		if s.max < s.min {
-			return s, fmt.Errorf("adaptive: Config.MaxLimit must be >= MinLimit (%d), got 0 (which means %d)", s.min, DefaultMaxLimit)
-		}
+	got := fmt.Sprint(c.MaxLimit)
+	if r.MaxLimit == 0 {
+		r.MaxLimit, got = DefaultMaxLimit, fmt.Sprintf("0 (which means %d)", DefaultMaxLimit)
 	}
-	if s.max < s.min {
-		return s, fmt.Errorf("adaptive: Config.MaxLimit must be >= MinLimit (%d), got %d", s.min, c.MaxLimit)
+	if r.MaxLimit < r.MinLimit {
+		return r, fmt.Errorf("adaptive: Config.MaxLimit must be >= MinLimit (%d), got %s", r.MinLimit, got)
 	}
-	if s.initial == 0 {
-		s.initial = min(max(DefaultInitialLimit, s.min), s.max)
+	if r.InitialLimit == 0 {
+		r.InitialLimit = min(max(DefaultInitialLimit, r.MinLimit), r.MaxLimit)
 	}
-	if s.initial < s.min || s.initial > s.max {
-		return s, fmt.Errorf("adaptive: Config.InitialLimit must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", s.min, s.max, c.InitialLimit)
+	if r.InitialLimit < r.MinLimit || r.InitialLimit > r.MaxLimit {
+		return r, fmt.Errorf("adaptive: Config.InitialLimit must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
 	}
-	switch {
-	case c.MaxQueue == Unbounded:
-		s.queueCap = slots.Unbounded
-	case c.MaxQueue < 0:
-		return s, fmt.Errorf("adaptive: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
-	default:
-		s.queueCap = c.MaxQueue
+	if c.MaxQueue < Unbounded {
+		return r, fmt.Errorf("adaptive: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
 	}
 	if c.MaxWait < 0 {
-		return s, fmt.Errorf("adaptive: Config.MaxWait must be >= 0, got %v", c.MaxWait)
+		return r, fmt.Errorf("adaptive: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
-	if s.tolerance == 0 {
-		s.tolerance = DefaultTolerance
+	if r.Tolerance == 0 {
+		r.Tolerance = DefaultTolerance
 	}
-	if math.IsNaN(s.tolerance) || math.IsInf(s.tolerance, 0) || s.tolerance < 1 {
-		return s, fmt.Errorf("adaptive: Config.Tolerance must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
+	if math.IsNaN(r.Tolerance) || math.IsInf(r.Tolerance, 0) || r.Tolerance < 1 {
+		return r, fmt.Errorf("adaptive: Config.Tolerance must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
 	}
-	if s.probeInterval == 0 {
-		s.probeInterval = DefaultProbeInterval
+	if r.ProbeInterval == 0 {
+		r.ProbeInterval = DefaultProbeInterval
 	}
-	if s.probeInterval < 0 {
-		return s, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
+	if r.ProbeInterval < 0 {
+		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
-	return s, nil
+	return r, nil
 }

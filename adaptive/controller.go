@@ -7,7 +7,6 @@ import (
 	"time"
 )
 
-// The controller's constants; the package documentation explains most.
 const (
 	minSamples       = 10                    // latency samples that close a window, or an early probe
 	probeSamples     = 128                   // latency samples that close a probe
@@ -30,9 +29,8 @@ const (
 	smoothing        = 0.5
 	hysteresis       = 0.75 // how far the estimate must move from the learned limit to change it
 
-	// A cell packs a window's count (low countBits bits) and sum in µs
-	// (above) into one word, so that a sample costs one atomic add. A
-	// window closes early (closeEarly*) long before either part overflows.
+	// The window packs its count (low countBits bits) and sum in µs (above)
+	// into one word. It closes early long before either part overflows.
 	countBits       = 24
 	countMask       = 1<<countBits - 1
 	maxSampleUs     = 1<<32 - 1
@@ -40,22 +38,11 @@ const (
 	closeEarlySumUs = 1 << 38
 )
 
-// stripes is the number of cells a window's samples are spread over.
-const stripes = 8
-
-// cell is one stripe of a window, alone on its cache line.
-type cell struct {
-	w atomic.Uint64
-	_ [56]byte
-}
-
 // controller is the state of the limit's estimate, guarded by Limiter.mu.
 // Times are in ns since Limiter.base.
 type controller struct {
-	min, max      float64
-	tolerance     float64
-	probeInterval int64
-	probeLimit    int // probeConcurrency clamped to [min, max]
+	cfg        Config // resolved
+	probeLimit int    // probeConcurrency clamped to [MinLimit, MaxLimit]
 
 	limit       float64       // the estimate
 	held        int           // the learned limit: limit rounded, with hysteresis
@@ -85,10 +72,7 @@ type controller struct {
 	little     float64 // the last window's latency by Little's law, in ns
 	ceil       float64 // the lowest estimate at which an uncapped window at the limit read a gradient below 1
 
-	// The estimates of the recent windows, for the fall that re-probes early.
-	hist    [64]limitPoint // windows last >= 50 ms: 64 cover more than fallSpan
-	histLen int
-	histAt  int
+	hist []limitPoint // the estimates of the windows within fallSpan
 }
 
 type limitPoint struct {
@@ -96,16 +80,14 @@ type limitPoint struct {
 	limit float64
 }
 
-func (c *controller) init(s settings) {
-	c.min, c.max = float64(s.min), float64(s.max)
-	c.tolerance = s.tolerance
-	c.probeInterval = int64(s.probeInterval)
-	c.probeLimit = min(max(probeConcurrency, s.min), s.max)
+func (c *controller) init(s Config) {
+	c.cfg = s
+	c.probeLimit = min(max(probeConcurrency, s.MinLimit), s.MaxLimit)
 	// A closed probe still takes the samples of the calls it admitted.
 	c.samples = make([]time.Duration, 0, probeSamples+c.probeLimit)
-	c.limit = float64(s.initial)
+	c.limit = float64(s.InitialLimit)
 	c.ceil = math.Inf(1)
-	c.held = s.initial
+	c.held = s.InitialLimit
 }
 
 // admission returns the learned limit: the estimate rounded, changed only
@@ -120,20 +102,14 @@ func (c *controller) admission() int {
 // windowLen is the shortest a window lasts, in ns.
 func (c *controller) windowLen() int64 { return int64(max(minWindow, 2*c.noLoad)) }
 
-func (c *controller) remember(now int64) {
-	c.hist[c.histAt] = limitPoint{now, c.limit}
-	c.histAt = (c.histAt + 1) % len(c.hist)
-	c.histLen = min(c.histLen+1, len(c.hist))
-}
-
-// fell reports whether the estimate fell by more than a third from its
-// highest within the last fallSpan.
-func (c *controller) fell(now int64) bool {
+// remember records the estimate at now, and reports whether it fell by
+// more than a third from its highest within fallSpan.
+func (c *controller) remember(now int64) (fell bool) {
+	c.hist = slices.DeleteFunc(c.hist, func(p limitPoint) bool { return now-p.at > int64(fallSpan) })
+	c.hist = append(c.hist, limitPoint{now, c.limit})
 	high := c.limit
-	for _, p := range c.hist[:c.histLen] {
-		if now-p.at <= int64(fallSpan) && p.limit > high {
-			high = p.limit
-		}
+	for _, p := range c.hist {
+		high = max(high, p.limit)
 	}
 	return high-c.limit > high/3
 }
@@ -141,14 +117,9 @@ func (c *controller) fell(now int64) bool {
 // since returns t on the controller's clock: ns since l.base, shifted.
 func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) + l.shift.Load() }
 
-// clock returns t on the controller's clock, records it as ctl.lastNow, and
-// reports whether it came from another clock than the previous readings.
-// l.mu is held.
-//
-// Inside a testing/synctest bubble a Limiter reads the bubble's fake time.
-// A reading more than clockSlack behind the latest, or more than clockJump
-// ahead, comes from another clock: the controller's clock is shifted so
-// that time continues from the latest reading.
+// clock returns t on the controller's clock, and reports whether it came
+// from another clock (a testing/synctest bubble's). Time then continues
+// from the latest reading. l.mu is held.
 func (l *Limiter) clock(t time.Time) (now int64, rebased bool) {
 	c := &l.ctl
 	now = l.since(t)
@@ -163,8 +134,7 @@ func (l *Limiter) clock(t time.Time) (now int64, rebased bool) {
 	return now, rebased
 }
 
-// observe takes one attempt's outcome, ended at end: a latency sample d,
-// or a failure. Outside a probe it takes a lock only to close the window.
+// observe takes one attempt's outcome: a latency sample d, or a failure.
 func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 	if l.probing.Load() {
 		l.observeProbe(d, failed, end)
@@ -174,8 +144,7 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 		l.failures.Add(1)
 		return
 	}
-	// A slow sample sets the stall age of the next probe: after a drift to
-	// a slow dependency, its answers arrive only that late.
+	// A slow sample sets the next probe's stall age.
 	if c := l.slowAbove.Load(); c > 0 && int64(d) > c {
 		raise(&l.slowest, int64(d))
 	}
@@ -184,16 +153,11 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 		l.excess.Add(int64((ds - c) / time.Microsecond))
 		ds = c
 	}
-	// The clock's lowest bits pick the cell, so concurrent samples seldom
-	// write the same word.
-	w := l.cells[(uint64(d)+uint64(end.Nanosecond()))%stripes].w.Add(packSample(ds))
-	// The slots' count sits on the cache line every admission writes: a
-	// busy window reads it for one sample in 8 per cell.
-	if n := w & countMask; n < quietSamples || n%8 == 0 {
+	w := l.window.Add(packSample(ds))
+	// Every admission writes the slots' count: read it for few samples.
+	if n := w & countMask; n <= quietSamples || n%8 == 0 {
 		raise(&l.peak, int64(l.slots.Active()))
 	}
-	// A reading well before the window opened comes from another clock,
-	// which closeWindow rebases.
 	if now := l.since(end); now >= l.closeAt.Load() || now < l.openedAt.Load()-int64(clockSlack) || overfull(w) {
 		l.closeWindow(end)
 	}
@@ -207,8 +171,7 @@ func raise(v *atomic.Int64, x int64) {
 
 // packSample is d as a window increment: d in µs above a count of 1.
 func packSample(d time.Duration) uint64 {
-	us := (d + time.Microsecond/2) / time.Microsecond
-	us = min(max(us, 0), maxSampleUs)
+	us := min(max((d+time.Microsecond/2)/time.Microsecond, 0), maxSampleUs)
 	return uint64(us)<<countBits | 1
 }
 
@@ -216,8 +179,7 @@ func overfull(w uint64) bool {
 	return w&countMask >= closeEarlyCount || w>>countBits >= closeEarlySumUs
 }
 
-// closeWindow closes the window, unless another goroutine holds the lock
-// or it is not yet due, and updates the limit from it.
+// closeWindow closes the window if it is due and the lock is free.
 func (l *Limiter) closeWindow(end time.Time) {
 	if !l.mu.TryLock() {
 		return
@@ -227,22 +189,11 @@ func (l *Limiter) closeWindow(end time.Time) {
 	if l.probing.Load() {
 		return
 	}
-	var count, sumUs uint64
-	full := false
-	for i := range l.cells {
-		w := l.cells[i].w.Load()
-		count += w & countMask
-		full = full || overfull(w)
-	}
-	if count < minSamples || (now < l.closeAt.Load() && !full) {
+	if w := l.window.Load(); w&countMask < minSamples || (now < l.closeAt.Load() && !overfull(w)) {
 		return
 	}
-	count = 0
-	for i := range l.cells {
-		w := l.cells[i].w.Swap(0)
-		count += w & countMask
-		sumUs += w >> countBits
-	}
+	w := l.window.Swap(0)
+	count, sumUs := w&countMask, w>>countBits
 	c := &l.ctl
 	failures := l.failures.Swap(0)
 	c.recentSlow = time.Duration(l.slowest.Swap(0))
@@ -250,32 +201,25 @@ func (l *Limiter) closeWindow(end time.Time) {
 	l.closeAt.Store(now + c.windowLen())
 	opened, active := l.openedAt.Load(), l.awaiting()
 	l.openedAt.Store(now)
-	// Little's law: the mean of the calls awaiting their answer at the
-	// window's ends, over the rate at which calls ended.
+	// Little's law: calls awaiting their answer over the rate they ended.
 	inflight := float64(c.openActive+active) / 2
 	c.openActive = active
 	c.little = inflight * float64(max(now-opened, 1)) / float64(max(int64(count)+failures, 1))
 	l.update(now, count, sumUs, uint64(l.excess.Swap(0)), failures, peak)
 }
 
-// update moves the limit after a window of count latency samples summing
-// sumUs µs (capped), failures and peak slots held, or starts a probe.
-// l.mu is held.
+// update moves the limit after a window, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, peak int64) {
 	c := &l.ctl
-	// A window that did not reach the limit ran below it: it does not lower
-	// the limit, and starts no periodic probe.
 	reached := peak >= int64(c.held)
-	// A quiet window ran as a probe does: few samples, with at most
-	// probeLimit in flight. Every sample read the slots, so peak is exact.
+	// A quiet window ran as a probe does. Every sample read the slots.
 	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && !reached &&
-		2*failures <= int64(count)+failures
+		failures <= int64(count)
 	if c.measured && quiet {
-		// It moves the no-load mean, and within Tolerance of it confirms it,
-		// postponing the periodic probe.
+		// Within Tolerance, it confirms the no-load mean.
 		mean := float64(sumUs) / float64(count)
 		base := max(c.cbase, latencyFloor).Seconds() * 1e6
-		if mean <= c.tolerance*base && mean >= base/c.tolerance {
+		if tol := c.cfg.Tolerance; mean <= tol*base && mean >= base/tol {
 			c.lastProbe = now
 			c.quiet++
 		}
@@ -284,7 +228,7 @@ func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, pea
 			c.base = c.cbase
 		}
 	}
-	interval := max(c.probeInterval, 20*c.windowLen())
+	interval := max(int64(c.cfg.ProbeInterval), 20*c.windowLen())
 	if !c.measured {
 		interval <<= min(c.failedInRow, maxProbeBackoff)
 	}
@@ -296,47 +240,41 @@ func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, pea
 	if !c.measured || quiet {
 		return // no base yet, or no queueing this limiter caused
 	}
-	// The gradient applies to the limit admission enforced, not to the
-	// estimate: applied to the estimate, an equilibrium such as 7.25 cycles.
+	// Applied to the estimate, an equilibrium such as 7.25 would cycle.
 	target := c.gradient(count, sumUs, excessUs, reached)*float64(c.held) + headroom
 	target = min(target, max(c.limit, float64(2*peak+1)))
 	if !reached {
 		target = max(target, c.limit)
 	}
-	if 2*failures > int64(count)+failures {
+	if failures > int64(count) {
 		target = min(target, c.limit)
 	}
-	c.limit = min(max(c.limit+smoothing*(target-c.limit), c.min), c.max)
-	// Limit never reads above what admission enforces, nor below it while
-	// calls are admitted: raise it before admission, lower it after.
+	c.limit = min(max(c.limit+smoothing*(target-c.limit), float64(c.cfg.MinLimit)), float64(c.cfg.MaxLimit))
+	// Raise Limit before admission, lower it after.
 	n := int64(c.admission())
 	if n > l.learned.Load() {
 		l.learned.Store(n)
 	}
 	l.setAdmission(int(n))
 	l.learned.Store(n)
-	c.remember(now)
-	if c.fell(now) {
+	if c.remember(now) {
 		c.early = true
 		l.startProbe(now)
 	}
 }
 
-// gradient returns the gradient of a window of count latency samples
-// summing sumUs µs as capped and excessUs µs above the cap. It exceeds 1
-// only while the calls in flight do not pile up: Little's latency within
-// Tolerance of the samples' uncapped mean. Without a cap, it exceeds 1 only
-// below the lowest estimate that read congestion, until the next probe.
-// l.mu is held.
+// gradient returns the gradient of a window. It exceeds 1 only while
+// Little's latency is within Tolerance of the samples' uncapped mean, and,
+// without a cap, below the lowest estimate that read congestion.
 func (c *controller) gradient(count, sumUs, excessUs uint64, reached bool) float64 {
 	avg := max(float64(sumUs)/float64(count), float64(latencyFloor/time.Microsecond))
 	base := max(c.cbase, latencyFloor).Seconds() * 1e6
 	uncapped := (float64(sumUs) + float64(excessUs)) * 1e3 / float64(count) // ns
-	top := 1.0
-	if c.little <= c.tolerance*uncapped && (c.tail || c.limit < c.ceil) {
-		top = c.tolerance
+	tol, top := c.cfg.Tolerance, 1.0
+	if c.little <= tol*uncapped && (c.tail || c.limit < c.ceil) {
+		top = tol
 	}
-	gradient := min(max(c.tolerance*base/avg, minGradient), top)
+	gradient := min(max(tol*base/avg, minGradient), top)
 	if gradient < 1 && reached && !c.tail {
 		c.ceil = min(c.ceil, c.limit)
 	}
@@ -353,36 +291,24 @@ func (l *Limiter) setAdmission(n int) {
 	l.slots.SetLimit(n)
 }
 
-// startProbe caps the calls awaiting their answer at probeLimit until the
-// probe has its samples, then admits no one new until the calls it admitted
-// have answered. l.mu is held.
+// startProbe starts a probe. l.mu is held.
 func (l *Limiter) startProbe(now int64) {
 	c := &l.ctl
 	c.progressAt = now
 	c.probes++
-	// The stall age starts from the last window's slowest sample: after a
-	// drift to a slower dependency, the probe's calls answer only that late.
+	// After a drift to a slower dependency, answers come that late.
 	c.samples, c.probeFailures, c.longest = c.samples[:0], 0, c.recentSlow
 	c.drainedAt, c.closed = -1, false
 	l.publishStale() // before probing is set: probeCheck reads it then
-	// probing is set before the answered calls are counted: a change that
-	// this count misses sees probing set, and sets the cap again.
+	// Set before the answered calls are counted, so countAnswer misses none.
 	l.probing.Store(true)
 	l.setAdmission(l.probeAdmission())
 	if a := l.awaiting(); a <= c.probeLimit {
-		c.drain(now, a)
+		c.drainedAt, c.progressAt, c.before = now, now, a
 	}
 }
 
-// drain records that the calls admitted before the probe have drained to
-// awaiting: the calls admitted from now on are the probe's.
-func (c *controller) drain(now int64, awaiting int) {
-	c.drainedAt, c.progressAt, c.before = now, now, awaiting
-}
-
-// probeAdmission is the admission limit during a probe: probeLimit calls
-// awaiting their answer (none once the probe has closed) beside the
-// answered ones, at least 1 and at most the learned limit. l.mu is held.
+// probeAdmission is the admission limit during a probe. l.mu is held.
 func (l *Limiter) probeAdmission() int {
 	awaiting := l.ctl.probeLimit
 	if l.ctl.closed {
@@ -397,9 +323,7 @@ func (l *Limiter) awaiting() int { return max(l.slots.Active()-l.answered(), 0) 
 // answered returns the number of calls in flight that have their answer.
 func (l *Limiter) answered() int { return int(max(l.answers.Load(), 0)) }
 
-// countAnswer counts the calls in flight whose answer has arrived. During
-// a probe it moves the admission limit with them, so that the cap counts
-// only the calls awaiting their answer.
+// countAnswer counts the calls in flight whose answer has arrived.
 func (l *Limiter) countAnswer(delta int) {
 	l.answers.Add(int64(delta))
 	if !l.probing.Load() {
@@ -417,33 +341,26 @@ func (c *controller) stallAge() int64 {
 	return int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest)))
 }
 
-// stallLimit is how long the probe may go without progress with active
-// calls in flight, in ns. Before the first measurement the latency is
-// unknown and may be long: calls in flight get at least ProbeInterval.
-// Afterwards calls held past stallAge (hung calls, streams) are no
-// no-load samples, and would otherwise keep the cap.
+// stallLimit is stallAge, or before the first measurement, with active
+// calls in flight, at least ProbeInterval: the latency may be long.
 func (c *controller) stallLimit(active int) int64 {
 	if c.measured || active == 0 {
 		return c.stallAge()
 	}
-	return max(c.stallAge(), c.probeInterval)
+	return max(c.stallAge(), int64(c.cfg.ProbeInterval))
 }
 
-// publishStale publishes when the probe may be stale, for probeCheck's
-// reading without the lock. l.mu is held; it is called whenever
-// progressAt, the stall age or measured moves.
+// publishStale publishes when the probe may be stale. l.mu is held.
 func (l *Limiter) publishStale() {
 	c := &l.ctl
 	l.staleAt.Store(c.progressAt + c.stallLimit(0))
 	l.staleBusyAt.Store(c.progressAt + c.stallLimit(1))
 }
 
-// probeCheck runs before an admission during a probe. Nothing runs in the
-// background, so an admission must find a probe that traffic has left,
-// which would otherwise cap a later burst at 3. While the probe is live, an
-// admission that finds the lock taken goes on. Once it may be stale, it
-// waits for the lock: the holder may be abandoning the probe, and a call
-// admitted meanwhile would meet the stale cap and be rejected.
+// probeCheck runs before an admission during a probe, to end a probe that
+// traffic has left. Once the probe may be stale, it waits for the lock:
+// the holder may be abandoning it, and a call admitted meanwhile would
+// meet the stale cap.
 func (l *Limiter) probeCheck() {
 	if !l.mu.TryLock() {
 		now := l.since(time.Now())
@@ -459,9 +376,7 @@ func (l *Limiter) probeCheck() {
 	l.checkProbe()
 }
 
-// checkProbe abandons the probe running, if any, if it is stale, finishes
-// it if it is closed and its calls have answered (or stalled), and
-// restarts it if the clock changed. l.mu is held.
+// checkProbe ends the probe running, if it is done or stale. l.mu is held.
 func (l *Limiter) checkProbe() {
 	if !l.probing.Load() {
 		return
@@ -482,7 +397,6 @@ func (l *Limiter) checkProbe() {
 
 // observeProbe takes one attempt's outcome during a probe.
 func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
-	// This call is counted unless its answer was marked.
 	active := l.slots.Active()
 	awaiting := max(active-l.answered(), 0)
 	l.mu.Lock()
@@ -492,8 +406,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 		return // the probe ended meanwhile
 	}
 	c := &l.ctl
-	// The sample's own latency extends the stall age before the check: a
-	// slow dependency's first answer is progress.
+	// A slow dependency's first answer is progress.
 	if !failed {
 		c.longest = max(c.longest, d)
 	}
@@ -511,8 +424,6 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	} else if !l.probeSample(now, d, failed, awaiting) {
 		return // abandoned
 	}
-	// A closed probe ends once no call it admitted awaits its answer, or
-	// once those left have stalled: a hung call is no no-load sample.
 	if c.closed && (awaiting-1 <= c.before || now-c.progressAt > c.stallAge()) {
 		l.finishProbe(now)
 		return
@@ -520,9 +431,8 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	l.publishStale()
 }
 
-// probeSample takes the outcome of a call admitted after the probe
-// drained, and reports false if the probe was abandoned. awaiting counts
-// this call unless its answer was marked. l.mu is held.
+// probeSample takes the outcome of a call not admitted before the drain,
+// and reports false if the probe was abandoned. l.mu is held.
 func (l *Limiter) probeSample(now int64, d time.Duration, failed bool, awaiting int) bool {
 	c := &l.ctl
 	switch {
@@ -534,7 +444,7 @@ func (l *Limiter) probeSample(now int64, d time.Duration, failed bool, awaiting 
 		}
 	case c.drainedAt < 0:
 		if awaiting <= c.probeLimit {
-			c.drain(now, max(awaiting-1, 0))
+			c.drainedAt, c.progressAt, c.before = now, now, max(awaiting-1, 0)
 		}
 	case awaiting <= c.probeLimit && len(c.samples) < cap(c.samples):
 		// Every call admitted since the drain is a sample, slow ones too.
@@ -560,8 +470,7 @@ func (l *Limiter) finishProbe(now int64) {
 	l.endProbe(now)
 }
 
-// restartProbe ends a probe begun on another clock and starts a fresh one,
-// without backoff. l.mu is held.
+// restartProbe restarts a probe begun on another clock. l.mu is held.
 func (l *Limiter) restartProbe(now int64) {
 	l.endProbe(now)
 	if !l.ctl.measured {
@@ -571,11 +480,8 @@ func (l *Limiter) restartProbe(now int64) {
 }
 
 // measure sets noLoad, base and cbase from the probe's samples, and returns
-// slowFactor x noLoad. The gradient compares a window's mean with cbase, a
-// mean: a heavy tail would make the mean read as congestion against a
-// median. A probe that sees a sample above slowFactor x noLoad sets tail,
-// and samples are then capped there, here and in the windows. An early
-// probe's 10 samples are too few to lift the cap.
+// slowFactor x noLoad. Once a probe has seen a tail, samples are capped
+// there. An early probe's samples are too few to lift the cap.
 func (c *controller) measure() time.Duration {
 	s := c.samples
 	slices.Sort(s)
@@ -597,20 +503,17 @@ func (c *controller) measure() time.Duration {
 	return slow
 }
 
-// endProbe ends the probe, measured or abandoned, restores the admission
-// limit and opens a fresh window. l.mu is held.
+// endProbe ends the probe and opens a fresh window. l.mu is held.
 func (l *Limiter) endProbe(now int64) {
 	c := &l.ctl
 	c.lastProbe = now
 	if !c.measured {
 		c.failedInRow++
 	}
-	c.histLen, c.histAt = 0, 0
+	c.hist = c.hist[:0]
 	c.openActive = l.awaiting()
 	c.remember(now)
-	for i := range l.cells {
-		l.cells[i].w.Store(0)
-	}
+	l.window.Store(0)
 	l.excess.Store(0)
 	l.failures.Store(0)
 	l.peak.Store(0)

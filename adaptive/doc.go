@@ -20,38 +20,30 @@
 //	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
 //	while waiting
 //
-// A rejection matches [ErrFull] and [policy.ErrRejected] with errors.Is. It
-// is a *[policy.RejectedError] with Kind "adaptive", the Config.Name and
-// the Reason. Rejections with the same reason share one error value, so
-// rejecting allocates nothing; do not modify it. Each rejection is counted
-// on watertight.rejections, added as a watertight.rejected event to the
-// recording span in ctx, and passed to Config.OnReject.
+// A rejection is a *[policy.RejectedError] with Kind "adaptive", the
+// Config.Name and the Reason. Rejections with the same reason share one
+// error value; do not modify it. Each rejection is also added as a
+// watertight.rejected event to the recording span in ctx, and passed to
+// Config.OnReject.
 //
 // The up-down counters watertight.bulkhead.active and
 // watertight.bulkhead.queued (watertight.policy.kind "adaptive") and the
 // gauge watertight.adaptive.limit report [Limiter.Active],
 // [Limiter.Queued] and [Limiter.Limit] until [Limiter.Close].
 //
-// A panic or runtime.Goexit in fn frees its slot and is no sample.
-//
 // # What it samples
 //
-// The limiter learns from the latency of each attempt:
-//
-//   - [Limiter.Execute] samples fn.
-//   - In the Bulkhead slot of a compose pipeline, each attempt below a
-//     Retry is one sample; backoff waits are not latency. compose rejects
-//     a Limiter in any other slot.
-//   - Through httppolicy's Transport, the latency ends at the response
-//     headers, so a long download is not congestion. The sample is taken
-//     when the attempt ends.
-//   - [Permit.Begin] and [Sample.End] sample an attempt by hand.
+// The limiter learns from the latency of each attempt. In a compose
+// pipeline each attempt below a Retry is one sample. Through httppolicy's
+// Transport, the latency ends at the response headers, so a long download
+// is not congestion. [Permit.Begin] and [Sample.End] sample an attempt by
+// hand.
 //
 // A success is a latency sample. So is a timeout (errors.Is
 // context.DeadlineExceeded): congestion looks like that. Any other failure
 // is no sample, since a dependency that fails fast must not look fast. A
-// rejection from below (policy.ErrRejected) and a cancellation
-// (context.Canceled) are ignored.
+// rejection from below (policy.ErrRejected), a cancellation
+// (context.Canceled) and a panic are ignored.
 //
 // # The algorithm
 //
@@ -69,50 +61,38 @@
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
 //
 // peak is the most calls in flight the window saw. base is the no-load
-// mean latency, measured by probes (below) and by quiet windows. Once a
-// probe has seen a sample above 3 x noLoad, every sample counts at most
-// 3 x noLoad. [Limiter.Limit] is L rounded, and changes only once L is
-// 0.75 away from it.
-//
-// A dependency that serves C calls at once settles at about
-// Tolerance x C + 1, with a latency about Tolerance times its no-load
-// latency.
+// mean latency, measured by probes and by quiet windows. Once a probe has
+// seen a sample above 3 x noLoad, samples count at most 3 x noLoad.
+// [Limiter.Limit] is L rounded, and changes once L is 0.75 away from it.
 //
 // # Probes
 //
 // A probe measures the no-load latency. It caps the calls awaiting their
-// answer at 3 (clamped to [MinLimit, MaxLimit]). A call awaits its answer
-// until httppolicy marks its response headers, or else until it ends. The
-// probe closes at its 128th sample, or at its 10th once it has lasted 1 s.
-// noLoad is the median of its samples, base their mean.
+// answer at 3 (clamped to [MinLimit, MaxLimit]); an answered stream does
+// not count. It closes at its 128th sample, or at its 10th once it has
+// lasted 1 s. noLoad is the median of its samples, base their mean.
 //
 // A probe runs when the Limiter is created. Later probes start only from a
 // window that reaches the limit: ProbeInterval after the last, or early
 // when the limit has fallen by more than a third within 2 s. A probe that
 // sees 20 failures, or makes no progress for max(1 s, 20 x the latency),
-// is abandoned and the limit restored. While nothing has been measured,
-// each abandoned probe doubles the wait for the next, up to
-// 8 x ProbeInterval.
+// is abandoned. While nothing has been measured, each abandoned probe
+// doubles the wait for the next, up to 8 x ProbeInterval.
 //
-// The limiter reads the monotonic clock. If a Limiter built outside a
-// testing/synctest bubble is used in one, it restarts a probe in progress.
-// Using one Limiter inside and outside a bubble at once is not supported.
+// A Limiter used inside and outside a testing/synctest bubble at once is
+// not supported.
 //
 // # Limitations
 //
 //   - During a probe, calls beyond its cap wait or are rejected. Give the
 //     Limiter a queue (MaxQueue, MaxWait) if that matters.
-//   - A limit the calls do not reach does not come down, and grows to at
-//     most 2 x peak + 1.
+//   - A limit the calls do not reach does not come down.
 //   - It learns only when calls end: give calls a deadline.
 //   - A dependency that fails at once gives no samples, so its limit does
 //     not move. Pair the Limiter with a circuit breaker.
-//   - Calls of very different kinds (short calls and long polls) make one
-//     latency. Give each kind its own Limiter.
+//   - Give calls of very different kinds (short calls and long polls)
+//     their own Limiter.
 //
-// # Cost
-//
-// An admitted call costs two clock reads, one allocation (its attempt's
-// context) and a few atomic operations. A rejection allocates nothing. No
-// goroutine or timer runs in the background.
+// An admitted call costs two clock reads and one allocation. A rejection
+// allocates nothing. No goroutine or timer runs in the background.
 package adaptive

@@ -10,9 +10,8 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// registerObservers registers the active, queued and limit instruments.
-// It returns nil if registration failed, after passing the error to
-// otel.Handle.
+// registerObservers registers the active, queued and limit instruments, or
+// returns nil after passing the error to otel.Handle.
 func (l *Limiter) registerObservers(m metric.Meter, name string) metric.Registration {
 	active, queued := telemetry.SlotCounters(m)
 	limit := telemetry.LimitGauge(m)
