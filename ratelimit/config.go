@@ -11,11 +11,10 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// DefaultMaxHold is Config.MaxHold's default.
-const DefaultMaxHold = 60 * time.Second
-
-// maxSignal is the longest wait a signal may name: a longer one is ignored.
-const maxSignal = 24 * time.Hour
+const (
+	DefaultMaxHold = 60 * time.Second // Config.MaxHold's default
+	maxSignal      = 24 * time.Hour   // the longest wait a signal may name: a longer one is ignored
+)
 
 // Config configures a [Limiter]. The zero value is valid: no client-side
 // rate, and holds of at most 60 s. [New] copies it.
@@ -61,22 +60,18 @@ type Config struct {
 
 // validate reports the first invalid field of c.
 func (c *Config) validate() error {
-	if !(c.RequestsPerSecond >= 0) || math.IsInf(c.RequestsPerSecond, 0) {
+	switch {
+	case !(c.RequestsPerSecond >= 0) || math.IsInf(c.RequestsPerSecond, 0):
 		return fmt.Errorf("ratelimit: Config.RequestsPerSecond must be a finite number >= 0, got %v", c.RequestsPerSecond)
-	}
-	if c.Burst < 0 {
+	case c.Burst < 0:
 		return fmt.Errorf("ratelimit: Config.Burst must be >= 0, got %d", c.Burst)
-	}
-	if !(c.TokensPerMinute >= 0) || math.IsInf(c.TokensPerMinute, 0) {
+	case !(c.TokensPerMinute >= 0) || math.IsInf(c.TokensPerMinute, 0):
 		return fmt.Errorf("ratelimit: Config.TokensPerMinute must be a finite number >= 0, got %v", c.TokensPerMinute)
-	}
-	if c.TokenBurst < 0 {
+	case c.TokenBurst < 0:
 		return fmt.Errorf("ratelimit: Config.TokenBurst must be >= 0, got %d", c.TokenBurst)
-	}
-	if c.MaxHold < 0 {
+	case c.MaxHold < 0:
 		return fmt.Errorf("ratelimit: Config.MaxHold must be >= 0, got %v", c.MaxHold)
-	}
-	if c.MaxWait < 0 {
+	case c.MaxWait < 0:
 		return fmt.Errorf("ratelimit: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
 	return nil

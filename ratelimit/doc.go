@@ -2,22 +2,17 @@
 // dependency asks. A [Limiter] admits each attempt, and holds it while the
 // server says its quota is spent.
 //
-// A Limiter fills the RateLimit slot of a compose pipeline, between Retry
-// and Breaker, so it admits every attempt, retries included. A held attempt
-// keeps its bulkhead slot: size the bulkhead (or MaxWait) for the calls you
-// are willing to keep waiting.
+// In a compose pipeline a Limiter admits every attempt, retries included.
+// A held attempt keeps its bulkhead slot.
 //
-// # The hold
+// # The hold and the gate
 //
 // [Limiter.Observe] takes what one answer of the dependency says about its
 // quota, as an [Answer]. httppolicy.LimiterSignals reads one from every
-// response of an httppolicy.Transport, successes included;
-// watertight.NewHTTPClient wires it. An error of fn's that matches
+// response of an httppolicy.Transport. An error of fn's that matches
 // [policy.ErrThrottled] and has a RetryAfter method feeds the hold too, and
 // so does [Limiter.HoldFor]. While a hold is in force, every attempt
-// waits. A hold is capped at [Config.MaxHold].
-//
-// # After a hold: the gate
+// waits.
 //
 // When a hold ends, one attempt goes first. Each answer then lets through
 // as many more as its Remaining count says are left, less the attempts let
@@ -36,14 +31,7 @@
 // that fails, or ends as the last one out, lets the next one go.
 //
 // The wait behind the gate is bounded by the attempt's deadline and
-// MaxHold, not by MaxWait. Once answers name counts, an attempt whose bound
-// comes before the next timed release is rejected at once.
-//
-// # Client-side rate
-//
-// [Config.RequestsPerSecond] and [Config.TokensPerMinute] keep the calls
-// under a rate of the Limiter's own (golang.org/x/time/rate token
-// buckets). A call declares the tokens it draws with [WithCost].
+// MaxHold, not by MaxWait.
 //
 // # Outcomes
 //
@@ -77,7 +65,4 @@
 // hands the failure on with a RetryAfter of 0; errors.Is and errors.As see
 // through that wrapper. So a retry above waits its own schedule, and the
 // next attempt waits out the rest of the hold here.
-//
-// Without a client-side rate, an attempt admitted while no hold or gate is
-// in force reads no clock and takes no lock.
 package ratelimit

@@ -18,17 +18,15 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// eventHold is the span event of an attempt that waited, with keyWait, the
-// wait in seconds.
+// The span event of an attempt that waited, with the wait in seconds.
 const eventHold = "watertight.ratelimit.hold"
 
 var keyWait = attribute.Key("watertight.ratelimit.wait")
 
 // Limiter admits the attempts of the calls to one dependency at the pace
-// the dependency allows. Create one with [New], share it between every
-// caller of the dependency, and feed it the dependency's answers with
-// [Limiter.Observe]. The zero value is not usable. A Limiter is safe for
-// concurrent use.
+// the dependency allows. Create one with [New] and share it between every
+// caller of the dependency. The zero value is not usable. A Limiter is safe
+// for concurrent use.
 type Limiter struct {
 	epoch  time.Time    // the origin of the times below (monotonic)
 	active atomic.Int64 // non-zero while a hold or the gate is in force
@@ -93,15 +91,11 @@ func (l *Limiter) MaxWait() time.Duration { return l.maxWait }
 func (l *Limiter) Held() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.end == 0 {
-		return 0
-	}
 	return max(time.Duration(l.end)-time.Since(l.epoch), 0)
 }
 
-// openIfLeftLocked ends a step of the gate: it lets one attempt go if none
-// is out, opens the gate if enough is left and nobody waits, and wakes the
-// waiters otherwise.
+// openIfLeftLocked opens the gate if enough is left and nobody waits, and
+// wakes the waiters otherwise.
 func (l *Limiter) openIfLeftLocked(now time.Time) {
 	if l.budget == 0 && l.out == 0 {
 		// No exit would ever give budget back: one attempt goes, a probe.
@@ -132,9 +126,8 @@ func (l *Limiter) releaseLocked(now time.Time) bool {
 }
 
 // HoldFor holds every attempt for d from now, capped at Config.MaxHold,
-// unless a longer hold is already set. It takes signals from elsewhere than
-// an HTTP response, such as a shared store. A d <= 0 or longer than a day
-// is ignored. It is safe for concurrent use.
+// unless a longer hold is already set. A d <= 0 or longer than a day is
+// ignored.
 func (l *Limiter) HoldFor(d time.Duration) {
 	if d > 0 && d <= maxSignal {
 		l.mu.Lock()
@@ -144,8 +137,7 @@ func (l *Limiter) HoldFor(d time.Duration) {
 }
 
 // holdLocked extends the hold to now + min(d, maxHold), and closes the gate
-// behind it. Until an answer names a count, the timed release lets one
-// more attempt go every hold's length.
+// behind it.
 func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
 	d = max(min(d, l.maxHold), 1)
 	l.end = max(l.end, int64(now.Sub(l.epoch)+d))
@@ -175,10 +167,8 @@ func (l *Limiter) broadcastLocked() {
 }
 
 // Execute runs fn once the attempt is admitted and returns fn's error, or
-// without running fn a rejection or ctx.Err() (see Outcomes in the package
-// documentation). A throttled error of fn's with a RetryAfter feeds the
-// hold and comes back wrapped (see "No double wait"). Execute panics if ctx
-// or fn is nil.
+// a rejection or ctx.Err() without running fn. A throttled error is
+// wrapped (see "No double wait"). Execute panics if ctx or fn is nil.
 func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("ratelimit: nil fn")
@@ -203,7 +193,28 @@ type Permit struct {
 // Wait is the two-step form of Execute: it admits one attempt as Execute
 // does, and returns its [Permit]. It panics if ctx is nil.
 func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
-	g, err := l.enter(ctx)
+	if ctx == nil {
+		panic("ratelimit: nil Context")
+	}
+	active := l.active.Load() != 0
+	if !active && l.requests == nil && l.tokens == nil {
+		return Permit{l: l}, nil
+	}
+	now := time.Now()
+	var req, tok *rate.Reservation
+	var rateWait time.Duration
+	if l.requests != nil {
+		req = l.requests.ReserveN(now, 1)
+		rateWait = req.DelayFrom(now)
+	}
+	if l.tokens != nil {
+		tok = l.tokens.ReserveN(now, min(Cost(ctx), l.tokenCap))
+		rateWait = max(rateWait, tok.DelayFrom(now))
+	}
+	if !active && rateWait == 0 {
+		return Permit{l: l}, nil
+	}
+	g, err := l.admit(ctx, now, rateWait, req, tok)
 	if err != nil {
 		return Permit{}, err
 	}
@@ -219,37 +230,10 @@ func (p Permit) Done(err error) error {
 	return p.l.exit(p.gated, err)
 }
 
-// enter admits one attempt, waiting if the hold, the gate or the rate asks.
-// It reports whether the gate admitted it.
-func (l *Limiter) enter(ctx context.Context) (gated bool, err error) {
-	if ctx == nil {
-		panic("ratelimit: nil Context")
-	}
-	active := l.active.Load() != 0
-	if !active && l.requests == nil && l.tokens == nil {
-		return false, nil
-	}
-	now := time.Now()
-	var req, tok *rate.Reservation
-	var rateWait time.Duration
-	if l.requests != nil {
-		req = l.requests.ReserveN(now, 1)
-		rateWait = req.DelayFrom(now)
-	}
-	if l.tokens != nil {
-		tok = l.tokens.ReserveN(now, min(Cost(ctx), l.tokenCap))
-		rateWait = max(rateWait, tok.DelayFrom(now))
-	}
-	if !active && rateWait == 0 {
-		return false, nil
-	}
-	return l.admit(ctx, now, rateWait, req, tok)
-}
-
 // admit waits rateWait (the rate's, for which req and tok are reserved),
-// then for the hold and the gate. It rejects the attempt if that cannot
-// end before ctx's deadline and within its bound: maxWait for a hold and
-// the rate, maxHold behind the gate.
+// then for the hold and the gate, and reports whether the gate admitted
+// the attempt. A wait is bounded by ctx's deadline, and by maxWait for a
+// hold and the rate, maxHold behind the gate.
 func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (gated bool, err error) {
 	// A wait must end strictly before the deadline, as retry's must.
 	dl, hasDeadline := ctx.Deadline()
@@ -273,9 +257,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		attrs := append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))
 		span.AddEvent(eventHold, trace.WithAttributes(attrs...))
 	}
-	w := sleeper{l: l, ctx: ctx}
-	defer w.stop()
-	if err := w.sleep(rateWait, nil, l.rated); err != nil {
+	if err := l.sleep(ctx, rateWait, nil, l.rated); err != nil {
 		cancel(time.Now(), req, tok)
 		return false, err
 	}
@@ -287,11 +269,10 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 			l.mu.Unlock()
 			return d == gatedStep, err
 		}
-		// An attempt asleep on the hold waits for the gate too: an answer
-		// as the hold ends must not open the gate under it.
+		// An attempt asleep on the hold waits for the gate too.
 		l.waiters++
 		l.mu.Unlock()
-		err = w.sleep(d, wake, l.throttled)
+		err = l.sleep(ctx, d, wake, l.throttled)
 		l.mu.Lock()
 		l.waiters--
 		l.mu.Unlock()
@@ -311,9 +292,8 @@ const (
 	openStep  = -2
 )
 
-// stepLocked is one step of admit under l.mu: it admits the attempt
-// (openStep or gatedStep), rejects it, or returns how long to wait, and for
-// the gate the channel that ends the wait early.
+// stepLocked admits the attempt (openStep, gatedStep), rejects it, or
+// returns how long to wait and what may end the wait early. l.mu is held.
 func (l *Limiter) stepLocked(ctx context.Context, now, limit, queueLimit time.Time) (time.Duration, <-chan struct{}, error) {
 	if hold := time.Duration(l.end) - now.Sub(l.epoch); hold > 0 {
 		// A 429 that came during the wait may have moved the hold on.
@@ -332,10 +312,8 @@ func (l *Limiter) stepLocked(ctx context.Context, now, limit, queueLimit time.Ti
 		l.out++
 		return gatedStep, nil, nil
 	}
-	// The quota is spent: wait for the answers of the attempts out, or the
-	// next timed release. Once answers name counts, a release too late for
-	// the bounds is known now: reject at once. Until then, the first
-	// attempt's success may open the gate sooner.
+	// Wait for the answers of the attempts out, or the next timed release.
+	// Until answers name counts, a success may open the gate sooner.
 	release := l.epoch.Add(time.Duration(l.next))
 	if release.After(queueLimit) {
 		if l.told || !now.Before(queueLimit) {
@@ -349,43 +327,24 @@ func (l *Limiter) stepLocked(ctx context.Context, now, limit, queueLimit time.Ti
 	return max(release.Sub(now), 0), l.changed, nil
 }
 
-// sleeper is the timer of one attempt's waits in admit.
-type sleeper struct {
-	l   *Limiter
-	ctx context.Context
-	t   *time.Timer
-}
-
 // sleep waits d, or until wake is closed. A wait that a Deadline's timer
-// ends is the rejection rej: fn never ran, so the call must not end as a
-// timeout.
-func (w *sleeper) sleep(d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
+// ends is the rejection rej: fn never ran, so it is no timeout.
+func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
 	if d <= 0 && wake == nil {
 		return nil
 	}
-	if w.t == nil {
-		w.t = time.NewTimer(d)
-	} else {
-		w.t.Reset(d)
-	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-w.ctx.Done():
-		if deadline.Fired(w.ctx) {
-			return w.l.reject(w.ctx, rej)
+	case <-ctx.Done():
+		if deadline.Fired(ctx) {
+			return l.reject(ctx, rej)
 		}
-		return w.ctx.Err()
+		return ctx.Err()
 	case <-wake:
-		return nil
-	case <-w.t.C:
-		return nil
+	case <-t.C:
 	}
-}
-
-// stop stops the timer, if any.
-func (w *sleeper) stop() {
-	if w.t != nil {
-		w.t.Stop()
-	}
+	return nil
 }
 
 // cancel gives back what the reservations took, as far as x/time/rate can.
@@ -397,9 +356,8 @@ func cancel(now time.Time, rs ...*rate.Reservation) {
 	}
 }
 
-// exit ends an attempt, which the gate admitted if gated. A throttled
-// error that names its wait feeds the hold, and is handed on as a
-// heldError.
+// exit ends an attempt, which the gate admitted if gated. A throttled err
+// that names its wait feeds the hold, and is handed on as a heldError.
 func (l *Limiter) exit(gated bool, err error) error {
 	if gated {
 		l.mu.Lock()
@@ -445,8 +403,7 @@ type retryAfterError interface {
 }
 
 // heldError is a throttled failure whose Retry-After the Limiter has taken
-// into its hold: its RetryAfter reads 0, so that a retry above does not
-// wait it again.
+// into its hold: its RetryAfter reads 0, so a retry does not wait it again.
 type heldError struct{ err error }
 
 func (e *heldError) Error() string             { return e.err.Error() }
