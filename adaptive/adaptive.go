@@ -171,16 +171,14 @@ func (l *Limiter) Limit() int { return int(l.learned.Load()) }
 // MaxLimit returns Config.MaxLimit, or its default.
 func (l *Limiter) MaxLimit() int { return l.ctl.cfg.MaxLimit }
 
-// Active returns the number of calls holding a slot now, including an
-// admitted waiter that has not yet woken. It may exceed Limit after the
-// limit was lowered.
+// Active returns the number of calls holding a slot now. It may exceed
+// Limit after the limit was lowered.
 func (l *Limiter) Active() int { return l.slots.Active() }
 
 // Queued returns the number of callers waiting to be admitted now.
 func (l *Limiter) Queued() int { return l.slots.Queued() }
 
-// refused returns the error of an admission that ended with o and err,
-// recording a rejection.
+// refused returns the error of an admission that ended with o and err.
 func (l *Limiter) refused(ctx context.Context, o slots.Outcome, err error) error {
 	r := l.full
 	switch o {

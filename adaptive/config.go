@@ -36,13 +36,12 @@ type Config struct {
 	MinLimit, MaxLimit int
 
 	// InitialLimit is the limit the first adjustment starts from. 0 means
-	// 20, clamped to [MinLimit, MaxLimit]. Otherwise it must lie in
-	// [MinLimit, MaxLimit].
+	// 20, clamped to [MinLimit, MaxLimit]; otherwise it must lie there.
 	InitialLimit int
 
 	// MaxQueue is the number of calls that may wait when the limit is
-	// reached. 0 means none: such a call is rejected at once. [Unbounded]
-	// lets any number wait. Other negative values are invalid.
+	// reached. 0 means none. [Unbounded] lets any number wait. Other
+	// negative values are invalid.
 	MaxQueue int
 
 	// MaxWait is how long a call may wait before it is rejected. 0 means

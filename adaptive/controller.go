@@ -83,8 +83,7 @@ type limitPoint struct {
 func (c *controller) init(s Config) {
 	c.cfg = s
 	c.probeLimit = min(max(probeConcurrency, s.MinLimit), s.MaxLimit)
-	// A closed probe still takes the samples of the calls it admitted.
-	c.samples = make([]time.Duration, 0, probeSamples+c.probeLimit)
+	c.samples = make([]time.Duration, 0, probeSamples+c.probeLimit) // a closed probe's calls too
 	c.limit = float64(s.InitialLimit)
 	c.ceil = math.Inf(1)
 	c.held = s.InitialLimit
@@ -341,8 +340,8 @@ func (c *controller) stallAge() int64 {
 	return int64(max(minProbeAge, probeAgeFactor*max(c.noLoad, c.longest)))
 }
 
-// stallLimit is stallAge, or before the first measurement, with active
-// calls in flight, at least ProbeInterval: the latency may be long.
+// stallLimit is stallAge, or at least ProbeInterval before the first
+// measurement with active calls in flight: the latency may be long.
 func (c *controller) stallLimit(active int) int64 {
 	if c.measured || active == 0 {
 		return c.stallAge()
@@ -480,15 +479,14 @@ func (l *Limiter) restartProbe(now int64) {
 }
 
 // measure sets noLoad, base and cbase from the probe's samples, and returns
-// slowFactor x noLoad. Once a probe has seen a tail, samples are capped
-// there. An early probe's samples are too few to lift the cap.
+// slowFactor x noLoad, where samples are capped once a probe saw a tail.
 func (c *controller) measure() time.Duration {
 	s := c.samples
 	slices.Sort(s)
 	n := len(s)
 	c.noLoad = (s[(n-1)/2] + s[n/2]) / 2
 	slow := time.Duration(slowFactor * max(c.noLoad, latencyFloor))
-	c.tail = s[n-1] > slow || c.early && c.tail
+	c.tail = s[n-1] > slow || c.early && c.tail // an early probe's few samples keep the cap
 	var sum, csum time.Duration
 	for _, x := range s {
 		sum += x

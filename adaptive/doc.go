@@ -74,10 +74,11 @@
 //
 // A probe runs when the Limiter is created. Later probes start only from a
 // window that reaches the limit: ProbeInterval after the last, or early
-// when the limit has fallen by more than a third within 2 s. A probe that
-// sees 20 failures, or makes no progress for max(1 s, 20 x the latency),
-// is abandoned. While nothing has been measured, each abandoned probe
-// doubles the wait for the next, up to 8 x ProbeInterval.
+// when the limit has fallen by more than a third within 2 s. A probe ends
+// early after 20 failures, or after max(1 s, 20 x the latency) without
+// progress (before the first measurement, with calls in flight, at least
+// ProbeInterval). While nothing has been measured, each probe that ended
+// so doubles the wait for the next, up to 8 x ProbeInterval.
 //
 // A Limiter used inside and outside a testing/synctest bubble at once is
 // not supported.
