@@ -33,11 +33,11 @@
 //
 // # What it samples
 //
-// The limiter learns from the latency of each attempt. In a compose
-// pipeline each attempt below a Retry is one sample. Through httppolicy's
-// Transport, the latency ends at the response headers, so a long download
-// is not congestion. [Permit.Begin] and [Sample.End] sample an attempt by
-// hand.
+// The limiter learns from the latency of each attempt. In the Bulkhead
+// slot of a compose pipeline (compose rejects it elsewhere), each attempt
+// below a Retry is one sample. Through httppolicy's Transport, the latency
+// ends at the response headers, so a long download is not congestion.
+// [Permit.Begin] and [Sample.End] sample an attempt by hand.
 //
 // A success is a latency sample. So is a timeout (errors.Is
 // context.DeadlineExceeded): congestion looks like that. Any other failure
