@@ -7,18 +7,13 @@ import "github.com/watertight/watertight/policy"
 const Kind = "adaptive"
 
 // Reasons a [Limiter] gives in [policy.RejectedError.Reason] and in the
-// watertight.rejection.reason attribute: the same as package bulkhead's.
+// watertight.rejection.reason attribute.
 const (
-	// ReasonFull: the limit was reached and the queue was full (or MaxQueue
-	// is 0).
-	ReasonFull = "full"
-	// ReasonWaitTimeout: the call waited Config.MaxWait without being
-	// admitted.
-	ReasonWaitTimeout = "wait_timeout"
+	ReasonFull        = "full"         // the limit was reached and the queue was full
+	ReasonWaitTimeout = "wait_timeout" // the call waited Config.MaxWait, or a Deadline's timer ended its wait
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Limiter]
-// returns, whatever its reason; it also matches [policy.ErrRejected]. Use
-// errors.As with a *[policy.RejectedError] to learn the limiter's name and
-// the reason.
+// returns. Such a rejection also matches [policy.ErrRejected], and is a
+// *[policy.RejectedError].
 var ErrFull = policy.NewSentinel("adaptive: full")

@@ -10,11 +10,8 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// registerObservers registers the watertight.bulkhead.active and
-// watertight.bulkhead.queued up-down counters and the
-// watertight.adaptive.limit gauge, observed from l's exact counts and
-// limit at each collection. It returns nil if registration failed; the
-// failure goes to otel.Handle, as telemetry never fails a constructor.
+// registerObservers registers the active, queued and limit instruments, or
+// returns nil after passing the error to otel.Handle.
 func (l *Limiter) registerObservers(m metric.Meter, name string) metric.Registration {
 	active, queued := telemetry.SlotCounters(m)
 	limit := telemetry.LimitGauge(m)
@@ -35,11 +32,9 @@ func (l *Limiter) registerObservers(m metric.Meter, name string) metric.Registra
 	return reg
 }
 
-// Close unregisters the limiter's observable instruments (active, queued
-// and limit), so that a limiter no longer in use stops being reported and
-// can be garbage collected. It is idempotent and always returns nil; the
-// limiter keeps working after Close, and still counts rejections. Close is
-// safe for concurrent use.
+// Close unregisters the limiter's active, queued and limit instruments.
+// The limiter keeps working, and still counts rejections. Close is
+// idempotent, safe for concurrent use, and returns nil.
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		if l.reg != nil {

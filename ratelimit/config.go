@@ -11,56 +11,41 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// DefaultMaxHold is Config.MaxHold's default: the longest hold one signal
-// can set.
-const DefaultMaxHold = 60 * time.Second
-
-// maxSignal is the longest wait a signal may name and still be believed: a
-// Retry-After or a reset further away than a day is taken for garbage and
-// ignored, not capped.
-const maxSignal = 24 * time.Hour
+const (
+	DefaultMaxHold = 60 * time.Second // Config.MaxHold's default
+	maxSignal      = 24 * time.Hour   // the longest wait a signal may name: a longer one is ignored
+)
 
 // Config configures a [Limiter]. The zero value is valid: no client-side
-// rate, holds of at most 60 s, and an attempt waits for a hold as long as
-// its deadline allows, up to MaxHold. [New] copies it.
+// rate, and holds of at most 60 s. [New] copies it.
 type Config struct {
 	// Name names the Limiter in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
 	Name string
 
 	// RequestsPerSecond, if > 0, admits at most that many attempts per
-	// second on average, in bursts of at most Burst. 0 means no such rate.
-	// It must be a finite number >= 0.
+	// second on average, in bursts of at most Burst. It must be a finite
+	// number >= 0.
 	RequestsPerSecond float64
 	// Burst is the most attempts admitted at once under RequestsPerSecond.
-	// 0 means RequestsPerSecond rounded up (at least 1). It must be >= 0,
-	// and is ignored without RequestsPerSecond.
+	// 0 means RequestsPerSecond rounded up (at least 1). It must be >= 0.
 	Burst int
 
 	// TokensPerMinute, if > 0, admits attempts while the costs they declare
 	// with [WithCost] stay within that many tokens per minute, in bursts of
-	// at most TokenBurst (a provider's tokens-per-minute quota, say). 0
-	// means no such rate. It must be a finite number >= 0.
+	// at most TokenBurst. It must be a finite number >= 0.
 	TokensPerMinute float64
 	// TokenBurst is the most tokens drawn at once. 0 means TokensPerMinute
-	// rounded up: a full minute's worth. It must be >= 0, and is ignored
-	// without TokensPerMinute. A call that declares a cost above
-	// TokenBurst draws TokenBurst.
+	// rounded up. It must be >= 0. A larger cost draws TokenBurst.
 	TokenBurst int
 
-	// MaxHold caps the hold one signal sets: a Retry-After or a reset
-	// further away (up to a day; further ones are ignored) holds the
-	// attempts for MaxHold. 0 means 60 s; it must be >= 0.
+	// MaxHold caps the hold one signal sets. 0 means 60 s; it must be >= 0.
 	MaxHold time.Duration
 
-	// MaxWait is the longest one attempt waits for a hold or the
-	// client-side rate, from the moment it meets the hold. An attempt that
-	// would wait longer, or past its context's deadline, is rejected at
-	// once. A hold met again after the gate (a new 429's) counts afresh.
-	// 0 means MaxHold; it must be >= 0. watertight.New sets a zero MaxWait
-	// to its Retry section's MaxInterval, so no attempt waits longer than
-	// the retry would have waited for a Retry-After. The wait behind the gate is bounded by
-	// MaxHold and the deadline instead.
+	// MaxWait is the longest an attempt waits for a hold or the client-side
+	// rate. An attempt that would wait longer, or past its context's
+	// deadline, is rejected at once. A hold met again after the gate counts
+	// afresh. 0 means MaxHold; it must be >= 0.
 	MaxWait time.Duration
 
 	// MeterProvider provides the meter of the rejection counter. If nil,
@@ -75,29 +60,24 @@ type Config struct {
 
 // validate reports the first invalid field of c.
 func (c *Config) validate() error {
-	if !(c.RequestsPerSecond >= 0) || math.IsInf(c.RequestsPerSecond, 0) {
+	switch {
+	case !(c.RequestsPerSecond >= 0) || math.IsInf(c.RequestsPerSecond, 0):
 		return fmt.Errorf("ratelimit: Config.RequestsPerSecond must be a finite number >= 0, got %v", c.RequestsPerSecond)
-	}
-	if c.Burst < 0 {
+	case c.Burst < 0:
 		return fmt.Errorf("ratelimit: Config.Burst must be >= 0, got %d", c.Burst)
-	}
-	if !(c.TokensPerMinute >= 0) || math.IsInf(c.TokensPerMinute, 0) {
+	case !(c.TokensPerMinute >= 0) || math.IsInf(c.TokensPerMinute, 0):
 		return fmt.Errorf("ratelimit: Config.TokensPerMinute must be a finite number >= 0, got %v", c.TokensPerMinute)
-	}
-	if c.TokenBurst < 0 {
+	case c.TokenBurst < 0:
 		return fmt.Errorf("ratelimit: Config.TokenBurst must be >= 0, got %d", c.TokenBurst)
-	}
-	if c.MaxHold < 0 {
+	case c.MaxHold < 0:
 		return fmt.Errorf("ratelimit: Config.MaxHold must be >= 0, got %v", c.MaxHold)
-	}
-	if c.MaxWait < 0 {
+	case c.MaxWait < 0:
 		return fmt.Errorf("ratelimit: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
 	return nil
 }
 
-// burst returns b, or rate rounded up (at least 1, at most math.MaxInt32)
-// if b is 0.
+// burst returns b, or if b is 0 rate rounded up, in [1, math.MaxInt32].
 func burst(b int, rate float64) int {
 	if b > 0 {
 		return b

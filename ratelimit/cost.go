@@ -4,11 +4,10 @@ import "context"
 
 type costKey struct{}
 
-// WithCost returns ctx carrying the cost of the call made with it: the
-// tokens it draws from a Limiter's [Config.TokensPerMinute] (the prompt's
-// tokens plus the most the answer may take, say). A call that declares no
-// cost draws none, but still waits while the bucket is in debt. It panics
-// if ctx is nil or tokens is negative.
+// WithCost returns ctx carrying the tokens the call made with it draws
+// from a Limiter's [Config.TokensPerMinute]. A call that declares no cost
+// draws none, but still waits while the bucket is in debt. It panics if
+// ctx is nil or tokens is negative.
 func WithCost(ctx context.Context, tokens int) context.Context {
 	if ctx == nil {
 		panic("ratelimit: nil Context")

@@ -9,16 +9,11 @@ const Kind = "ratelimit"
 // Reasons a Limiter gives in [policy.RejectedError.Reason] and in the
 // watertight.rejection.reason attribute.
 const (
-	// ReasonThrottled: the hold the server's signals set would outlast the
-	// attempt's deadline or Config.MaxWait.
-	ReasonThrottled = "throttled"
-	// ReasonRate: the wait for the client-side rate (RequestsPerSecond,
-	// TokensPerMinute) would.
-	ReasonRate = "rate"
+	ReasonThrottled = "throttled" // the wait for the hold or the gate would be too long
+	ReasonRate      = "rate"      // the wait for the client-side rate would be too long
 )
 
 // ErrLimited is matched, with errors.Is, by every rejection a [Limiter]
-// returns, whatever its reason; it also matches [policy.ErrRejected]. Use
-// errors.As with a *[policy.RejectedError] to learn the Limiter's name and
-// the reason.
+// returns. Such a rejection also matches [policy.ErrRejected], and is a
+// *[policy.RejectedError].
 var ErrLimited = policy.NewSentinel("ratelimit: limited")
