@@ -2,6 +2,7 @@ package bulkhead
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
@@ -22,6 +23,7 @@ type Bulkhead struct {
 
 	full        *telemetry.Rejection
 	waitTimeout *telemetry.Rejection
+	shed        *telemetry.Rejection
 	onReject    func(ctx context.Context, err *policy.RejectedError)
 
 	closeOnce sync.Once
@@ -39,9 +41,11 @@ func New(cfg Config) (*Bulkhead, error) {
 		limit:       cfg.Limit,
 		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
 		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
+		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
 		onReject:    cfg.OnReject,
 	}
 	b.slots.Owner = "bulkhead"
+	b.slots.Reserve = maps.Clone(cfg.Reserve)
 	b.slots.Init(cfg.Limit, cfg.queueCap(), cfg.MaxWait)
 	b.reg = b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
@@ -115,6 +119,8 @@ func (b *Bulkhead) refused(ctx context.Context, o slots.Outcome, err error) erro
 		return b.reject(ctx, b.full)
 	case slots.RejectedWaitTimeout:
 		return b.reject(ctx, b.waitTimeout)
+	case slots.RejectedShed:
+		return b.reject(ctx, b.shed)
 	}
 	return err
 }

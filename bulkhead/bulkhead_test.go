@@ -650,9 +650,15 @@ func TestStressSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const limit = 4
 		s := &stressCheck{t: t, limit: limit}
-		var rejected atomic.Int64
+		var rejected, shed atomic.Int64
 		b := mustNew(t, Config{Limit: limit, MaxQueue: 16, MaxWait: 3 * time.Millisecond,
-			OnReject: func(context.Context, *policy.RejectedError) { rejected.Add(1) }})
+			Reserve: map[policy.Priority]int{policy.PriorityCritical: 1},
+			OnReject: func(_ context.Context, err *policy.RejectedError) {
+				rejected.Add(1)
+				if err.Reason == ReasonShed {
+					shed.Add(1)
+				}
+			}})
 		fnErr := errors.New("fn")
 		var wg sync.WaitGroup
 		for g := range 64 {
@@ -660,6 +666,7 @@ func TestStressSynctest(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(g), 1))
 				for range 100 {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(6000))*time.Microsecond)
+					ctx = policy.WithPriority(ctx, policy.Priority(r.IntN(3)-1))
 					if r.IntN(4) == 0 { // an explicit cancel at a random moment
 						time.AfterFunc(time.Duration(r.IntN(3000))*time.Microsecond, cancel)
 					}
@@ -690,8 +697,8 @@ func TestStressSynctest(t *testing.T) {
 		}
 		wg.Wait()
 		checkCounts(t, b, 0, 0)
-		if s.peak.Load() != limit || s.ran.Load() == 0 || rejected.Load() == 0 {
-			t.Errorf("peak %d, ran %d, rejected %d: the stress did not stress", s.peak.Load(), s.ran.Load(), rejected.Load())
+		if s.peak.Load() != limit || s.ran.Load() == 0 || rejected.Load() == 0 || shed.Load() == 0 {
+			t.Errorf("peak %d, ran %d, rejected %d, shed %d: the stress did not stress", s.peak.Load(), s.ran.Load(), rejected.Load(), shed.Load())
 		}
 	})
 }

@@ -38,6 +38,13 @@ type Config struct {
 	// context is done. Negative values are invalid.
 	MaxWait time.Duration
 
+	// Reserve keeps slots for calls of a priority (policy.WithPriority) and
+	// above: with Reserve[policy.PriorityCritical] = 10, only critical calls
+	// take the last 10 free slots. Only PriorityDefault and PriorityCritical
+	// may reserve, no count may be negative, and at least one slot must stay
+	// open to every call. Nil reserves nothing.
+	Reserve map[policy.Priority]int
+
 	// MeterProvider provides the meter for the rejection counter and the
 	// active and queued gauges. If nil, the global MeterProvider is used.
 	MeterProvider metric.MeterProvider
@@ -59,6 +66,24 @@ func (c *Config) validate() error {
 	}
 	if c.MaxWait < 0 {
 		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
+	}
+	return validReserve("bulkhead", c.Reserve, c.Limit)
+}
+
+// validReserve checks a Reserve against the limit it applies to.
+func validReserve(pkg string, r map[policy.Priority]int, limit int) error {
+	sum := 0
+	for p, n := range r {
+		if p != policy.PriorityDefault && p != policy.PriorityCritical {
+			return fmt.Errorf("%s: Config.Reserve[%v]: only the default and critical priorities may reserve slots", pkg, p)
+		}
+		if n < 0 {
+			return fmt.Errorf("%s: Config.Reserve[%v] must be >= 0, got %d", pkg, p, n)
+		}
+		sum += n
+	}
+	if sum >= limit {
+		return fmt.Errorf("%s: Config.Reserve keeps %d slots of %d: at least one must stay open to every call", pkg, sum, limit)
 	}
 	return nil
 }

@@ -8,6 +8,17 @@
 // once when the queue is full. A slot freed by a finished call goes
 // straight to the oldest waiter.
 //
+// # Priority
+//
+// A call may carry a [policy.Priority] in its ctx ([policy.WithPriority]);
+// without one it is PriorityDefault. Waiters are served highest priority
+// first, first come first served within a priority. A call that finds the
+// queue full takes the place of the newest waiter of the lowest priority
+// below its own, which is rejected at once with Reason "shed". Config.Reserve
+// keeps slots that only a priority and those above it may take, so that
+// long calls of a low priority can never hold every slot. Without Reserve
+// and without waiters, a priority changes nothing.
+//
 // # Outcomes
 //
 //	outcome                                 error returned                    counted
@@ -15,6 +26,8 @@
 //	slot free, or given one while waiting   fn's error, unchanged             -
 //	queue full (or MaxQueue 0) and no slot  rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	a higher priority took its place in     rejection, Reason "shed"          watertight.rejections{reason=shed}
+//	the full queue while it waited
 //	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
 //	or while waiting
 //	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
@@ -39,9 +52,10 @@
 //
 // A Bulkhead is safe for concurrent use. It keeps these promises:
 //
-//   - FIFO hand-off. A release hands its slot to the oldest waiter. A
-//     caller arriving meanwhile cannot jump the queue. No slot sits free
-//     while someone waits.
+//   - FIFO hand-off. A release hands its slot to the oldest waiter of the
+//     highest priority waiting. A caller arriving meanwhile cannot jump the
+//     queue of its priority. No slot sits free while someone waits who may
+//     take it.
 //   - A waiter that gives up leaves the queue in constant time.
 //   - Once calls settle, Active and Queued are exact.
 //   - A waiter handed a slot as its ctx ends passes the slot on and returns

@@ -15,6 +15,9 @@ const (
 	// ReasonWaitTimeout: the call waited Config.MaxWait without being given
 	// a slot.
 	ReasonWaitTimeout = "wait_timeout"
+	// ReasonShed: the call waited, and a call of a higher priority took its
+	// place in the full queue.
+	ReasonShed = "shed"
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Bulkhead]

@@ -9,22 +9,27 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/watertight/watertight/policy"
 )
 
 // TestModel checks Slots against a model under random steps: acquires (each
 // in its own goroutine, holding its slot until told to release), releases,
 // cancellations of waiting and holding callers, the passing of time (MaxWait
 // and ctx deadlines), a release racing a waiter's cancellation, and
-// SetLimit up and down. Each rapid case runs in its own synctest bubble, so
-// the state after each step is exact and time is fake.
+// SetLimit up and down, with callers of the three priorities and slots
+// reserved for the higher ones. Each rapid case runs in its own synctest
+// bubble, so the state after each step is exact and time is fake.
 //
-// After every step: Active and Queued equal the model's; no waiter is left
-// while fewer slots than the limit are held; every caller admitted was
-// admitted with fewer slots held than the limit (checked by the caller
-// itself, at admission); every caller ended exactly once, with the outcome
-// the model says. The model's rules for a moving limit: a release hands its
-// slot to the oldest waiter only if, without it, fewer than the limit are
-// held; SetLimit up grants the oldest waiters at once.
+// After every step: Active and Queued equal the model's; no caller waits
+// while its class may take a free slot; every caller was admitted with
+// fewer slots held than its class may take (the limit less the reserves
+// above it: checked by the caller itself, at admission); every caller
+// ended exactly once, with the outcome the model says. The model's rules:
+// a slot goes to the first waiter of the highest class waiting, if that
+// class may take it; a caller finding the queue full takes the place of the
+// newest waiter of the lowest class below its own, which is shed; SetLimit
+// up grants at once.
 func TestModel(t *testing.T) {
 	rounds := 10
 	if testing.Short() {
@@ -50,6 +55,7 @@ func TestModel(t *testing.T) {
 
 type modelCaller struct {
 	id       int
+	class    int
 	ctx      context.Context
 	cancel   context.CancelFunc
 	release  chan struct{}
@@ -62,6 +68,7 @@ type modelCaller struct {
 
 type modelWaiter struct {
 	id       int
+	class    int
 	expireAt time.Time // zero: no MaxWait
 	deadline time.Time // zero: none
 }
@@ -76,6 +83,7 @@ type model struct {
 	limit    int
 	queueCap int
 	maxWait  time.Duration
+	closed   [classes]int
 
 	callers []*modelCaller
 	holders []int
@@ -93,7 +101,15 @@ func newModel(rt *rapid.T) *model {
 		maxWait:  time.Duration(rapid.SampledFrom([]int{0, 10, 30}).Draw(rt, "maxWaitMs")) * time.Millisecond,
 		want:     map[int]modelResult{},
 	}
-	m.s = &Slots{Owner: "model"}
+	m.s = &Slots{Owner: "model", Reserve: map[policy.Priority]int{
+		policy.PriorityDefault:  rapid.IntRange(0, 1).Draw(rt, "reserveDefault"),
+		policy.PriorityCritical: rapid.IntRange(0, 2).Draw(rt, "reserveCritical"),
+	}}
+	for p, n := range m.s.Reserve {
+		for c := range int(p) + 1 {
+			m.closed[c] += n
+		}
+	}
 	m.s.Init(m.limit, m.queueCap, m.maxWait)
 	rt.Cleanup(func() {
 		for _, c := range m.callers {
@@ -116,6 +132,7 @@ func newModel(rt *rapid.T) *model {
 
 func (m *model) acquire(rt *rapid.T) {
 	c := &modelCaller{id: len(m.callers), release: make(chan struct{}), done: make(chan struct{})}
+	c.class = rapid.IntRange(0, classes-1).Draw(rt, "class")
 	var deadline time.Time
 	switch rapid.IntRange(0, 3).Draw(rt, "ctx") {
 	case 0, 1:
@@ -128,6 +145,7 @@ func (m *model) acquire(rt *rapid.T) {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 		c.cancel()
 	}
+	c.ctx = policy.WithPriority(c.ctx, policy.Priority(c.class-1))
 	m.callers = append(m.callers, c)
 	go func() {
 		defer close(c.done)
@@ -135,7 +153,7 @@ func (m *model) acquire(rt *rapid.T) {
 		if c.outcome != Admitted {
 			return
 		}
-		if n := m.held.Add(1); n > int64(m.s.Limit()) {
+		if n := m.held.Add(1); n > int64(m.s.Limit()-m.closed[c.class]) {
 			m.overflow.Add(1)
 		}
 		c.admitted.Store(true)
@@ -147,10 +165,10 @@ func (m *model) acquire(rt *rapid.T) {
 	switch {
 	case c.ctx.Err() != nil:
 		m.want[c.id] = modelResult{CtxDone, c.ctx.Err()}
-	case len(m.queue) == 0 && len(m.holders) < m.limit:
+	case m.top() < c.class && len(m.holders) < m.ceiling(c.class):
 		m.holders = append(m.holders, c.id)
-	case m.queueCap == Unbounded || len(m.queue) < m.queueCap:
-		w := modelWaiter{id: c.id, deadline: deadline}
+	case m.queueCap == Unbounded || len(m.queue) < m.queueCap || m.shed(c.class):
+		w := modelWaiter{id: c.id, class: c.class, deadline: deadline}
 		if m.maxWait > 0 {
 			w.expireAt = time.Now().Add(m.maxWait)
 		}
@@ -160,11 +178,44 @@ func (m *model) acquire(rt *rapid.T) {
 	}
 }
 
-// grant hands free slots to the oldest waiters, as the model's limit allows.
+// ceiling is the number of slots class c may fill.
+func (m *model) ceiling(c int) int { return m.limit - m.closed[c] }
+
+// top is the highest class waiting, or -1.
+func (m *model) top() int {
+	top := -1
+	for _, w := range m.queue {
+		top = max(top, w.class)
+	}
+	return top
+}
+
+// first is the index in m.queue of the first waiter of class c.
+func (m *model) first(c int) int {
+	return slices.IndexFunc(m.queue, func(w modelWaiter) bool { return w.class == c })
+}
+
+// shed drops the newest waiter of the lowest class below c, if any.
+func (m *model) shed(c int) bool {
+	for low := range c {
+		for i := len(m.queue) - 1; i >= 0; i-- {
+			if m.queue[i].class == low {
+				m.want[m.queue[i].id] = modelResult{RejectedShed, nil}
+				m.queue = slices.Delete(m.queue, i, i+1)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grant hands free slots to the waiters, highest class first, as the
+// model's limit and reserves allow.
 func (m *model) grant() {
-	for len(m.queue) > 0 && len(m.holders) < m.limit {
-		m.holders = append(m.holders, m.queue[0].id)
-		m.queue = m.queue[1:]
+	for c := m.top(); c >= 0 && len(m.holders) < m.ceiling(c); c = m.top() {
+		i := m.first(c)
+		m.holders = append(m.holders, m.queue[i].id)
+		m.queue = slices.Delete(m.queue, i, i+1)
 	}
 }
 
@@ -202,15 +253,16 @@ func (m *model) cancel(rt *rapid.T) {
 	}
 }
 
-// race cancels the oldest waiter and, at the same moment, ends a holder.
-// If the limit lets the slot be handed on, the waiter may get it and keep
-// it, or give up and pass it on; else it just leaves.
+// race cancels the next waiter to be served and, at the same moment, ends
+// a holder. If the limit lets the slot be handed on, the waiter may get it
+// and keep it, or give up and pass it on; else it just leaves.
 func (m *model) race(rt *rapid.T) {
 	if len(m.holders) == 0 || len(m.queue) == 0 {
 		rt.Skip("need a holder and a waiter")
 	}
 	id := rapid.SampledFrom(m.holders).Draw(rt, "holder")
-	h, w := m.callers[id], m.callers[m.queue[0].id]
+	i := m.first(m.top())
+	h, w := m.callers[id], m.callers[m.queue[i].id]
 	cancelFirst := rapid.Bool().Draw(rt, "cancelFirst")
 	if cancelFirst {
 		w.cancel()
@@ -221,8 +273,8 @@ func (m *model) race(rt *rapid.T) {
 	}
 	synctest.Wait()
 	m.dropHolder(id)
-	m.queue = m.queue[1:]
-	if len(m.holders) < m.limit && w.admitted.Load() {
+	m.queue = slices.Delete(m.queue, i, i+1)
+	if len(m.holders) < m.ceiling(w.class) && w.admitted.Load() {
 		m.holders = append(m.holders, w.id)
 		return
 	}
@@ -264,8 +316,8 @@ func (m *model) check(rt *rapid.T) {
 	if m.s.Limit() != m.limit {
 		rt.Fatalf("Limit() = %d; model %d", m.s.Limit(), m.limit)
 	}
-	if len(m.queue) > 0 && len(m.holders) < m.limit {
-		rt.Fatalf("%d waiting with %d of %d slots held", len(m.queue), len(m.holders), m.limit)
+	if c := m.top(); c >= 0 && len(m.holders) < m.ceiling(c) {
+		rt.Fatalf("class %d waits with %d slots held, of the %d it may take", c, len(m.holders), m.ceiling(c))
 	}
 	if n := m.overflow.Load(); n != 0 {
 		rt.Fatalf("%d admissions above the limit", n)

@@ -10,6 +10,10 @@ type waiter struct {
 	// slot; the waiter is unlinked at the same moment. It is how a waiter
 	// that wakes for another reason learns that it already holds a slot.
 	granted bool
+	// shed is set, under the mutex, when a caller of a higher class takes
+	// this waiter's place in the full queue; it is unlinked at once.
+	shed  bool
+	class int
 	// ready receives one value when the slot is handed over. It has a
 	// buffer of 1 so that the releaser never blocks while holding the mutex.
 	ready chan struct{}
@@ -34,15 +38,6 @@ func (l *waitList) pushBack(w *waiter) {
 	}
 	l.tail = w
 	l.len++
-}
-
-// popFront unlinks and returns the oldest waiter, or nil if l is empty.
-func (l *waitList) popFront() *waiter {
-	w := l.head
-	if w != nil {
-		l.remove(w)
-	}
-	return w
 }
 
 // remove unlinks w, which must be in l, in O(1).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
 )
 
 // Outcome is how [Slots.Acquire] ended.
@@ -26,7 +27,16 @@ const (
 	// RejectedWaitTimeout: the caller waited MaxWait without being given a
 	// slot, or a Deadline's timer ended the wait (deadline.Fired).
 	RejectedWaitTimeout
+	// RejectedShed: the caller waited, and a caller of a higher priority
+	// took its place in the full queue.
+	RejectedShed
 )
+
+// classes is the number of priorities; class c is policy.Priority(c-1).
+const classes = 3
+
+// class returns the class of the priority ctx carries.
+func class(ctx context.Context) int { return int(policy.PriorityOf(ctx)) + 1 }
 
 // Unbounded, as the queue capacity given to [Slots.Init], lets any number of
 // callers wait.
@@ -39,7 +49,8 @@ type Slots struct {
 	// active counts slots held, including slots handed to a waiter that has
 	// not woken yet. While nobody waits it moves by atomics alone.
 	active atomic.Int64
-	// queued mirrors waiters.len; it is written under mu and read without.
+	// queued is the number of waiters; it is written under mu and read
+	// without.
 	queued atomic.Int64
 	// limit is the number of slots; it is written under mu (SetLimit) and
 	// read without (tryTake).
@@ -47,16 +58,23 @@ type Slots struct {
 
 	// mu guards waiters and every hand-off of a slot to a waiter. While
 	// anyone waits, every acquire and release goes through it, so slots go
-	// to waiters in FIFO order.
+	// to waiters highest class first, in FIFO order within a class.
 	mu      sync.Mutex
-	waiters waitList
+	waiters [classes]waitList
 
+	// closed[c] is the number of slots class c may not take: the reserves
+	// of the classes above it. reserved says whether any is set.
+	closed   [classes]int64
+	reserved bool
 	queueCap int // waiters allowed; Unbounded is math.MaxInt
 	maxWait  time.Duration
 
 	// Owner names the user of these slots in panic messages
 	// ("bulkhead: slot released twice"). Set it before use.
 	Owner string
+	// Reserve holds, by priority, the slots kept for calls of that
+	// priority or above. Set it before Init.
+	Reserve map[policy.Priority]int
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
@@ -66,6 +84,12 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration) {
 	s.limit.Store(int64(limit))
 	s.queueCap = queueCap
 	s.maxWait = maxWait
+	for p, n := range s.Reserve {
+		for c := range int(p) + 1 {
+			s.closed[c] += int64(n)
+		}
+		s.reserved = s.reserved || n > 0
+	}
 	if s.Owner == "" {
 		s.Owner = "slots"
 	}
@@ -102,21 +126,25 @@ func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 		return ended(ctx)
 	}
 	// Fast path: nobody waits and a slot is free. Once someone waits, every
-	// newcomer goes through mu and queues behind them: no queue jumping.
-	if s.queued.Load() == 0 && s.tryTake() {
+	// newcomer goes through mu: no queue jumping. Without reserves, the
+	// class matters only in the queue, so the fast path does not read it.
+	c := classes - 1
+	if s.reserved {
+		c = class(ctx)
+	}
+	if s.queued.Load() == 0 && s.tryTake(c) {
 		return Admitted, nil
 	}
-	s.mu.Lock()
-	return s.acquireSlow(ctx)
+	return s.acquireSlow(ctx, class(ctx))
 }
 
-// tryTake takes a free slot, if there is one.
-func (s *Slots) tryTake() bool {
+// tryTake takes a slot that class c may take, if one is free.
+func (s *Slots) tryTake(c int) bool {
 	for {
 		// The limit is read again on each try: a SetLimit that lands while
 		// the swap retries applies to this acquire.
 		a := s.active.Load()
-		if a >= s.limit.Load() {
+		if a >= s.limit.Load()-s.closed[c] {
 			return false
 		}
 		if s.active.CompareAndSwap(a, a+1) {
@@ -125,20 +153,21 @@ func (s *Slots) tryTake() bool {
 	}
 }
 
-// acquireSlow is Acquire's path when every slot seemed taken or someone
-// waits. s.mu is held on entry and released before it returns.
-func (s *Slots) acquireSlow(ctx context.Context) (Outcome, error) {
-	if s.waiters.len == 0 && s.tryTake() {
+// acquireSlow is Acquire's path, for class c, when every slot seemed taken
+// or someone waits.
+func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
+	s.mu.Lock()
+	if s.top() < c && s.tryTake(c) {
 		s.mu.Unlock()
 		return Admitted, nil
 	}
-	if s.waiters.len >= s.queueCap {
+	if int(s.queued.Load()) >= s.queueCap && !s.shed(c) {
 		s.mu.Unlock()
 		return RejectedFull, nil
 	}
-	w := &waiter{ready: make(chan struct{}, 1)}
-	s.waiters.pushBack(w)
-	s.queued.Store(int64(s.waiters.len))
+	w := &waiter{ready: make(chan struct{}, 1), class: c}
+	s.waiters[c].pushBack(w)
+	s.queued.Add(1)
 	// A release on the fast path may have freed a slot between our tryTake
 	// and the Store above, having seen queued == 0. Both sides write one
 	// atomic and then read the other's (sequentially consistent in Go), so
@@ -160,12 +189,15 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 	done := ctx.Done()
 	select {
 	case <-w.ready:
+		if w.shed {
+			return RejectedShed, nil
+		}
 	case <-done:
 		s.abandon(w)
 		return ended(ctx)
 	case <-expired:
-		if !s.expire(w) {
-			return RejectedWaitTimeout, nil
+		if o := s.expire(w); o != Admitted {
+			return o, nil
 		}
 	}
 	// We hold a slot. select chooses at random among ready cases, so ctx may
@@ -200,32 +232,70 @@ func (s *Slots) abandon(w *waiter) {
 	s.mu.Lock()
 	if w.granted {
 		s.handOffLocked()
-	} else {
-		s.waiters.remove(w)
-		s.queued.Store(int64(s.waiters.len))
+	} else if !w.shed {
+		s.unlink(w)
 	}
 	s.mu.Unlock()
 }
 
-// expire takes w out of the queue after MaxWait passed, and reports whether
-// w holds a slot after all. If a release handed w the slot before expire took
-// the mutex, w got its slot within MaxWait (the hand-off happened before the
-// waiter could act on the timer), so it keeps the slot and runs: rejecting
-// it now would waste a slot that was fairly its. Otherwise w is unlinked in
-// O(1) and will never be handed a slot.
-func (s *Slots) expire(w *waiter) (granted bool) {
+// expire takes w out of the queue after MaxWait passed, and returns its
+// outcome. If a release handed w the slot before expire took the mutex, w
+// got its slot within MaxWait, so it keeps the slot and runs: rejecting it
+// now would waste a slot that was fairly its. If w was shed first, it is
+// shed. Otherwise w is unlinked in O(1) and will never be handed a slot.
+func (s *Slots) expire(w *waiter) Outcome {
 	s.mu.Lock()
-	granted = w.granted
-	if !granted {
-		s.waiters.remove(w)
-		s.queued.Store(int64(s.waiters.len))
+	defer s.mu.Unlock()
+	switch {
+	case w.granted:
+		return Admitted
+	case w.shed:
+		return RejectedShed
 	}
-	s.mu.Unlock()
-	return granted
+	s.unlink(w)
+	return RejectedWaitTimeout
 }
 
-// Release frees one slot held by the caller: to the oldest waiter, if any
-// and the limit allows, else back to the pool. It panics if no slot at all
+// unlink takes w, which waits, out of its queue. s.mu must be held.
+func (s *Slots) unlink(w *waiter) {
+	s.waiters[w.class].remove(w)
+	s.queued.Add(-1)
+}
+
+// top returns the highest class with a waiter, or -1 if nobody waits.
+// s.mu must be held.
+func (s *Slots) top() int {
+	c := classes - 1
+	for c >= 0 && s.waiters[c].len == 0 {
+		c--
+	}
+	return c
+}
+
+// shed makes room in the full queue for a caller of class c: the newest
+// waiter of the lowest class below c leaves it, rejected. It reports
+// whether there was one. s.mu must be held.
+func (s *Slots) shed(c int) bool {
+	for low := range c {
+		if w := s.waiters[low].tail; w != nil {
+			s.unlink(w)
+			w.shed = true
+			w.ready <- struct{}{} // buffered, and sent once: never blocks
+			return true
+		}
+	}
+	return false
+}
+
+// wake hands a slot to w, the first waiter of its class. s.mu must be held.
+func (s *Slots) wake(w *waiter) {
+	s.unlink(w)
+	w.granted = true
+	w.ready <- struct{}{} // buffered, and sent once: never blocks
+}
+
+// Release frees one slot held by the caller: to the first waiter of the
+// highest class waiting, if the limit allows, else back to the pool. It panics if no slot at all
 // is held ("<Owner>: slot released twice"); a second release while other
 // calls hold slots cannot be told apart and frees one of theirs.
 func (s *Slots) Release() {
@@ -253,30 +323,26 @@ func (s *Slots) Release() {
 	s.mu.Unlock()
 }
 
-// handOffLocked gives up one held slot: to the oldest waiter if there is one
-// and the limit allows (active is left unchanged, so a caller arriving now
-// finds no free slot and cannot jump the queue), otherwise back to the pool.
-// While more slots are held than the limit (it was lowered), the slot goes
-// back to the pool even if someone waits: the calls in flight drain to the
-// limit first, and the waiters keep their order. s.mu must be held.
+// handOffLocked gives up one held slot: to the first waiter of the
+// highest class waiting, if that class may take it (active is left
+// unchanged, so a caller arriving now finds no free slot and cannot jump
+// the queue), otherwise back to the pool. While more slots are held than
+// the limit (it was lowered), the slot goes back to the pool even if
+// someone waits: the calls in flight drain to the limit first. A lower
+// class may take no slot the highest class waiting may not. s.mu must be
+// held.
 func (s *Slots) handOffLocked() {
-	if s.waiters.len > 0 && s.active.Load() <= s.limit.Load() {
-		w := s.waiters.popFront()
-		s.queued.Store(int64(s.waiters.len))
-		w.granted = true
-		w.ready <- struct{}{} // buffered, and sent once: never blocks
+	if c := s.top(); c >= 0 && s.active.Load() <= s.limit.Load()-s.closed[c] {
+		s.wake(s.waiters[c].head)
 		return
 	}
 	s.active.Add(-1)
 }
 
-// grantLocked hands free slots, if any, to the oldest waiters. s.mu must be
-// held.
+// grantLocked hands free slots, if any, to the waiters, highest class
+// first. s.mu must be held.
 func (s *Slots) grantLocked() {
-	for s.waiters.len > 0 && s.tryTake() {
-		w := s.waiters.popFront()
-		s.queued.Store(int64(s.waiters.len))
-		w.granted = true
-		w.ready <- struct{}{}
+	for c := s.top(); c >= 0 && s.tryTake(c); c = s.top() {
+		s.wake(s.waiters[c].head)
 	}
 }

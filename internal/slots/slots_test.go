@@ -306,11 +306,12 @@ func BenchmarkUnlink(b *testing.B) {
 			for range n {
 				enqueue(s)
 			}
-			w := &waiter{ready: make(chan struct{}, 1)}
+			w := &waiter{ready: make(chan struct{}, 1), class: 1}
 			b.ReportAllocs()
 			for b.Loop() {
 				s.mu.Lock()
-				s.waiters.pushBack(w)
+				s.waiters[w.class].pushBack(w)
+				s.queued.Add(1)
 				s.mu.Unlock()
 				s.abandon(w)
 			}

@@ -65,19 +65,15 @@ func TestWaitList(t *testing.T) {
 			t.Errorf("remove %q: list %q; want %q", tt.remove, got, tt.want)
 		}
 	}
-	var l waitList
-	if l.popFront() != nil {
-		t.Error("popFront on an empty list")
-	}
 }
 
 // enqueue puts a waiter in b's queue as acquireSlow would, without a
 // goroutine, for the white-box race tests.
 func enqueue(b *Slots) *waiter {
-	w := &waiter{ready: make(chan struct{}, 1)}
+	w := &waiter{ready: make(chan struct{}, 1), class: 1}
 	b.mu.Lock()
-	b.waiters.pushBack(w)
-	b.queued.Store(int64(b.waiters.len))
+	b.waiters[w.class].pushBack(w)
+	b.queued.Add(1)
 	b.mu.Unlock()
 	return w
 }
@@ -121,14 +117,14 @@ func TestGiveUpRace(t *testing.T) {
 		b.Acquire(context.Background())
 		w1, w2 := enqueue(b), enqueue(b)
 		b.Release()
-		if !b.expire(w1) {
+		if b.expire(w1) != Admitted {
 			t.Fatal("expire of a granted waiter reported no slot")
 		}
 		checkCounts(t, b, 1, 1)
 		if w2.granted {
 			t.Fatal("expired-but-granted waiter passed its slot on")
 		}
-		if b.expire(w2) {
+		if b.expire(w2) != RejectedWaitTimeout {
 			t.Fatal("expire of an ungranted waiter reported a slot")
 		}
 		checkCounts(t, b, 1, 0)

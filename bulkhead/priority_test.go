@@ -1,0 +1,89 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/watertight/watertight/policy"
+)
+
+func withPriority(p policy.Priority) context.Context {
+	return policy.WithPriority(context.Background(), p)
+}
+
+func TestReserveValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		reserve map[policy.Priority]int
+		want    string
+	}{
+		{"sheddable", map[policy.Priority]int{policy.PrioritySheddable: 1}, "bulkhead: Config.Reserve[sheddable]: only the default and critical"},
+		{"unknown", map[policy.Priority]int{7: 1}, "bulkhead: Config.Reserve[Priority(7)]: only the default and critical"},
+		{"negative", map[policy.Priority]int{policy.PriorityCritical: -1}, "bulkhead: Config.Reserve[critical] must be >= 0"},
+		{"every slot", map[policy.Priority]int{policy.PriorityCritical: 3, policy.PriorityDefault: 1}, "bulkhead: Config.Reserve keeps 4 slots of 4"},
+	}
+	for _, tt := range tests {
+		b, err := New(Config{Limit: 4, Reserve: tt.reserve})
+		if b != nil || err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: New = %v, %v; want an error starting %q", tt.name, b, err, tt.want)
+		}
+	}
+	b := mustNew(t, Config{Limit: 4, Reserve: map[policy.Priority]int{policy.PriorityCritical: 3, policy.PriorityDefault: 0}})
+	b.Close()
+}
+
+// The seed's storm at a shared limit: long sheddable calls fill every slot
+// they may take, and critical calls still run at once in the reserve.
+func TestReserveAdmitsCriticalPastSheddableStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{Name: "server", Limit: 5, MaxQueue: 2, Reserve: map[policy.Priority]int{policy.PriorityCritical: 2}})
+		k := newBlocker(b)
+		for _, name := range []string{"chat1", "chat2", "chat3", "chat4", "chat5"} {
+			k.start(withPriority(policy.PrioritySheddable), name)
+		}
+		checkCounts(t, b, 3, 2)
+		// A sixth chat finds the queue full of its own priority.
+		err := b.Execute(withPriority(policy.PrioritySheddable), func(context.Context) error { return nil })
+		checkRejection(t, err, "server", ReasonFull)
+		k.start(withPriority(policy.PriorityCritical), "login1")
+		k.start(withPriority(policy.PriorityCritical), "login2")
+		if got, want := k.order(), "chat1,chat2,chat3,login1,login2"; got != want {
+			t.Fatalf("ran %s; want %s", got, want)
+		}
+		// A third login waits, ahead of the chats, and takes the place of
+		// the newest one.
+		k.start(withPriority(policy.PriorityCritical), "login3")
+		checkRejection(t, <-k.errs, "server", ReasonShed)
+		k.release("login1")
+		if got, want := k.order(), "chat1,chat2,chat3,login1,login2,login3"; got != want {
+			t.Fatalf("ran %s; want %s", got, want)
+		}
+		for _, name := range []string{"login2", "login3", "chat1", "chat2", "chat3", "chat4"} {
+			k.release(name)
+		}
+		checkCounts(t, b, 0, 0)
+	})
+}
+
+func TestShedIsCountedAndPassedToOnReject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		b := mustNew(t, Config{Name: "x", Limit: 1, MaxQueue: 1, OnReject: func(_ context.Context, err *policy.RejectedError) {
+			seen = append(seen, err.Reason)
+		}})
+		k := newBlocker(b)
+		k.start(context.Background(), "h")
+		k.start(withPriority(policy.PrioritySheddable), "s")
+		k.start(withPriority(policy.PriorityCritical), "c")
+		err := <-k.errs
+		if !errors.Is(err, ErrFull) || strings.Join(seen, ",") != ReasonShed {
+			t.Fatalf("shed waiter: %v, OnReject saw %v; want ErrFull, [shed]", err, seen)
+		}
+		k.release("h")
+		k.release("c")
+		checkCounts(t, b, 0, 0)
+	})
+}
