@@ -63,16 +63,22 @@ type ClientConfig struct {
 	// MeterProvider provides the watertight.timeouts counter, to which the
 	// stream timeouts add. Nil means the global MeterProvider.
 	MeterProvider metric.MeterProvider
+
+	// PropagatePriority sends the priority of each call's context
+	// (policy.PriorityOf) to the server, in the [PriorityKey] metadata. A
+	// call of the default priority sends none.
+	PropagatePriority bool
 }
 
 // Client holds the interceptors that run a gRPC client's calls through
 // watertight policies. Build one with [NewClient]; the zero Client is not
 // usable. A Client is immutable and safe for concurrent use.
 type Client struct {
-	routes   routes
-	classify func(codes.Code, Pushback) Verdict
-	first    *StreamTimeoutError // nil: no FirstMessageTimeout
-	idle     *StreamTimeoutError // nil: no IdleTimeout
+	routes    routes
+	classify  func(codes.Code, Pushback) Verdict
+	propagate bool
+	first     *StreamTimeoutError // nil: no FirstMessageTimeout
+	idle      *StreamTimeoutError // nil: no IdleTimeout
 }
 
 // NewClient returns a Client configured by cfg, or an error naming the
@@ -88,7 +94,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("grpcpolicy: ClientConfig.IdleTimeout must be >= 0, got %v", cfg.IdleTimeout)
 	}
-	c := &Client{routes: r, classify: cfg.Classify}
+	c := &Client{routes: r, classify: cfg.Classify, propagate: cfg.PropagatePriority}
 	if c.classify == nil {
 		c.classify = DefaultClassify
 	}
@@ -130,6 +136,9 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 }
 
 func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if c.propagate {
+		ctx = outgoingPriority(ctx)
+	}
 	p := c.routes.lookup(method)
 	if p == nil {
 		return invoker(ctx, method, req, reply, cc, opts...)

@@ -138,4 +138,15 @@
 // it to make clients give up rather than retry. Either way the pushback
 // tells a well-behaved client when to come back. A negative Pushback sends
 // -1, which asks it not to retry at all.
+//
+// # Priority
+//
+// A server call's priority (policy.Priority) comes from
+// ServerConfig.Priority, a function of the call's context and method. The
+// priority a client sends in the [PriorityKey] metadata is used only when
+// ServerConfig.TrustPriority says the client is trusted, and only if it is
+// a known one: an untrusted client cannot raise its own priority. The
+// policies and the handler see the priority in the context. A client with
+// ClientConfig.PropagatePriority sends the priority of each call's context
+// to the next hop.
 package grpcpolicy

@@ -60,6 +60,21 @@ type ServerConfig struct {
 	// caller's own: a success for the policy. It may be called
 	// concurrently.
 	IsFailure func(codes.Code) bool
+
+	// Priority gives a call's priority (policy.Priority) from its context
+	// (the authenticated peer, say) and full method name. The policies and
+	// the handler see it in the context. Nil: every call is
+	// policy.PriorityDefault, unless TrustPriority applies. It may be
+	// called concurrently. A value that is none of the three priorities
+	// counts as policy.PriorityDefault.
+	Priority func(ctx context.Context, fullMethod string) policy.Priority
+
+	// TrustPriority reports whether the client of a call may set its own
+	// priority, in the [PriorityKey] metadata. When it returns true and the
+	// client sent a known priority, that priority wins over Priority's.
+	// Nil trusts no client: a client cannot raise its own priority. It may
+	// be called concurrently.
+	TrustPriority func(ctx context.Context, fullMethod string) bool
 }
 
 // DefaultServerIsFailure is the classification a [Server] uses when
@@ -81,6 +96,8 @@ func DefaultServerIsFailure(code codes.Code) bool {
 type Server struct {
 	routes    routes
 	isFailure func(codes.Code) bool
+	priority  func(context.Context, string) policy.Priority
+	trust     func(context.Context, string) bool
 	rejectErr error       // the status error a rejection is answered with
 	trailer   metadata.MD // the pushback trailer, shared read-only
 }
@@ -100,7 +117,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("grpcpolicy: ServerConfig.RejectCode must be Unavailable or ResourceExhausted, got %v", code)
 	}
-	s := &Server{routes: r, isFailure: cfg.IsFailure}
+	s := &Server{routes: r, isFailure: cfg.IsFailure, priority: cfg.Priority, trust: cfg.TrustPriority}
 	if s.isFailure == nil {
 		s.isFailure = DefaultServerIsFailure
 	}
@@ -157,6 +174,7 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 }
 
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx = s.withPriority(ctx, info.FullMethod)
 	p := s.routes.lookup(info.FullMethod)
 	if p == nil {
 		return handler(ctx, req)
@@ -400,12 +418,12 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 }
 
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx := s.withPriority(ss.Context(), info.FullMethod)
 	p := s.routes.lookup(info.FullMethod)
 	if p == nil {
-		return handler(srv, ss)
+		return handler(srv, &serverStream{ServerStream: ss, ctx: ctx})
 	}
 	c := &streamServerCall{s: s, srv: srv, ss: ss, handler: handler}
-	ctx := ss.Context()
 	err := p.Execute(ctx, c.run)
 	if c.close() {
 		return s.notRun(ctx, err, ss.SetTrailer) // as in unary

@@ -59,6 +59,9 @@ func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if c.propagate {
+		ctx = outgoingPriority(ctx)
+	}
 	p := c.routes.lookup(method)
 	if p == nil {
 		return streamer(ctx, desc, cc, method, opts...)
