@@ -3,9 +3,13 @@ package bulkhead
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/watertight/watertight/policy"
 )
@@ -85,5 +89,31 @@ func TestShedIsCountedAndPassedToOnReject(t *testing.T) {
 		k.release("h")
 		k.release("c")
 		checkCounts(t, b, 0, 0)
+	})
+}
+
+func TestRejectionsCountedByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+		defer mp.Shutdown(context.Background())
+		b := mustNew(t, Config{Name: "x", Limit: 1, MaxQueue: 1, MeterProvider: mp})
+		k := newBlocker(b)
+		k.start(context.Background(), "h")
+		k.start(withPriority(policy.PrioritySheddable), "s")
+		k.start(withPriority(policy.PriorityCritical), "c") // sheds s
+		<-k.errs
+		b.Execute(context.Background(), func(context.Context) error { return nil }) // full
+		k.release("h")
+		k.release("c")
+		got := map[string]int64{}
+		for _, dp := range collect(t, r)["watertight.rejections"].Data.(metricdata.Sum[int64]).DataPoints {
+			reason, _ := dp.Attributes.Value("watertight.rejection.reason")
+			prio, _ := dp.Attributes.Value("watertight.priority")
+			got[reason.AsString()+"/"+prio.AsString()] += dp.Value
+		}
+		if want := map[string]int64{"shed/sheddable": 1, "full/": 1}; !maps.Equal(got, want) {
+			t.Errorf("rejections by reason/priority %v; want %v", got, want)
+		}
 	})
 }

@@ -14,6 +14,7 @@ const (
 	KeyKind        = attribute.Key("watertight.policy.kind")
 	KeyName        = attribute.Key("watertight.policy.name")
 	KeyReason      = attribute.Key("watertight.rejection.reason")
+	KeyPriority    = attribute.Key("watertight.priority") // of a rejected call
 	KeyPipeline    = attribute.Key("watertight.pipeline.name")
 	KeyAttempt     = attribute.Key("watertight.retry.attempt")
 	KeyState       = attribute.Key("watertight.breaker.state")

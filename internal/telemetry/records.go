@@ -33,22 +33,30 @@ func (r *record) add(ctx context.Context, name string) {
 // Rejection is one way one policy refuses calls, prepared once.
 type Rejection struct {
 	Err *policy.RejectedError
-	rec record
+	rec [3]record // by the rejected call's priority, lowest first
 }
 
 // NewRejection prepares the rejection of policy (kind, name) for reason,
-// matching sentinel with errors.Is.
+// matching sentinel with errors.Is. A call of a priority other than the
+// default is counted with the watertight.priority attribute.
 func NewRejection(in *Instruments, kind, name, reason string, sentinel error) *Rejection {
-	return &Rejection{
-		Err: policy.NewRejectedError(kind, name, reason, sentinel),
-		rec: newRecord(in.Rejections, KeyKind.String(kind), KeyName.String(name), KeyReason.String(reason)),
+	r := &Rejection{Err: policy.NewRejectedError(kind, name, reason, sentinel)}
+	kv := []attribute.KeyValue{KeyKind.String(kind), KeyName.String(name), KeyReason.String(reason)}
+	for i := range r.rec {
+		if p := policy.Priority(i - 1); p == policy.PriorityDefault {
+			r.rec[i] = newRecord(in.Rejections, kv...)
+		} else {
+			r.rec[i] = newRecord(in.Rejections, append(kv[:3:3], KeyPriority.String(p.String()))...)
+		}
 	}
+	return r
 }
 
-// Record counts the rejection, adds a watertight.rejected event to the span
-// in ctx if it is recording, and returns r.Err.
+// Record counts the rejection with the priority of ctx, adds a
+// watertight.rejected event to the span in ctx if it is recording, and
+// returns r.Err.
 func (r *Rejection) Record(ctx context.Context) error {
-	r.rec.add(ctx, EventRejected)
+	r.rec[policy.PriorityOf(ctx)+1].add(ctx, EventRejected)
 	return r.Err
 }
 
