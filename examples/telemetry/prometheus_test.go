@@ -216,7 +216,7 @@ func isLabel(n string) bool {
 	switch n {
 	case "watertight_policy_kind", "watertight_policy_name", "watertight_rejection_reason",
 		"watertight_pipeline_name", "watertight_breaker_state", "watertight_breaker_from",
-		"watertight_retry_reason":
+		"watertight_retry_reason", "watertight_priority":
 		return true
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -51,6 +52,10 @@ type Storm struct {
 	// every later call.
 	DownCalls, DownAttempts, DownExhausted, DownRejected int
 
+	// Phase 5, bulkhead "shed": one slot and one place in the queue; a
+	// sheddable call waits, and a critical call takes its place.
+	ShedCalls, ShedOK, ShedRejected int
+
 	// closers are the policies with observable instruments (the bulkhead's
 	// active and queued gauges, the breaker's state gauge), kept registered
 	// until Close so that a scrape after the storm still shows them.
@@ -75,11 +80,12 @@ const (
 	nameSlow        = "slow"
 	nameSlowAttempt = "slow-attempt"
 	nameDown        = "down"
+	nameShed        = "shed"
 )
 
 var errUpstream = errors.New("upstream: 503")
 
-// RunStorm runs the four phases in turn through pipelines built on tp and
+// RunStorm runs the five phases in turn through pipelines built on tp and
 // mp, writing one summary line per phase to log (if not nil). It returns an
 // error only if a pipeline cannot be built or a call ends in a way the
 // phase does not expect; even then, the caller must Close the Storm.
@@ -98,7 +104,7 @@ func RunStorm(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvi
 	}
 	var s Storm
 	phases := []func(context.Context, trace.TracerProvider, metric.MeterProvider, StormConfig, *Storm, io.Writer) error{
-		bulkheadPhase, flakyPhase, slowPhase, downPhase,
+		bulkheadPhase, flakyPhase, slowPhase, downPhase, shedPhase,
 	}
 	for _, phase := range phases {
 		if err := phase(ctx, tp, mp, cfg, &s, log); err != nil {
@@ -267,5 +273,39 @@ func downPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProv
 	s.DownCalls = calls
 	fmt.Fprintf(log, "down: %d calls, %d attempts reached the dependency: %d exhausted, %d rejected by the open breaker (state %v)\n",
 		s.DownCalls, s.DownAttempts, s.DownExhausted, s.DownRejected, br.State())
+	return nil
+}
+
+func shedPhase(ctx context.Context, _ trace.TracerProvider, mp metric.MeterProvider, cfg StormConfig, s *Storm, log io.Writer) error {
+	bh, err := bulkhead.New(bulkhead.Config{Name: nameShed, Limit: 1, MaxQueue: 1, MeterProvider: mp})
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, bh)
+	release, held := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 3)
+	run := func(ctx context.Context, work func(context.Context) error) {
+		go func() { errs <- bh.Execute(ctx, work) }()
+	}
+	run(ctx, func(context.Context) error { close(held); <-release; return nil })
+	<-held
+	run(policy.WithPriority(ctx, policy.PrioritySheddable), func(ctx context.Context) error { return sleep(ctx, cfg.Work) })
+	for bh.Queued() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// The critical call takes the sheddable call's place in the queue.
+	run(policy.WithPriority(ctx, policy.PriorityCritical), func(ctx context.Context) error { return sleep(ctx, cfg.Work) })
+	if err := <-errs; !errors.Is(err, bulkhead.ErrFull) {
+		return fmt.Errorf("shed: the sheddable call ended with %v, want a rejection", err)
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("shed: unexpected error: %w", err)
+		}
+	}
+	s.ShedCalls, s.ShedOK, s.ShedRejected = 3, 2, 1
+	fmt.Fprintf(log, "shed: %d calls into a bulkhead of 1 with a queue of 1, a critical call taking a sheddable one's place: %d ok, %d shed\n",
+		s.ShedCalls, s.ShedOK, s.ShedRejected)
 	return nil
 }

@@ -258,6 +258,7 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 		}{
 			{"watertight_rejections_total", "watertight_policy_kind=bulkhead,watertight_policy_name=storm,watertight_rejection_reason=full", storm.StormRejected},
 			{"watertight_rejections_total", "watertight_policy_kind=breaker,watertight_policy_name=down,watertight_rejection_reason=open", storm.DownRejected},
+			{"watertight_rejections_total", "watertight_policy_kind=bulkhead,watertight_policy_name=shed,watertight_priority=sheddable,watertight_rejection_reason=shed", storm.ShedRejected},
 			{"watertight_retry_attempts_total", "watertight_policy_kind=retry,watertight_policy_name=flaky", storm.FlakyRetries},
 			{"watertight_retry_attempts_total", "watertight_policy_kind=retry,watertight_policy_name=slow", storm.SlowTimeouts - 1},
 			{"watertight_retry_attempts_total", "watertight_policy_kind=retry,watertight_policy_name=down", storm.DownAttempts - 1},
@@ -289,7 +290,7 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 		}
 		// Nothing else was rejected, timed out or counted.
 		for family, want := range map[string]int{
-			"watertight_rejections_total":          2,
+			"watertight_rejections_total":          3,
 			"watertight_timeouts_total":            1,
 			"watertight_retry_exhausted_total":     2,
 			"watertight_call_duration_seconds":     6,
