@@ -17,8 +17,10 @@ type HTTPOptions struct {
 	// IsFailure is httppolicy.Transport.IsFailure (nil: 5xx, 408, 429).
 	IsFailure func(*http.Response) bool
 
-	// RetryUnsafe is httppolicy.Transport.RetryUnsafe.
-	RetryUnsafe bool
+	// RetryUnsafe and PropagatePriority are the httppolicy.Transport
+	// fields of the same names.
+	RetryUnsafe       bool
+	PropagatePriority bool
 
 	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
 	// httppolicy.Transport fields of the same names. A timeout must be
@@ -78,16 +80,17 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		base.MaxConnsPerHost, base.MaxIdleConnsPerHost = 0, 0
 	}
 	var rt http.RoundTripper = &httppolicy.Transport{
-		Base:             base,
-		Policy:           p,
-		IsFailure:        h.IsFailure,
-		RetryUnsafe:      h.RetryUnsafe,
-		FirstByteTimeout: h.FirstByteTimeout,
-		IdleTimeout:      h.IdleTimeout,
-		KeepaliveEvents:  h.KeepaliveEvents,
-		Name:             name,
-		MeterProvider:    pipeopt.Apply(opts).MeterProvider,
-		Signals:          httppolicy.LimiterSignals(p.RateLimit()),
+		Base:              base,
+		Policy:            p,
+		IsFailure:         h.IsFailure,
+		RetryUnsafe:       h.RetryUnsafe,
+		PropagatePriority: h.PropagatePriority,
+		FirstByteTimeout:  h.FirstByteTimeout,
+		IdleTimeout:       h.IdleTimeout,
+		KeepaliveEvents:   h.KeepaliveEvents,
+		Name:              name,
+		MeterProvider:     pipeopt.Apply(opts).MeterProvider,
+		Signals:           httppolicy.LimiterSignals(p.RateLimit()),
 	}
 	if h.Hedge != nil {
 		rt = &httppolicy.Hedging{Base: rt, Hedge: h.Hedge, IsFailure: h.IsFailure}

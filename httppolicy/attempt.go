@@ -57,6 +57,9 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 // send a body from GetBody.
 func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 	r := x.req.WithContext(ctx)
+	if x.t.PropagatePriority {
+		withPriority(r)
+	}
 	if !x.hasBody || !x.bodySent {
 		x.bodySent = x.hasBody
 		return r, nil

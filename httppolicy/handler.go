@@ -24,6 +24,20 @@ type HandlerConfig struct {
 	// OnReject, if set, answers a rejected request in place of the 503.
 	// It may be called concurrently.
 	OnReject func(w http.ResponseWriter, r *http.Request, err error)
+
+	// Priority gives a request's priority (policy.Priority) from its
+	// route, method or authenticated caller. The policy and the handler
+	// see it in the context. Nil: every request is policy.PriorityDefault,
+	// unless TrustPriority applies. A value that is none of the three
+	// priorities counts as the default. It may be called concurrently.
+	Priority func(r *http.Request) policy.Priority
+
+	// TrustPriority reports whether the client of a request may set its
+	// own priority, in the [PriorityHeader]. When it returns true and the
+	// header holds one known priority, that priority wins over Priority's.
+	// Nil trusts no client: a client cannot raise its own priority. It may
+	// be called concurrently.
+	TrustPriority func(r *http.Request) bool
 }
 
 // Handler returns an http.Handler that runs h through p, one Execute per
@@ -58,7 +72,8 @@ func Handler(p policy.Policy, h http.Handler, cfg HandlerConfig) http.Handler {
 	if h == nil {
 		panic("httppolicy: nil Handler")
 	}
-	return &handler{p: p, h: h, retryAfter: retryAfterHeader(cfg.RetryAfter), onReject: cfg.OnReject}
+	return &handler{p: p, h: h, retryAfter: retryAfterHeader(cfg.RetryAfter), onReject: cfg.OnReject,
+		priority: cfg.Priority, trust: cfg.TrustPriority}
 }
 
 // Middleware returns a function that wraps a handler with [Handler]. It
@@ -84,11 +99,17 @@ type handler struct {
 	h          http.Handler
 	retryAfter string
 	onReject   func(w http.ResponseWriter, r *http.Request, err error)
+	priority   func(*http.Request) policy.Priority
+	trust      func(*http.Request) bool
 }
 
 func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &serverCall{h: s.h, r: r, rw: responseWriter{ResponseWriter: w}}
-	err := s.p.Execute(r.Context(), c.run)
+	ctx := r.Context()
+	if p, ok := s.priorityOf(r); ok {
+		ctx = policy.WithPriority(ctx, p)
+	}
+	err := s.p.Execute(ctx, c.run)
 	if err == nil || c.rw.wrote {
 		return
 	}

@@ -58,6 +58,10 @@ type Transport struct {
 	RetryUnsafe bool
 	// Signals, if not nil, is told of every response an attempt receives.
 	Signals Signals
+	// PropagatePriority sends the priority of each request's context
+	// (policy.PriorityOf) in the [PriorityHeader]. A request of the default
+	// priority sends none.
+	PropagatePriority bool
 
 	// FirstByteTimeout, if positive, bounds each attempt's wait for the
 	// first byte of the response body (for a response without a body, its
