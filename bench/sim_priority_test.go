@@ -27,7 +27,7 @@ import (
 // the limit 50 slots and 1 s of patience:
 //
 //   - ours: a bulkhead, Limit 50, MaxQueue 50, MaxWait 1 s,
-//     Reserve[PriorityCritical] 10;
+//     Reserve[PriorityCritical] 20 (as examples/loginstorm's priority mode);
 //   - ours-nopriority: the same bulkhead, no reserve, calls carrying no
 //     priority (what a limit without priorities does);
 //   - failsafe-fixed: failsafe-go's PriorityLimiter, WithLimits(50, 50, 50),
@@ -158,7 +158,7 @@ func oursPriority(withPriority bool) func(context.Context, *testing.T) prioritiz
 	return func(_ context.Context, t *testing.T) prioritized {
 		cfg := bulkhead.Config{Name: "server", Limit: 50, MaxQueue: 50, MaxWait: time.Second}
 		if withPriority {
-			cfg.Reserve = map[policy.Priority]int{policy.PriorityCritical: 10}
+			cfg.Reserve = map[policy.Priority]int{policy.PriorityCritical: 20}
 		}
 		b, err := bulkhead.New(cfg)
 		if err != nil {

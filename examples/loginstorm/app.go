@@ -16,18 +16,22 @@ import (
 const (
 	modeShared   = "shared"   // chats go through one shared client with no limit
 	modeBulkhead = "bulkhead" // chats go through their own compartment
+	modePriority = "priority" // one server limit, logins critical and chats sheddable
 )
 
 // The seed's numbers.
 const (
-	serverSlots    = 50                // the platform's per-instance concurrency cap, for every route
-	chatLimit      = 10                // chats in flight to the upstream
-	chatQueue      = 20                // chats that may wait for one of them
-	chatMaxWait    = time.Second       // how long one may wait
-	chatRetryAfter = "2"               // seconds, in the 503 answering a rejected chat
-	sharedIdle     = 256               // idle connections kept by the shared client, as Node's maxFreeSockets
-	upstreamPath   = "/complete"       // the upstream's path, as in the seed
-	modeHeader     = "Loginstorm-Mode" // tells the load which mode answered
+	serverSlots    = 50                     // the platform's per-instance concurrency cap, for every route
+	chatLimit      = 10                     // chats in flight to the upstream
+	chatQueue      = 20                     // chats that may wait for one of them
+	chatMaxWait    = time.Second            // how long one may wait
+	chatRetryAfter = "2"                    // seconds, in the 503 answering a rejected chat
+	serverQueue    = 50                     // priority mode: requests that may wait for a server slot
+	serverMaxWait  = 500 * time.Millisecond // priority mode: how long one may wait
+	loginReserve   = 20                     // priority mode: server slots only critical requests take
+	sharedIdle     = 256                    // idle connections kept by the shared client, as Node's maxFreeSockets
+	upstreamPath   = "/complete"            // the upstream's path, as in the seed
+	modeHeader     = "Loginstorm-Mode"      // tells the load which mode answered
 )
 
 // app is the service under test: /login answers at once, /chat calls the
@@ -59,20 +63,30 @@ type app struct {
 // chatMaxWait patience, over a transport capped at chatLimit connections: a
 // chat that cannot get in fast is answered 503 with Retry-After and gives
 // its server slot back.
+//
+// In priority mode /chat calls the upstream as in shared mode, with no
+// bulkhead of its own. Instead the server slots know each route's
+// priority: /login is critical, /chat sheddable. loginReserve of the slots
+// are kept for critical requests, serverQueue requests may wait for
+// serverMaxWait, and a login finding the queue full takes a chat's place:
+// a chat turned away is answered 503 with Retry-After.
 func newApp(mode, upstreamURL string) (*app, error) {
 	a := &app{mode: mode, upstream: upstreamURL + upstreamPath}
-	slots, err := bulkhead.New(bulkhead.Config{
-		Name:     "server",
-		Limit:    serverSlots,
-		MaxQueue: bulkhead.Unbounded,
-	})
+	cfg := bulkhead.Config{Name: "server", Limit: serverSlots, MaxQueue: bulkhead.Unbounded}
+	var hcfg httppolicy.HandlerConfig
+	if mode == modePriority {
+		cfg.MaxQueue, cfg.MaxWait = serverQueue, serverMaxWait
+		cfg.Reserve = map[policy.Priority]int{policy.PriorityCritical: loginReserve}
+		hcfg = httppolicy.HandlerConfig{RetryAfter: 2 * time.Second, Priority: routePriority}
+	}
+	slots, err := bulkhead.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, func() { slots.Close() })
 
 	switch mode {
-	case modeShared:
+	case modeShared, modePriority:
 		// A clone of the default transport: MaxConnsPerHost 0 (no limit,
 		// so nothing queues in it) and enough idle connections that the
 		// ones the first wave opened are reused rather than churned (the
@@ -99,16 +113,25 @@ func newApp(mode, upstreamURL string) (*app, error) {
 		a.closers = append(a.closers, func() { llm.Close() }, base.CloseIdleConnections)
 	default:
 		slots.Close()
-		return nil, fmt.Errorf("loginstorm: mode must be %q or %q, got %q", modeShared, modeBulkhead, mode)
+		return nil, fmt.Errorf("loginstorm: mode must be %q, %q or %q, got %q", modeShared, modeBulkhead, modePriority, mode)
 	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/login", a.login)
 	mux.HandleFunc("/chat", a.chatHandler)
-	// The server slots never reject (unbounded queue, no MaxWait), so
-	// Handler's 503 is never used; it is the slot-per-request that matters.
-	a.handler = httppolicy.Handler(slots, mux, httppolicy.HandlerConfig{})
+	// In shared and bulkhead modes the server slots never reject
+	// (unbounded queue, no MaxWait), so Handler's 503 is never used: it is
+	// the slot-per-request that matters.
+	a.handler = httppolicy.Handler(slots, mux, hcfg)
 	return a, nil
+}
+
+// routePriority is the priority of a request in priority mode.
+func routePriority(r *http.Request) policy.Priority {
+	if r.URL.Path == "/login" {
+		return policy.PriorityCritical
+	}
+	return policy.PrioritySheddable
 }
 
 // Close frees the bulkheads' gauges and closes idle upstream connections.

@@ -30,9 +30,9 @@ type loadConfig struct {
 type loadResult struct {
 	Mode        string          // the app's mode, from its Loginstorm-Mode header
 	Logins      []time.Duration // every login's latency, sorted
-	LoginFailed int             // logins that did not end in 200
+	LoginErrors int             // logins that did not end in 200
 	ChatOK      int             // chats answered 200
-	ChatBusy    int             // chats answered 503
+	ChatBusy    int             // chats answered 503 with a Retry-After
 	ChatOther   int             // chats answered otherwise, or not at all
 	Wall        time.Duration   // from the first chat sent to the last answer read
 }
@@ -74,6 +74,8 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		lastEnd atomic.Int64 // nanoseconds since start of the last answer read
 	)
 	start := time.Now()
+	// get returns the status of a GET of path (0 if it failed), 503 only
+	// with a Retry-After, and how long it took.
 	get := func(path string) (int, time.Duration) {
 		t0 := time.Now()
 		status := 0
@@ -85,6 +87,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 				resp.Body.Close()
 				if err == nil {
 					status = resp.StatusCode
+				}
+				if status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+					status = 0
 				}
 				if m := resp.Header.Get(modeHeader); m != "" && mode.Load() == nil {
 					mode.CompareAndSwap(nil, &m)
@@ -146,7 +151,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	slices.Sort(logins)
 	r := loadResult{
 		Logins:      logins,
-		LoginFailed: failed,
+		LoginErrors: failed,
 		ChatOK:      int(c.chatOK.Load()),
 		ChatBusy:    int(c.chatBusy.Load()),
 		ChatOther:   int(c.chatOther.Load()),

@@ -132,7 +132,7 @@ func TestBadDelayEnv(t *testing.T) {
 
 // jsonKeys are the keys every mode has in the -json output.
 var jsonKeys = []string{
-	"chat_busy", "chat_ok", "chat_other", "login_failed", "login_max_ms",
+	"chat_busy", "chat_ok", "chat_other", "login_errors", "login_max_ms",
 	"login_p50_ms", "login_p99_ms", "logins", "wall_ms",
 }
 
@@ -186,8 +186,8 @@ func checkBulkhead(t *testing.T, m modeJSON, logins int) {
 	if m.ChatOK != chatLimit || m.ChatBusy != 80-chatLimit || m.ChatOther != 0 {
 		t.Errorf("bulkhead chats = %d x 200, %d x 503, %d other; want 10, 70, 0", m.ChatOK, m.ChatBusy, m.ChatOther)
 	}
-	if m.Logins != logins || m.LoginFailed != 0 {
-		t.Errorf("bulkhead logins = %d, %d failed; want %d, 0 failed", m.Logins, m.LoginFailed, logins)
+	if m.Logins != logins || m.LoginErrors != 0 {
+		t.Errorf("bulkhead logins = %d, %d errors; want %d, 0 errors", m.Logins, m.LoginErrors, logins)
 	}
 	if m.LoginP99 >= 500 {
 		t.Errorf("bulkhead login p99 = %v ms, want < 500 ms: logins waited for chats", m.LoginP99)
@@ -197,14 +197,30 @@ func checkBulkhead(t *testing.T, m modeJSON, logins int) {
 	}
 }
 
-// TestBothModes runs the all-in-one command, both modes, at a 2 s delay.
-func TestBothModes(t *testing.T) {
+// checkPriority asserts the outcome of priority mode: the logins walk into
+// the reserved slots, and the chats that cannot run are answered 503 with
+// Retry-After.
+func checkPriority(t *testing.T, m modeJSON) {
+	t.Helper()
+	if want := serverSlots - loginReserve; m.ChatOK != want || m.ChatBusy != 80-want || m.ChatOther != 0 {
+		t.Errorf("priority chats = %d x 200, %d x 503, %d other; want %d, %d, 0", m.ChatOK, m.ChatBusy, m.ChatOther, want, 80-want)
+	}
+	if m.Logins != 50 || m.LoginErrors != 0 {
+		t.Errorf("priority logins = %d, %d errors; want 50, 0 errors", m.Logins, m.LoginErrors)
+	}
+	if m.LoginP99 >= 500 {
+		t.Errorf("priority login p99 = %v ms, want < 500 ms: logins waited for chats", m.LoginP99)
+	}
+}
+
+// TestAllModes runs the all-in-one command, every mode, at a 2 s delay.
+func TestAllModes(t *testing.T) {
 	var out, progress bytes.Buffer
 	if err := run(t.Context(), []string{"-delay", "2s", "-json"}, &out, &progress); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s", out.Bytes())
-	r := decodeReport(t, out.Bytes(), modeShared, modeBulkhead)
+	r := decodeReport(t, out.Bytes(), modeShared, modeBulkhead, modePriority)
 	if r.DelayMs != 2000 || r.Chats != 80 || r.Logins != 50 || r.Rounds != 1 {
 		t.Errorf("JSON params = %+v, want delay 2000 ms, 80 chats, 50 logins, 1 round", r)
 	}
@@ -213,8 +229,8 @@ func TestBothModes(t *testing.T) {
 	if shared.ChatOK != 80 || shared.ChatBusy != 0 || shared.ChatOther != 0 {
 		t.Errorf("shared chats = %d x 200, %d x 503, %d other; want 80, 0, 0", shared.ChatOK, shared.ChatBusy, shared.ChatOther)
 	}
-	if shared.Logins != 50 || shared.LoginFailed != 0 {
-		t.Errorf("shared logins = %d, %d failed; want 50, 0 failed", shared.Logins, shared.LoginFailed)
+	if shared.Logins != 50 || shared.LoginErrors != 0 {
+		t.Errorf("shared logins = %d, %d errors; want 50, 0 errors", shared.Logins, shared.LoginErrors)
 	}
 	// The logins arrive 1 s in and wait behind 30 queued chats until the
 	// first wave of 50 ends, at 2 s: about 1 s each. (The brief's ">= 1.9 s"
@@ -235,7 +251,9 @@ func TestBothModes(t *testing.T) {
 		t.Errorf("p99_ratio = %v, want shared/bulkhead = %v", r.P99Ratio, want)
 	}
 
-	for _, want := range []string{"shared ", "bulkhead ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
+	checkPriority(t, r.Modes[modePriority])
+
+	for _, want := range []string{"shared ", "bulkhead ", "priority ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress has no %q:\n%s", want, progress.String())
 		}

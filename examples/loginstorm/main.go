@@ -21,6 +21,14 @@
 //     login p50, p99 and max (nearest rank), the chats' answers and the
 //     wall time.
 //
+// In priority mode the server slots are the only limit: /login is
+// critical and /chat sheddable, 20 of the 50 slots are kept for critical
+// requests, and 50 requests may wait for 0.5 s. So 30 chats run, the other
+// 50 are answered 503 with Retry-After within half a second, and the logins
+// walk into the reserved slots. The patience is shorter than the second
+// before the logins, so that the chats' 503s are not written during the
+// login wave.
+//
 // In shared mode 50 chats take every slot for one upstream delay, the other
 // 30 queue, and the logins queue behind them: login p99 is about one delay.
 // In bulkhead mode at most 30 chats hold a slot after the first
@@ -30,7 +38,7 @@
 //
 // Usage:
 //
-//	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode both] [-json]
+//	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode all] [-json]
 //
 // runs everything in one process on ephemeral ports, each mode in turn with
 // a fresh upstream and app, printing progress to stderr and the report to
@@ -164,7 +172,7 @@ const delayUsage = "how long the upstream takes to answer, taken from $DELAY if 
 const usage = `Usage:
   loginstorm [flags]             run upstream, app and load in this process, for each -mode in turn
   loginstorm upstream [flags]    serve the slow upstream (a fake LLM provider)
-  loginstorm app [flags]         serve /login and /chat, in shared or bulkhead mode
+  loginstorm app [flags]         serve /login and /chat, in shared, bulkhead or priority mode
   loginstorm load [flags]        send the chats and logins to an app started elsewhere
   loginstorm help                print this
 
@@ -194,7 +202,7 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var mode string
 	fs := newFlagSet("loginstorm", usage, stderr)
 	f.register(fs, defDelay)
-	fs.StringVar(&mode, "mode", "both", "shared, bulkhead or both")
+	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, or all three")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -206,12 +214,12 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var modes []string
 	switch mode {
-	case "both":
-		modes = []string{modeShared, modeBulkhead}
-	case modeShared, modeBulkhead:
+	case "all":
+		modes = []string{modeShared, modeBulkhead, modePriority}
+	case modeShared, modeBulkhead, modePriority:
 		modes = []string{mode}
 	default:
-		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead or both, got %q", mode)
+		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority or all, got %q", mode)
 	}
 
 	rows := make([]summary, 0, len(modes))
@@ -291,7 +299,7 @@ func runApp(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("loginstorm app", "Usage: loginstorm app [flags]\n\nServes /login and /chat until interrupted; /chat calls the upstream.\n", stderr)
 	addr := fs.String("addr", "127.0.0.1:3000", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:4001", "the upstream's base URL")
-	mode := fs.String("mode", defMode, "shared or bulkhead, taken from $MODE if set")
+	mode := fs.String("mode", defMode, "shared, bulkhead or priority, taken from $MODE if set")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ type summary struct {
 // modeJSON is one mode in the -json output.
 type modeJSON struct {
 	Logins      int     `json:"logins"`
-	LoginFailed int     `json:"login_failed"`
+	LoginErrors int     `json:"login_errors"`
 	LoginP50    float64 `json:"login_p50_ms"`
 	LoginP99    float64 `json:"login_p99_ms"`
 	LoginMax    float64 `json:"login_max_ms"`
@@ -92,7 +92,7 @@ func writeJSON(w io.Writer, p params, rows []summary) error {
 	for _, s := range rows {
 		out.Modes[s.Mode] = modeJSON{
 			Logins:      len(s.Logins),
-			LoginFailed: s.LoginFailed,
+			LoginErrors: s.LoginErrors,
 			LoginP50:    ms(percentile(s.Logins, 0.50)),
 			LoginP99:    ms(percentile(s.Logins, 0.99)),
 			LoginMax:    ms(percentile(s.Logins, 1)),
@@ -124,11 +124,11 @@ func writeTable(w io.Writer, p params, rows []summary) error {
 	}
 	// tabwriter aligns every column right; padding the mode column to its
 	// width makes it read left-aligned.
-	fmt.Fprintf(tw, "%-*s\tlogin p50\tlogin p99\tlogin max\tlogins failed\tchat 200\tchat 503\tchat other\twall\t\n", width, "mode")
+	fmt.Fprintf(tw, "%-*s\tlogin p50\tlogin p99\tlogin max\tlogin errors\tchat 200\tchat 503\tchat other\twall\t\n", width, "mode")
 	for _, s := range rows {
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", width, s.Mode,
 			fmtMs(percentile(s.Logins, 0.50)), fmtMs(percentile(s.Logins, 0.99)), fmtMs(percentile(s.Logins, 1)),
-			s.LoginFailed, s.ChatOK, s.ChatBusy, s.ChatOther, fmtSec(s.Wall))
+			s.LoginErrors, s.ChatOK, s.ChatBusy, s.ChatOther, fmtSec(s.Wall))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
