@@ -49,6 +49,7 @@ type Limiter struct {
 
 	full        *telemetry.Rejection
 	waitTimeout *telemetry.Rejection
+	shed        *telemetry.Rejection
 	onReject    func(ctx context.Context, err *policy.RejectedError)
 
 	closeOnce sync.Once
@@ -67,12 +68,14 @@ func New(cfg Config) (*Limiter, error) {
 		base:        time.Now(),
 		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
 		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
+		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
 		onReject:    cfg.OnReject,
 	}
 	l.ctl.init(cfg)
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
+	l.slots.Reserve = cfg.Reserve
 	queue := cfg.MaxQueue
 	if queue == Unbounded {
 		queue = slots.Unbounded
@@ -185,6 +188,8 @@ func (l *Limiter) refused(ctx context.Context, o slots.Outcome, err error) error
 	case slots.RejectedFull:
 	case slots.RejectedWaitTimeout:
 		r = l.waitTimeout
+	case slots.RejectedShed:
+		r = l.shed
 	default:
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -47,6 +48,15 @@ type Config struct {
 	// MaxWait is how long a call may wait before it is rejected. 0 means
 	// until its context is done. Negative values are invalid.
 	MaxWait time.Duration
+
+	// Reserve keeps slots for calls of a priority (policy.WithPriority) and
+	// above, as bulkhead.Config.Reserve does. While the limit is at most
+	// the slots reserved above a priority, calls of that priority wait and
+	// are rejected: under overload, lower priorities go first. Only
+	// PriorityDefault and PriorityCritical may reserve, no count may be
+	// negative, and MaxLimit must leave at least one slot open to every
+	// call. Nil reserves nothing.
+	Reserve map[policy.Priority]int
 
 	// Tolerance is the ratio to the no-load latency at which the limit
 	// settles. 0 means 1.25; otherwise it must be finite and >= 1.
@@ -108,5 +118,5 @@ func (c Config) resolve() (Config, error) {
 	if r.ProbeInterval < 0 {
 		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
-	return r, nil
+	return r, slots.CheckReserve("adaptive", c.Reserve, r.MaxLimit)
 }

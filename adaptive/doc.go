@@ -8,6 +8,12 @@
 // Lowering the limit revokes nothing: the calls in flight finish, and
 // nobody is admitted until fewer than the new limit are in flight.
 //
+// Waiters are served highest priority first ([policy.WithPriority]), as in
+// package bulkhead: a call finding the queue full takes the place of the
+// newest waiter of a lower priority, which is shed. Config.Reserve keeps
+// slots for the higher priorities; when the limit falls, the lower ones
+// lose their slots first.
+//
 // # Outcomes
 //
 //	outcome                                 error returned                    counted
@@ -15,6 +21,8 @@
 //	admitted at once, or while waiting      fn's error, unchanged             -
 //	queue full (or MaxQueue 0) at the limit rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
+//	a higher priority took its place in     rejection, Reason "shed"          watertight.rejections{reason=shed}
+//	the full queue while it waited
 //	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
 //	or while waiting
 //	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection

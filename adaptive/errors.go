@@ -11,6 +11,7 @@ const Kind = "adaptive"
 const (
 	ReasonFull        = "full"         // the limit was reached and the queue was full
 	ReasonWaitTimeout = "wait_timeout" // the call waited Config.MaxWait, or a Deadline's timer ended its wait
+	ReasonShed        = "shed"         // the call waited, and one of a higher priority took its place in the full queue
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Limiter]

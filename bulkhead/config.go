@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -67,25 +68,7 @@ func (c *Config) validate() error {
 	if c.MaxWait < 0 {
 		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
-	return validReserve("bulkhead", c.Reserve, c.Limit)
-}
-
-// validReserve checks a Reserve against the limit it applies to.
-func validReserve(pkg string, r map[policy.Priority]int, limit int) error {
-	sum := 0
-	for p, n := range r {
-		if p != policy.PriorityDefault && p != policy.PriorityCritical {
-			return fmt.Errorf("%s: Config.Reserve[%v]: only the default and critical priorities may reserve slots", pkg, p)
-		}
-		if n < 0 {
-			return fmt.Errorf("%s: Config.Reserve[%v] must be >= 0, got %d", pkg, p, n)
-		}
-		sum += n
-	}
-	if sum >= limit {
-		return fmt.Errorf("%s: Config.Reserve keeps %d slots of %d: at least one must stay open to every call", pkg, sum, limit)
-	}
-	return nil
+	return slots.CheckReserve("bulkhead", c.Reserve, c.Limit)
 }
 
 // queueCap is the number of waiters allowed, with Unbounded mapped to

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -345,4 +346,23 @@ func (s *Slots) grantLocked() {
 	for c := s.top(); c >= 0 && s.tryTake(c); c = s.top() {
 		s.wake(s.waiters[c].head)
 	}
+}
+
+// CheckReserve returns an error naming pkg's Config.Reserve if r is not a
+// valid reserve for a limit of at most limit.
+func CheckReserve(pkg string, r map[policy.Priority]int, limit int) error {
+	sum := 0
+	for p, n := range r {
+		if p != policy.PriorityDefault && p != policy.PriorityCritical {
+			return fmt.Errorf("%s: Config.Reserve[%v]: only the default and critical priorities may reserve slots", pkg, p)
+		}
+		if n < 0 {
+			return fmt.Errorf("%s: Config.Reserve[%v] must be >= 0, got %d", pkg, p, n)
+		}
+		sum += n
+	}
+	if sum >= limit {
+		return fmt.Errorf("%s: Config.Reserve keeps %d slots of %d: at least one must stay open to every call", pkg, sum, limit)
+	}
+	return nil
 }

@@ -1,0 +1,57 @@
+package adaptive_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/policy"
+)
+
+func withPriority(p policy.Priority) context.Context {
+	return policy.WithPriority(context.Background(), p)
+}
+
+func TestReserveValidatedAgainstMaxLimit(t *testing.T) {
+	for _, tt := range []struct {
+		reserve map[policy.Priority]int
+		want    string
+	}{
+		{map[policy.Priority]int{policy.PrioritySheddable: 1}, "adaptive: Config.Reserve[sheddable]"},
+		{map[policy.Priority]int{policy.PriorityCritical: -1}, "adaptive: Config.Reserve[critical] must be >= 0"},
+		{map[policy.Priority]int{policy.PriorityCritical: 4}, "adaptive: Config.Reserve keeps 4 slots of 4"},
+	} {
+		l, err := adaptive.New(adaptive.Config{MaxLimit: 4, Reserve: tt.reserve})
+		if l != nil || err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("New(Reserve %v) = %v, %v; want an error starting %q", tt.reserve, l, err, tt.want)
+		}
+	}
+	mustNew(t, adaptive.Config{MinLimit: 1, MaxLimit: 4, Reserve: map[policy.Priority]int{policy.PriorityCritical: 3}})
+}
+
+// At a limit no higher than the reserve, only the higher priority runs, and
+// a critical call takes a sheddable waiter's place in the full queue.
+func TestLowerPrioritiesGoFirstAtTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{Name: "llm", MinLimit: 3, MaxLimit: 3, MaxQueue: 1,
+			Reserve: map[policy.Priority]int{policy.PriorityCritical: 1}})
+		k := newBlocker(l)
+		k.start(withPriority(policy.PrioritySheddable), "s1")
+		k.start(withPriority(policy.PrioritySheddable), "s2")
+		k.start(withPriority(policy.PrioritySheddable), "s3") // waits: the last slot is critical's
+		checkCounts(t, l, 2, 1)
+		k.start(withPriority(policy.PriorityCritical), "c1")
+		k.start(withPriority(policy.PriorityCritical), "c2") // sheds s3
+		checkRejection(t, <-k.errs, "llm", adaptive.ReasonShed)
+		k.release("s1")
+		if got, want := k.order(), "s1,s2,c1,c2"; got != want {
+			t.Fatalf("ran %s; want %s", got, want)
+		}
+		for _, n := range []string{"s2", "c1", "c2"} {
+			k.release(n)
+		}
+		checkCounts(t, l, 0, 0)
+	})
+}
