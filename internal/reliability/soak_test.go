@@ -60,7 +60,8 @@ func newSoakPipeline(t *testing.T) *soakPipeline {
 			t.Fatal(err)
 		}
 	}
-	bh, err := bulkhead.New(bulkhead.Config{Name: "soak", Limit: 8, MaxQueue: 20, MaxWait: 2 * time.Millisecond, MeterProvider: mp})
+	bh, err := bulkhead.New(bulkhead.Config{Name: "soak", Limit: 8, MaxQueue: 20, MaxWait: 2 * time.Millisecond, MeterProvider: mp,
+		Reserve: map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 1}})
 	must(err)
 	dl, err := deadline.New(deadline.Config{Name: "call", Timeout: 30 * time.Millisecond, MeterProvider: mp})
 	must(err)
@@ -124,6 +125,10 @@ func (s *soakPipeline) call(t *testing.T, rng *rand.Rand, i int64, tally *soakTa
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
+	// Each call is sheddable, default or critical: the bulkhead keeps
+	// slots for the higher ones and sheds the lower ones' places in its
+	// full queue.
+	ctx = policy.WithPriority(ctx, policy.Priority(rng.IntN(3)-1))
 	outage := i%20_000 < 1_000
 	behaviour := rng.IntN(1000)
 	fn := func(ctx context.Context) error {
@@ -280,7 +285,8 @@ const (
 // TestSoak drives 1 000 000 calls (100 000 with -short; a quarter of that
 // under -race) through the full pipeline (bulkhead, deadline, retry,
 // breaker, attempt deadline) from 32 goroutines, with random latency,
-// errors, panics, caller cancellations, deadline expiries and outages, and
+// errors, panics, caller cancellations, deadline expiries, outages and
+// priorities (the bulkhead keeps slots for the higher ones), and
 // checks that: every call returned or panicked exactly once; nothing leaks
 // (goleak); the bulkhead ends with Active and Queued at 0; the
 // watertight.rejections counter equals, per kind, name and reason, the
