@@ -66,6 +66,25 @@ func BenchmarkBulkhead(b *testing.B) {
 	})
 }
 
+// BenchmarkBulkheadPriority is BenchmarkBulkhead's watertight case with a
+// priority: none, or a critical call's ctx against a bulkhead that reserves
+// 1 slot for critical calls (the priority is then read on every call).
+func BenchmarkBulkheadPriority(b *testing.B) {
+	b.Run("ctx=none", func(b *testing.B) {
+		bh := wtBulkhead(b, bigLimit, 0, 0, nil)
+		seq(b, nil, func() error { return bh.Execute(bg, work) })
+	})
+	b.Run("ctx=critical", func(b *testing.B) {
+		bh, err := bulkhead.New(bulkhead.Config{Limit: bigLimit, Reserve: map[policy.Priority]int{policy.PriorityCritical: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bh.Close()
+		ctx := policy.WithPriority(bg, policy.PriorityCritical)
+		seq(b, nil, func() error { return bh.Execute(ctx, work) })
+	})
+}
+
 func BenchmarkTimeout(b *testing.B) {
 	b.Run("lib=watertight", func(b *testing.B) {
 		d := wtDeadline(b, nil)

@@ -12,6 +12,8 @@
 #                        (the limits over time; copied to adaptive-limit.svg)
 #   out/sim-attempts.txt the output of TestSimAttempts (retry budget and
 #                        hedging, simulated), which writes out/sim-attempts.json
+#   out/sim-priority.txt the output of TestSimPriority (priority load
+#                        shedding, simulated), which writes out/sim-priority.json
 #   out/machine.txt      the machine the rounds ran on: go version, CPU model
 #                        (from /proc/cpuinfo) and core count, recorded at the
 #                        start of the run
@@ -82,12 +84,14 @@ else
 	# figures do not depend on the machine's speed; they vary a little from
 	# run to run, since calls due at the same simulated instant run in no
 	# fixed order.
-	rm -f out/sim-adaptive.json out/sim-attempts.json
+	rm -f out/sim-adaptive.json out/sim-attempts.json out/sim-priority.json
 	if [ "${SIM:-1}" != 0 ]; then
 		echo "TestSimAdaptive (adaptive limit simulation)" >&2
 		go test -count=1 -run '^TestSimAdaptive$' -v . | tee out/sim-adaptive.txt >&2
 		echo "TestSimAttempts (retry budget and hedging simulation)" >&2
 		go test -count=1 -run '^TestSimAttempts$' -v . | tee out/sim-attempts.txt >&2
+		echo "TestSimPriority (priority load shedding simulation)" >&2
+		go test -count=1 -run '^TestSimPriority$' -v . | tee out/sim-priority.txt >&2
 	fi
 fi
 

@@ -93,19 +93,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := report{all: all, sim: sim, att: att, w: os.Stdout}
+	pri, err := readSim(filepath.Join(filepath.Dir(os.Args[1]), "sim-priority.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, sim: sim, att: att, pri: pri, w: os.Stdout}
 	r.machine()
 	r.sideBySide(order)
 	r.alone(order)
 	r.targets()
 	r.simAdaptive()
 	r.simAttempts()
+	r.simPriority()
 }
 
 type report struct {
 	all map[string]stats
 	sim map[string]float64 // TestSimAdaptive's JSON; nil if absent
 	att map[string]float64 // TestSimAttempts's JSON; nil if absent
+	pri map[string]float64 // TestSimPriority's JSON; nil if absent
 	w   io.Writer
 }
 
@@ -334,6 +341,7 @@ func (r report) targets() {
 	}
 	r.simTargets()
 	r.attTargets()
+	r.priTargets()
 	r.p("\n")
 }
 
@@ -483,4 +491,45 @@ func (r report) simAdaptive() {
 		num("goodput_ours", 1), num("p99_ours_ms", 1), num("p99_ratio_ours", 2), num("rejections_ours", 0),
 		num("settle_s_ours", 1), pct("drift_pct_ours"))
 	r.p("\n")
+}
+
+// simPriority prints the priority simulation's figures, if its JSON was
+// found, and the cost of a priority on the bulkhead's success path.
+func (r report) simPriority() {
+	if r.pri == nil {
+		return
+	}
+	r.p("## Priority load shedding (simulation)\n\n")
+	r.p("`TestSimPriority`, in simulated time (testing/synctest): one limit of 50 for every route; 80 sheddable chats of 30 s at once, " +
+		"then 1 s later 50 critical logins of 1 ms; 1 s of patience everywhere.\n\n")
+	r.p("| arm | logins run | logins refused | login p99 ms | chats run | chats refused | longest wait to be refused |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, a := range []struct{ key, what string }{
+		{"ours", "watertight bulkhead, Reserve[critical] 20"},
+		{"ours-adaptive", "watertight adaptive limit 10-200 from 50, Reserve[critical] 20"},
+		{"ours-nopriority", "watertight bulkhead, no priorities"},
+		{"failsafe-fixed", "failsafe-go PriorityLimiter, limit 50"},
+		{"failsafe-adaptive", "failsafe-go PriorityLimiter, limits 10-200 from 50"},
+	} {
+		g := func(k string) string { return fmtNum(r.pri[a.key+"_"+k]) }
+		r.p("| %s | %s | %s | %s | %s | %s | %s s |\n", a.what, g("login_ok"), g("login_errors"), g("login_p99_ms"),
+			g("chat_ok"), g("chat_refused"), g("chat_refused_after_s"))
+	}
+	r.p("\n")
+	if r.samples("BenchmarkBulkheadPriority/ctx=none") > 0 {
+		r.p("A bulkhead call (success path, medians): %s ns without a priority, %s ns for a critical call against a reserve.\n\n",
+			fmtNum(r.get("BenchmarkBulkheadPriority/ctx=none", "ns/op")), fmtNum(r.get("BenchmarkBulkheadPriority/ctx=critical", "ns/op")))
+	}
+}
+
+// priTargets adds the priority simulation's target to the targets table,
+// if its JSON was found.
+func (r report) priTargets() {
+	if r.pri == nil {
+		return
+	}
+	for _, arm := range []string{"ours", "ours-adaptive"} {
+		errs, p99 := r.pri[arm+"_login_errors"], r.pri[arm+"_login_p99_ms"]
+		r.check("priority (simulation), "+arm+": critical logins past 80 sheddable chats", "every login runs, p99 <= 5 ms",
+			fmt.Sprintf("%s refused, p99 %s ms", fmtNum(errs), fmtNum(p99)), errs == 0 && p99 <= 5)
+	}
 }
