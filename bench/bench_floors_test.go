@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,16 @@ func BenchmarkFloor(b *testing.B) {
 			ctx, cancel := context.WithTimeout(bg, callTimeout)
 			sink = work(ctx)
 			cancel()
+		}
+	})
+	// A bare counting semaphore: the caller's ctx checked, a slot taken by
+	// compare-and-swap and freed by an atomic add in a deferred call. Any
+	// bulkhead that counts its slots pays this.
+	b.Run("op=atomic-semaphore", func(b *testing.B) {
+		b.ReportAllocs()
+		s := &floorSemaphore{limit: bigLimit}
+		for b.Loop() {
+			sink = s.execute(bg, work)
 		}
 	})
 	// gobreaker's own two-step TwoStepCircuitBreaker (Allow, then the done
@@ -117,3 +129,39 @@ func BenchmarkFloor(b *testing.B) {
 		}
 	})
 }
+
+// floorSemaphore is the bare counting semaphore of
+// BenchmarkFloor/op=atomic-semaphore.
+type floorSemaphore struct {
+	n     atomic.Int64
+	limit int64
+}
+
+//go:noinline
+func (s *floorSemaphore) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for {
+		a := s.n.Load()
+		if a >= s.limit {
+			return errFloorFull
+		}
+		if s.n.CompareAndSwap(a, a+1) {
+			return nil
+		}
+	}
+}
+
+//go:noinline
+func (s *floorSemaphore) release() { s.n.Add(-1) }
+
+func (s *floorSemaphore) execute(ctx context.Context, fn func(context.Context) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	return fn(ctx)
+}
+
+var errFloorFull = errors.New("floor: full")

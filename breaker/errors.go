@@ -40,9 +40,11 @@ var (
 // counts as neither a success nor a failure, whatever IsFailure says.
 // throttled excludes a throttled error too.
 func excluded(ctx context.Context, err error, throttled bool) bool {
-	return ctx.Err() != nil && !deadline.Fired(ctx) ||
-		errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled) ||
-		throttled && errors.Is(err, policy.ErrThrottled)
+	if ctx.Err() != nil && !deadline.Fired(ctx) {
+		return true
+	}
+	return err != nil && (errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled) ||
+		throttled && errors.Is(err, policy.ErrThrottled))
 }
 
 // report gives done the outcome of a call that ran with ctx and returned
