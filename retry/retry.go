@@ -86,7 +86,7 @@ func (l *Loop) Attempt() context.Context {
 	if l.n == 1 && l.r.s.Budget != nil {
 		l.r.s.Budget.Deposit()
 	}
-	return context.WithValue(l.ctx, attemptKey{}, l.n)
+	return &attemptContext{l.ctx, l.n}
 }
 
 // Next takes the outcome of the attempt running. It reports whether
@@ -102,6 +102,20 @@ func (l *Loop) Next(err error) bool {
 func (l *Loop) Err() error { return l.err }
 
 type attemptKey struct{}
+
+// attemptContext carries an attempt's number: context.WithValue would
+// allocate the number's box and check the key's type on every attempt.
+type attemptContext struct {
+	context.Context
+	n int
+}
+
+func (c *attemptContext) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c.n
+	}
+	return c.Context.Value(key)
+}
 
 // Attempt returns the 1-based number of the attempt ctx belongs to, or 0.
 // With nested Retries, it is the innermost one's. It panics if ctx is nil.
