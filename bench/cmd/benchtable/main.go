@@ -530,8 +530,12 @@ func (r report) simPriority() {
 		{"failsafe-fixed", "failsafe-go PriorityLimiter, limit 50"},
 		{"failsafe-adaptive", "failsafe-go PriorityLimiter, limits 10-200 from 50"},
 	} {
-		g := func(k string) string { return fmtNum(r.pri[a.key+"_"+k]) }
-		r.p("| %s | %s | %s | %s | %s | %s | %s s |\n", a.what, g("login_ok"), g("login_errors"), g("login_p99_ms"),
+		g := func(k string) string { return strconv.FormatFloat(r.pri[a.key+"_"+k], 'f', -1, 64) }
+		p99 := g("login_p99_ms")
+		if r.pri[a.key+"_login_ok"] == 0 {
+			p99 = "-" // no login ran
+		}
+		r.p("| %s | %s | %s | %s | %s | %s | %s s |\n", a.what, g("login_ok"), g("login_errors"), p99,
 			g("chat_ok"), g("chat_refused"), g("chat_refused_after_s"))
 	}
 	r.p("\n")
@@ -550,6 +554,6 @@ func (r report) priTargets() {
 	for _, arm := range []string{"ours", "ours-adaptive"} {
 		errs, p99 := r.pri[arm+"_login_errors"], r.pri[arm+"_login_p99_ms"]
 		r.check("priority (simulation), "+arm+": critical logins past 80 sheddable chats", "every login runs, p99 <= 5 ms",
-			fmt.Sprintf("%s refused, p99 %s ms", fmtNum(errs), fmtNum(p99)), errs == 0 && p99 <= 5)
+			fmt.Sprintf("%.0f refused, p99 %.1f ms", errs, p99), errs == 0 && p99 <= 5)
 	}
 }
