@@ -48,6 +48,7 @@ type HandlerConfig struct {
 //	h ran                                         what h wrote
 //	h wrote a 5xx status                          what h wrote; a failure for p (a breaker counts it)
 //	rejected (errors.Is policy.ErrRejected)       503 with Retry-After, or Config.OnReject
+//	  (a queued request shed for a higher priority is one)
 //	deadline.ErrExceeded and h wrote nothing      504 Gateway Timeout
 //	p failed otherwise before h ran               503 (for example, ctx canceled in a bulkhead queue)
 //
