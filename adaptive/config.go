@@ -50,9 +50,11 @@ type Config struct {
 	MaxWait time.Duration
 
 	// Reserve keeps slots for calls of a priority (policy.WithPriority) and
-	// above, as bulkhead.Config.Reserve does. While the limit is at most
+	// above, as bulkhead.Config.Reserve does. The reserve applies to the
+	// admission limit, a probe's lower cap included: while it is at most
 	// the slots reserved above a priority, calls of that priority wait and
-	// are rejected: under overload, lower priorities go first. Only
+	// are rejected. Under overload, and during the probe that starts at
+	// New, lower priorities go first. Only
 	// PriorityDefault and PriorityCritical may reserve, no count may be
 	// negative, and MaxLimit must leave at least one slot open to every
 	// call. Nil reserves nothing.

@@ -10,7 +10,7 @@
 //
 // Waiters are served highest priority first ([policy.WithPriority]), as in
 // package bulkhead: a call finding the queue full takes the place of the
-// newest waiter of a lower priority, which is shed. Config.Reserve keeps
+// newest waiter of the lowest priority below its own, which is shed. Config.Reserve keeps
 // slots for the higher priorities; when the limit falls, the lower ones
 // lose their slots first.
 //

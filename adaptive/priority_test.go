@@ -2,6 +2,7 @@ package adaptive_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -21,7 +22,8 @@ func TestReserveValidatedAgainstMaxLimit(t *testing.T) {
 	}{
 		{map[policy.Priority]int{policy.PrioritySheddable: 1}, "adaptive: Config.Reserve[sheddable]"},
 		{map[policy.Priority]int{policy.PriorityCritical: -1}, "adaptive: Config.Reserve[critical] must be >= 0"},
-		{map[policy.Priority]int{policy.PriorityCritical: 4}, "adaptive: Config.Reserve keeps 4 slots of 4"},
+		{map[policy.Priority]int{policy.PriorityCritical: 4}, "adaptive: Config.Reserve[critical] = 4 leaves no slot of 4 open"},
+		{map[policy.Priority]int{policy.PriorityCritical: math.MaxInt, policy.PriorityDefault: math.MaxInt}, "adaptive: Config.Reserve[default]"},
 	} {
 		l, err := adaptive.New(adaptive.Config{MaxLimit: 4, Reserve: tt.reserve})
 		if l != nil || err == nil || !strings.HasPrefix(err.Error(), tt.want) {
@@ -53,5 +55,19 @@ func TestLowerPrioritiesGoFirstAtTheLimit(t *testing.T) {
 			k.release(n)
 		}
 		checkCounts(t, l, 0, 0)
+	})
+}
+
+// The reserve applies to a probe's cap too: during the probe that starts
+// at New, a default call finds every slot it may take reserved, and a
+// critical call runs.
+func TestReserveAppliesDuringTheFirstProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{Name: "x", Reserve: map[policy.Priority]int{policy.PriorityCritical: 3}})
+		err := l.Execute(context.Background(), func(context.Context) error { return nil })
+		checkRejection(t, err, "x", adaptive.ReasonFull)
+		if err := l.Execute(withPriority(policy.PriorityCritical), func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("critical call during the probe: %v", err)
+		}
 	})
 }

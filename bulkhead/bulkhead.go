@@ -13,8 +13,9 @@ import (
 )
 
 // Bulkhead limits the number of calls to one dependency that run at once,
-// and lets a bounded number of further calls wait, first come first served,
-// for a slot. Create one with [New]; the zero value is not usable.
+// and lets a bounded number of further calls wait for a slot: highest
+// priority first, first come first served within a priority. Create one
+// with [New]; the zero value is not usable.
 //
 // A Bulkhead is safe for concurrent use by multiple goroutines.
 type Bulkhead struct {
@@ -72,7 +73,8 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 // exactly once. The zero Permit holds nothing.
 type Permit struct{ b *Bulkhead }
 
-// Release frees the slot, handing it to the oldest waiter if there is one.
+// Release frees the slot, handing it to the oldest waiter of the highest
+// priority waiting if that priority may take it (see Config.Reserve).
 // Call it exactly once per Permit Acquire returned with a nil error. A
 // second call frees a slot another call holds, or panics if no slot is
 // held. Release of the zero Permit does nothing, so a deferred Release is

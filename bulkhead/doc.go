@@ -6,7 +6,7 @@
 // it and runs. A call that finds none waits in a FIFO queue of at most
 // Config.MaxQueue callers, for at most Config.MaxWait. It is rejected at
 // once when the queue is full. A slot freed by a finished call goes
-// straight to the oldest waiter.
+// straight to the oldest waiter (of the highest priority waiting, below).
 //
 // # Priority
 //

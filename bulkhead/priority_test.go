@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -27,7 +28,8 @@ func TestReserveValidation(t *testing.T) {
 		{"sheddable", map[policy.Priority]int{policy.PrioritySheddable: 1}, "bulkhead: Config.Reserve[sheddable]: only the default and critical"},
 		{"unknown", map[policy.Priority]int{7: 1}, "bulkhead: Config.Reserve[Priority(7)]: only the default and critical"},
 		{"negative", map[policy.Priority]int{policy.PriorityCritical: -1}, "bulkhead: Config.Reserve[critical] must be >= 0"},
-		{"every slot", map[policy.Priority]int{policy.PriorityCritical: 3, policy.PriorityDefault: 1}, "bulkhead: Config.Reserve keeps 4 slots of 4"},
+		{"every slot", map[policy.Priority]int{policy.PriorityCritical: 3, policy.PriorityDefault: 1}, "bulkhead: Config.Reserve[critical] = 3 leaves no slot of 4 open to every call (1 reserved by the others)"},
+		{"overflow", map[policy.Priority]int{policy.PriorityCritical: math.MaxInt, policy.PriorityDefault: math.MaxInt}, "bulkhead: Config.Reserve[default] = 9223372036854775807 leaves no slot"},
 	}
 	for _, tt := range tests {
 		b, err := New(Config{Limit: 4, Reserve: tt.reserve})
@@ -116,4 +118,15 @@ func TestRejectionsCountedByPriority(t *testing.T) {
 			t.Errorf("rejections by reason/priority %v; want %v", got, want)
 		}
 	})
+}
+
+// A Config with several bad reserves names the same one every time.
+func TestReserveErrorIsTheSameEveryTime(t *testing.T) {
+	cfg := Config{Limit: 4, Reserve: map[policy.Priority]int{7: 1, policy.PriorityCritical: -1, policy.PrioritySheddable: 1, -5: 2}}
+	_, first := New(cfg)
+	for range 100 {
+		if _, err := New(cfg); err == nil || err.Error() != first.Error() {
+			t.Fatalf("New = %v, then %v", first, err)
+		}
+	}
 }

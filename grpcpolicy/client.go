@@ -65,8 +65,9 @@ type ClientConfig struct {
 	MeterProvider metric.MeterProvider
 
 	// PropagatePriority sends the priority of each call's context
-	// (policy.PriorityOf) to the server, in the [PriorityKey] metadata. A
-	// call of the default priority sends none.
+	// (policy.PriorityOf) to the server, in the [PriorityKey] metadata, in
+	// place of any the outgoing metadata holds. A call of the default
+	// priority sends none, even if that metadata had one.
 	PropagatePriority bool
 }
 

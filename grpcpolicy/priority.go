@@ -14,13 +14,21 @@ import (
 // ServerConfig.TrustPriority allows.
 const PriorityKey = "watertight-priority"
 
-// outgoingPriority adds ctx's priority to its outgoing metadata, unless it
-// is the default.
+// outgoingPriority sets ctx's priority in its outgoing metadata, in place
+// of any there, or removes it if the priority is the default.
 func outgoingPriority(ctx context.Context) context.Context {
-	if p := policy.PriorityOf(ctx); p != policy.PriorityDefault {
-		return metadata.AppendToOutgoingContext(ctx, PriorityKey, p.String())
+	p := policy.PriorityOf(ctx)
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if p == policy.PriorityDefault && len(md[PriorityKey]) == 0 {
+		return ctx
 	}
-	return ctx
+	md = md.Copy()
+	if p == policy.PriorityDefault {
+		delete(md, PriorityKey)
+	} else {
+		md.Set(PriorityKey, p.String())
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // incomingPriority returns the priority of a server call: the client's, if

@@ -2,6 +2,7 @@ package grpcpolicy_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -169,4 +170,23 @@ func TestStreamHandlerSeesPriority(t *testing.T) {
 	st.CloseSend()
 	st.RecvMsg(new(frame))
 	checkSeen(t, seen, policy.PrioritySheddable)
+}
+
+// Propagation replaces a priority already in the outgoing metadata (one
+// forwarded from an inbound call, say), and a default call sends none.
+func TestClientReplacesForwardedPriority(t *testing.T) {
+	trust := grpcpolicy.ServerConfig{TrustPriority: func(context.Context, string) bool { return true }}
+	e, seen := priorityEnv(t, trust, true)
+	forwarded := metadata.AppendToOutgoingContext(context.Background(), grpcpolicy.PriorityKey, "critical")
+	if _, err := e.call(forwarded, mCall, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.call(policy.WithPriority(forwarded, policy.PrioritySheddable), mCall, "x"); err != nil {
+		t.Fatal(err)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if want := []policy.Priority{policy.PriorityDefault, policy.PrioritySheddable}; !slices.Equal(seen.handler, want) {
+		t.Fatalf("handler saw %v; want %v", seen.handler, want)
+	}
 }

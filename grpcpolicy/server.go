@@ -63,10 +63,10 @@ type ServerConfig struct {
 
 	// Priority gives a call's priority (policy.Priority) from its context
 	// (the authenticated peer, say) and full method name. The policies and
-	// the handler see it in the context. Nil: every call is
-	// policy.PriorityDefault, unless TrustPriority applies. It may be
-	// called concurrently. A value that is none of the three priorities
-	// counts as policy.PriorityDefault.
+	// the handler see it in the context. Nil: a call keeps the priority its
+	// context carries (policy.PriorityDefault if none), unless
+	// TrustPriority applies. It may be called concurrently. A value that is
+	// none of the three priorities counts as policy.PriorityDefault.
 	Priority func(ctx context.Context, fullMethod string) policy.Priority
 
 	// TrustPriority reports whether the client of a call may set its own

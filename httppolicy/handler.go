@@ -27,9 +27,10 @@ type HandlerConfig struct {
 
 	// Priority gives a request's priority (policy.Priority) from its
 	// route, method or authenticated caller. The policy and the handler
-	// see it in the context. Nil: every request is policy.PriorityDefault,
-	// unless TrustPriority applies. A value that is none of the three
-	// priorities counts as the default. It may be called concurrently.
+	// see it in the context. Nil: a request keeps the priority its context
+	// carries (policy.PriorityDefault if none), unless TrustPriority
+	// applies. A value that is none of the three priorities counts as the
+	// default. It may be called concurrently.
 	Priority func(r *http.Request) policy.Priority
 
 	// TrustPriority reports whether the client of a request may set its

@@ -12,17 +12,22 @@ import (
 // HandlerConfig.TrustPriority allows.
 const PriorityHeader = "Watertight-Priority"
 
-// withPriority puts the priority of r's context, if it is not the default,
-// in r's header. r is an attempt's copy of the caller's request: its header
-// map is cloned first, so that the caller's is not modified.
+// withPriority puts the priority of r's context in r's header, replacing
+// any there, or removes the header if the priority is the default. r is an
+// attempt's copy of the caller's request: its header map is cloned first,
+// so that the caller's is not modified.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
-	if p == policy.PriorityDefault {
+	if _, ok := r.Header[PriorityHeader]; p == policy.PriorityDefault && !ok {
 		return
 	}
 	r.Header = r.Header.Clone()
 	if r.Header == nil {
 		r.Header = make(http.Header)
+	}
+	if p == policy.PriorityDefault {
+		r.Header.Del(PriorityHeader)
+		return
 	}
 	r.Header.Set(PriorityHeader, p.String())
 }

@@ -120,3 +120,33 @@ func TestTransportPropagatesPriorityToTrustingHandler(t *testing.T) {
 type direct struct{}
 
 func (direct) Execute(ctx context.Context, fn policy.Func) error { return fn(ctx) }
+
+// A proxy that trusts no client and copies the inbound headers, as a
+// reverse proxy does, forwards no forged priority to a backend that trusts
+// the proxy: a request of the default priority sends none.
+func TestForgedPriorityDoesNotCrossAnUntrustingHop(t *testing.T) {
+	s := &seen{}
+	backend := httptest.NewServer(httppolicy.Handler(s, s, httppolicy.HandlerConfig{TrustPriority: trustAll}))
+	defer backend.Close()
+	tr := &httppolicy.Transport{Base: backend.Client().Transport, Policy: direct{}, PropagatePriority: true}
+	proxy := httptest.NewServer(httppolicy.Handler(direct{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out, _ := http.NewRequestWithContext(r.Context(), r.Method, backend.URL+r.URL.Path, nil)
+		out.Header = r.Header.Clone()
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}), httppolicy.HandlerConfig{}))
+	defer proxy.Close()
+	req, _ := http.NewRequest(http.MethodGet, proxy.URL+"/", nil)
+	req.Header.Set(httppolicy.PriorityHeader, "critical")
+	resp, err := proxy.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.check(t, policy.PriorityDefault)
+}

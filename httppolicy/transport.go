@@ -59,8 +59,9 @@ type Transport struct {
 	// Signals, if not nil, is told of every response an attempt receives.
 	Signals Signals
 	// PropagatePriority sends the priority of each request's context
-	// (policy.PriorityOf) in the [PriorityHeader]. A request of the default
-	// priority sends none.
+	// (policy.PriorityOf) in the [PriorityHeader], in place of any the
+	// request holds. A request of the default priority sends none, even if
+	// its header had one (copied from an inbound request, say).
 	PropagatePriority bool
 
 	// FirstByteTimeout, if positive, bounds each attempt's wait for the

@@ -35,8 +35,8 @@ func (p Priority) String() string {
 
 func (p Priority) valid() bool { return p >= PrioritySheddable && p <= PriorityCritical }
 
-// ParsePriority returns the Priority whose String is s, or an error for
-// any other s.
+// ParsePriority returns the Priority named s ("sheddable", "default" or
+// "critical"), or an error for any other s.
 func ParsePriority(s string) (Priority, error) {
 	for i, name := range priorityNames {
 		if s == name {

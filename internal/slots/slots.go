@@ -3,7 +3,9 @@ package slots
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,7 +110,8 @@ func (s *Slots) Queued() int { return int(s.queued.Load()) }
 func (s *Slots) Limit() int { return int(s.limit.Load()) }
 
 // SetLimit changes the limit to n, which must be >= 1. Raising it hands the
-// new free slots to the oldest waiters at once; lowering it revokes no slot:
+// new free slots to the waiters at once, as releases would; lowering it
+// revokes no slot:
 // the calls in flight drain to the new limit, their releases freeing slots
 // instead of handing them on until fewer than n are held.
 func (s *Slots) SetLimit(n int) {
@@ -349,20 +352,21 @@ func (s *Slots) grantLocked() {
 }
 
 // CheckReserve returns an error naming pkg's Config.Reserve if r is not a
-// valid reserve for a limit of at most limit.
+// valid reserve for a limit of limit. The keys are checked in order, so
+// the error is the same from run to run.
 func CheckReserve(pkg string, r map[policy.Priority]int, limit int) error {
-	sum := 0
-	for p, n := range r {
-		if p != policy.PriorityDefault && p != policy.PriorityCritical {
+	sum := 0 // < limit: the check below never overflows
+	for _, p := range slices.Sorted(maps.Keys(r)) {
+		n := r[p]
+		switch {
+		case p != policy.PriorityDefault && p != policy.PriorityCritical:
 			return fmt.Errorf("%s: Config.Reserve[%v]: only the default and critical priorities may reserve slots", pkg, p)
-		}
-		if n < 0 {
+		case n < 0:
 			return fmt.Errorf("%s: Config.Reserve[%v] must be >= 0, got %d", pkg, p, n)
+		case n >= limit-sum:
+			return fmt.Errorf("%s: Config.Reserve[%v] = %d leaves no slot of %d open to every call (%d reserved by the others)", pkg, p, n, limit, sum)
 		}
 		sum += n
-	}
-	if sum >= limit {
-		return fmt.Errorf("%s: Config.Reserve keeps %d slots of %d: at least one must stay open to every call", pkg, sum, limit)
 	}
 	return nil
 }
