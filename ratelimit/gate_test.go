@@ -498,3 +498,27 @@ func TestGateNotOpenedByAStraggler(t *testing.T) {
 		}
 	})
 }
+
+// OnReject runs holding no lock, also for a rejection the gate decides
+// after a wait: a hook that asks the limiter about its hold returns.
+func TestOnRejectAfterAGateWaitHoldsNoLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l *ratelimit.Limiter
+		var held []time.Duration
+		l = newLimiter(t, ratelimit.Config{MaxWait: 5 * time.Second, OnReject: func(context.Context, *policy.RejectedError) {
+			held = append(held, l.Held())
+		}})
+		l.HoldFor(3 * time.Second)
+		release := make(chan struct{})
+		defer close(release)
+		go l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
+		if !errors.Is(err, ratelimit.ErrLimited) || len(held) != 1 {
+			t.Fatalf("err = %v, OnReject saw %v; want a rejection seen once", err, held)
+		}
+	})
+}

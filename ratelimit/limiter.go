@@ -264,15 +264,18 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	for {
 		now = time.Now()
 		l.mu.Lock()
-		d, wake, err := l.stepLocked(ctx, now, limit, queueLimit)
-		if d < 0 || err != nil {
+		d, wake, rej := l.stepLocked(now, limit, queueLimit)
+		if d < 0 || rej != nil {
 			l.mu.Unlock()
-			return d == gatedStep, err
+			if rej != nil {
+				return false, l.reject(ctx, rej)
+			}
+			return d == gatedStep, nil
 		}
 		// An attempt asleep on the hold waits for the gate too.
 		l.waiters++
 		l.mu.Unlock()
-		err = l.sleep(ctx, d, wake, l.throttled)
+		err := l.sleep(ctx, d, wake, l.throttled)
 		l.mu.Lock()
 		l.waiters--
 		l.mu.Unlock()
@@ -292,13 +295,14 @@ const (
 	openStep  = -2
 )
 
-// stepLocked admits the attempt (openStep, gatedStep), rejects it, or
+// stepLocked admits the attempt (openStep, gatedStep), returns the
+// rejection it ends with (recorded by the caller once l.mu is released), or
 // returns how long to wait and what may end the wait early. l.mu is held.
-func (l *Limiter) stepLocked(ctx context.Context, now, limit, queueLimit time.Time) (time.Duration, <-chan struct{}, error) {
+func (l *Limiter) stepLocked(now, limit, queueLimit time.Time) (time.Duration, <-chan struct{}, *telemetry.Rejection) {
 	if hold := time.Duration(l.end) - now.Sub(l.epoch); hold > 0 {
 		// A 429 that came during the wait may have moved the hold on.
 		if now.Add(hold).After(limit) {
-			return 0, nil, l.reject(ctx, l.throttled)
+			return 0, nil, l.throttled
 		}
 		return hold, nil, nil
 	}
@@ -317,7 +321,7 @@ func (l *Limiter) stepLocked(ctx context.Context, now, limit, queueLimit time.Ti
 	release := l.epoch.Add(time.Duration(l.next))
 	if release.After(queueLimit) {
 		if l.told || !now.Before(queueLimit) {
-			return 0, nil, l.reject(ctx, l.throttled)
+			return 0, nil, l.throttled
 		}
 		release = queueLimit
 	}
