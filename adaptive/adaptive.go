@@ -75,12 +75,11 @@ func New(cfg Config) (*Limiter, error) {
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
-	l.slots.Reserve = cfg.Reserve
 	queue := cfg.MaxQueue
 	if queue == Unbounded {
 		queue = slots.Unbounded
 	}
-	l.slots.Init(cfg.InitialLimit, queue, cfg.MaxWait)
+	l.slots.Init(cfg.InitialLimit, queue, cfg.MaxWait, cfg.Reserve)
 	l.startProbe(0)
 	l.reg = l.registerObservers(in.Meter, cfg.Name)
 	return l, nil

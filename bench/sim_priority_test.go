@@ -106,40 +106,33 @@ func (a *priorityArm) simulate(t *testing.T) {
 	defer cancel()
 	run := a.build(ctx, t)
 	var wg sync.WaitGroup
-	for range simChats {
-		wg.Go(func() {
-			start := time.Now()
-			err := run(context.Background(), false, func(ctx context.Context) error {
-				time.Sleep(simChatTime)
-				return nil
+	calls := func(n int, critical bool, work time.Duration, record func(time.Duration, error)) {
+		for range n {
+			wg.Go(func() {
+				start := time.Now()
+				err := run(context.Background(), critical, func(context.Context) error { time.Sleep(work); return nil })
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				record(time.Since(start), err)
 			})
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if err != nil {
-				a.chatErrs++
-				a.chatRefusedAfter = max(a.chatRefusedAfter, time.Since(start))
-				return
-			}
-			a.chatOK++
-		})
+		}
 	}
+	calls(simChats, false, simChatTime, func(d time.Duration, err error) {
+		if err != nil {
+			a.chatErrs++
+			a.chatRefusedAfter = max(a.chatRefusedAfter, d)
+			return
+		}
+		a.chatOK++
+	})
 	time.Sleep(simLoginAfter)
-	for range simLogins {
-		wg.Go(func() {
-			start := time.Now()
-			err := run(context.Background(), true, func(ctx context.Context) error {
-				time.Sleep(simLoginTime)
-				return nil
-			})
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if err != nil {
-				a.loginErrs++
-				return
-			}
-			a.loginLat = append(a.loginLat, time.Since(start))
-		})
-	}
+	calls(simLogins, true, simLoginTime, func(d time.Duration, err error) {
+		if err != nil {
+			a.loginErrs++
+			return
+		}
+		a.loginLat = append(a.loginLat, d)
+	})
 	wg.Wait()
 	cancel()
 }

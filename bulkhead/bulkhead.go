@@ -2,7 +2,6 @@ package bulkhead
 
 import (
 	"context"
-	"maps"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
@@ -46,8 +45,7 @@ func New(cfg Config) (*Bulkhead, error) {
 		onReject:    cfg.OnReject,
 	}
 	b.slots.Owner = "bulkhead"
-	b.slots.Reserve = maps.Clone(cfg.Reserve)
-	b.slots.Init(cfg.Limit, cfg.queueCap(), cfg.MaxWait)
+	b.slots.Init(cfg.Limit, cfg.queueCap(), cfg.MaxWait, cfg.Reserve)
 	b.reg = b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
 }

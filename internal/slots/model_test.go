@@ -101,16 +101,17 @@ func newModel(rt *rapid.T) *model {
 		maxWait:  time.Duration(rapid.SampledFrom([]int{0, 10, 30}).Draw(rt, "maxWaitMs")) * time.Millisecond,
 		want:     map[int]modelResult{},
 	}
-	m.s = &Slots{Owner: "model", Reserve: map[policy.Priority]int{
+	m.s = &Slots{Owner: "model"}
+	reserve := map[policy.Priority]int{
 		policy.PriorityDefault:  rapid.IntRange(0, 1).Draw(rt, "reserveDefault"),
 		policy.PriorityCritical: rapid.IntRange(0, 2).Draw(rt, "reserveCritical"),
-	}}
-	for p, n := range m.s.Reserve {
+	}
+	for p, n := range reserve {
 		for c := range int(p) + 1 {
 			m.closed[c] += n
 		}
 	}
-	m.s.Init(m.limit, m.queueCap, m.maxWait)
+	m.s.Init(m.limit, m.queueCap, m.maxWait, reserve)
 	rt.Cleanup(func() {
 		for _, c := range m.callers {
 			c.cancel()

@@ -69,8 +69,8 @@ func TestFullQueueShedsNewestOfLowestPriority(t *testing.T) {
 
 func TestReserveKeepsSlotsForHigherPriorities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Slots{Owner: "test", Reserve: map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 1}}
-		s.Init(5, Unbounded, 0)
+		s := &Slots{Owner: "test"}
+		s.Init(5, Unbounded, 0, map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 1})
 		c := newCaller(s)
 		// Sheddable calls take 2 slots of 5, default 3, critical all 5.
 		for _, name := range []string{"s1", "s2", "s3"} {
@@ -105,8 +105,8 @@ func TestReserveKeepsSlotsForHigherPriorities(t *testing.T) {
 }
 
 func TestPriorityCostsNoAllocation(t *testing.T) {
-	s := &Slots{Owner: "test", Reserve: map[policy.Priority]int{policy.PriorityCritical: 1}}
-	s.Init(2, 0, 0)
+	s := &Slots{Owner: "test"}
+	s.Init(2, 0, 0, map[policy.Priority]int{policy.PriorityCritical: 1})
 	if n := testing.AllocsPerRun(100, func() {
 		if o, _ := s.Acquire(critical); o == Admitted {
 			s.Release()

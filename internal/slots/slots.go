@@ -75,19 +75,18 @@ type Slots struct {
 	// Owner names the user of these slots in panic messages
 	// ("bulkhead: slot released twice"). Set it before use.
 	Owner string
-	// Reserve holds, by priority, the slots kept for calls of that
-	// priority or above. Set it before Init.
-	Reserve map[policy.Priority]int
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
-// (>= 0, or [Unbounded]) and how long one may wait (0: until its ctx is
-// done). The arguments are not checked: the policies validate their Config.
-func (s *Slots) Init(limit, queueCap int, maxWait time.Duration) {
+// (>= 0, or [Unbounded]), how long one may wait (0: until its ctx is done)
+// and, by priority, the slots kept for calls of that priority or above (see
+// [CheckReserve]). The arguments are not checked: the policies validate
+// their Config.
+func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
 	s.limit.Store(int64(limit))
 	s.queueCap = queueCap
 	s.maxWait = maxWait
-	for p, n := range s.Reserve {
+	for p, n := range reserve {
 		for c := range int(p) + 1 {
 			s.closed[c] += int64(n)
 		}

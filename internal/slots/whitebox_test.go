@@ -10,7 +10,7 @@ import (
 // newSlots returns initialized slots.
 func newSlots(limit, queueCap int, maxWait time.Duration) *Slots {
 	s := &Slots{Owner: "test"}
-	s.Init(limit, queueCap, maxWait)
+	s.Init(limit, queueCap, maxWait, nil)
 	return s
 }
 
