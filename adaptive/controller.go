@@ -210,7 +210,9 @@ func (l *Limiter) closeWindow(end time.Time) {
 // update moves the limit after a window, or starts a probe. l.mu is held.
 func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, peak int64) {
 	c := &l.ctl
-	reached := peak >= int64(c.held)
+	// Calls below a reserve reach the limit at their own ceiling: the
+	// window reaches it when the lowest priority's ceiling is reached.
+	reached := peak >= int64(c.held-l.slots.Reserved())
 	// A quiet window ran as a probe does. Every sample read the slots.
 	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && !reached &&
 		failures <= int64(count)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/policy"
@@ -68,6 +70,62 @@ func TestReserveAppliesDuringTheFirstProbe(t *testing.T) {
 		checkRejection(t, err, "x", adaptive.ReasonFull)
 		if err := l.Execute(withPriority(policy.PriorityCritical), func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("critical call during the probe: %v", err)
+		}
+	})
+}
+
+// A reserve does not stop the limit from learning: calls that can never
+// take the reserves above them still reach their share of the limit, and a
+// dependency of capacity 10 overloaded by them lowers it from 40, as it
+// does without a reserve.
+func TestReserveLearnsFromLowerPriorities(t *testing.T) {
+	for _, tc := range []struct {
+		p       policy.Priority
+		reserve map[policy.Priority]int
+	}{
+		{policy.PriorityDefault, nil},
+		{policy.PriorityDefault, map[policy.Priority]int{policy.PriorityCritical: 2}},
+		{policy.PrioritySheddable, map[policy.Priority]int{policy.PriorityCritical: 1, policy.PriorityDefault: 1}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			reserve := tc.reserve
+			l := mustNew(t, adaptive.Config{InitialLimit: 40, MaxQueue: 10, Reserve: reserve})
+			dep := &fluid{lat: func(n int64) time.Duration { return 20 * time.Millisecond * time.Duration(max(n, 10)) / 10 }}
+			var wg sync.WaitGroup
+			for range 3000 { // 1 000 calls a second for 3 s
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(withPriority(tc.p), time.Second)
+					defer cancel()
+					_ = l.Execute(ctx, dep.call)
+				})
+				time.Sleep(time.Millisecond)
+			}
+			wg.Wait()
+			if got := l.Limit(); got > 20 {
+				t.Errorf("%v calls, Reserve %v: Limit() = %d after 3 s of overload; want at most 20", tc.p, reserve, got)
+			}
+		})
+	}
+}
+
+// Calls below reserves of 3 or more never run in a probe: alone, they are
+// never measured, and the limit stays where it is, as Config.Reserve says.
+func TestReserveAboveTheProbeCapIsNeverMeasured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{InitialLimit: 40, MaxQueue: 10, Reserve: map[policy.Priority]int{policy.PriorityCritical: 3}})
+		dep := &fluid{lat: func(n int64) time.Duration { return 20 * time.Millisecond * time.Duration(max(n, 10)) / 10 }}
+		var wg sync.WaitGroup
+		for range 3000 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = l.Execute(ctx, dep.call)
+			})
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		if got, st := l.Limit(), l.State(); got != 40 || st.Measured {
+			t.Errorf("Limit() = %d, measured %v; want 40 and never measured", got, st.Measured)
 		}
 	})
 }

@@ -190,3 +190,24 @@ func TestClientReplacesForwardedPriority(t *testing.T) {
 		t.Fatalf("handler saw %v; want %v", seen.handler, want)
 	}
 }
+
+// Metadata keys match in any spelling: a forwarded priority under a key
+// that is not lower case is replaced, or removed on a default call.
+func TestClientReplacesForwardedPriorityInAnySpelling(t *testing.T) {
+	trust := grpcpolicy.ServerConfig{TrustPriority: func(context.Context, string) bool { return true }}
+	for _, key := range []string{"Watertight-Priority", "WATERTIGHT-PRIORITY", "wAtErTiGhT-pRiOrItY"} {
+		e, seen := priorityEnv(t, trust, true)
+		forwarded := metadata.NewOutgoingContext(context.Background(), metadata.MD{key: {"critical"}})
+		if _, err := e.call(forwarded, mCall, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.call(policy.WithPriority(forwarded, policy.PrioritySheddable), mCall, "x"); err != nil {
+			t.Fatal(err)
+		}
+		seen.mu.Lock()
+		if want := []policy.Priority{policy.PriorityDefault, policy.PrioritySheddable}; !slices.Equal(seen.handler, want) {
+			t.Errorf("%s: handler saw %v; want %v", key, seen.handler, want)
+		}
+		seen.mu.Unlock()
+	}
+}

@@ -2,6 +2,7 @@ package httppolicy
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/watertight/watertight/policy"
 )
@@ -9,27 +10,57 @@ import (
 // PriorityHeader is the request header in which a [Transport] with
 // PropagatePriority sends its request's priority ("sheddable" or
 // "critical"), and from which a [Handler] reads it when
-// HandlerConfig.TrustPriority allows.
+// HandlerConfig.TrustPriority allows. Both match its name in any spelling,
+// as HTTP does.
 const PriorityHeader = "Watertight-Priority"
 
 // withPriority puts the priority of r's context in r's header, replacing
 // any there, or removes the header if the priority is the default. r is an
 // attempt's copy of the caller's request: its header map is cloned first,
-// so that the caller's is not modified.
+// so that the caller's is not modified. The name matches in any spelling,
+// as HTTP matches header names.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
-	if _, ok := r.Header[PriorityHeader]; p == policy.PriorityDefault && !ok {
+	keys := priorityKeys(r.Header)
+	if p == policy.PriorityDefault && keys == 0 {
 		return
 	}
 	r.Header = r.Header.Clone()
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}
-	if p == policy.PriorityDefault {
-		r.Header.Del(PriorityHeader)
-		return
+	for k := range r.Header {
+		if keys > 0 && strings.EqualFold(k, PriorityHeader) {
+			delete(r.Header, k)
+		}
 	}
-	r.Header.Set(PriorityHeader, p.String())
+	if p != policy.PriorityDefault {
+		r.Header.Set(PriorityHeader, p.String())
+	}
+}
+
+// priorityKeys returns the number of h's keys that name the
+// [PriorityHeader], in any spelling.
+func priorityKeys(h http.Header) int {
+	n := 0
+	for k := range h {
+		if strings.EqualFold(k, PriorityHeader) {
+			n++
+		}
+	}
+	return n
+}
+
+// priorityValue returns the value of h's [PriorityHeader], under any
+// spelling of its name, and reports whether it holds exactly one.
+func priorityValue(h http.Header) (string, bool) {
+	v, n := "", 0
+	for k, vs := range h {
+		if strings.EqualFold(k, PriorityHeader) && len(vs) > 0 {
+			v, n = vs[0], n+len(vs)
+		}
+	}
+	return v, n == 1
 }
 
 // priorityOf returns the priority of a request to a Handler: the client's,
@@ -37,8 +68,8 @@ func withPriority(r *http.Request) {
 // reports false if neither gives one.
 func (s *handler) priorityOf(r *http.Request) (policy.Priority, bool) {
 	if s.trust != nil && s.trust(r) {
-		if v := r.Header.Values(PriorityHeader); len(v) == 1 {
-			if p, err := policy.ParsePriority(v[0]); err == nil {
+		if v, ok := priorityValue(r.Header); ok {
+			if p, err := policy.ParsePriority(v); err == nil {
 				return p, true
 			}
 		}

@@ -150,3 +150,42 @@ func TestForgedPriorityDoesNotCrossAnUntrustingHop(t *testing.T) {
 	resp.Body.Close()
 	s.check(t, policy.PriorityDefault)
 }
+
+// The header name matches as HTTP matches it, whatever its spelling in the
+// request's header map: a propagated priority replaces any the request
+// holds under any spelling, a default one removes every spelling, and a
+// Handler reads a priority under any spelling.
+func TestPriorityHeaderMatchesAnySpelling(t *testing.T) {
+	for _, key := range []string{"Watertight-Priority", "watertight-priority", "WATERTIGHT-PRIORITY", "wAtErTiGhT-pRiOrItY"} {
+		for _, p := range []policy.Priority{policy.PriorityDefault, policy.PrioritySheddable, policy.PriorityCritical} {
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got = r.Header.Values(httppolicy.PriorityHeader)
+			}))
+			c := &http.Client{Transport: &httppolicy.Transport{Base: srv.Client().Transport, Policy: direct{}, PropagatePriority: true}}
+			req, _ := http.NewRequestWithContext(policy.WithPriority(context.Background(), p), http.MethodGet, srv.URL, nil)
+			req.Header = http.Header{key: {"critical"}}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			srv.Close()
+			want := []string{p.String()}
+			if p == policy.PriorityDefault {
+				want = nil
+			}
+			if len(got) != len(want) || len(want) == 1 && got[0] != want[0] {
+				t.Errorf("%s: critical, sent on a %v context: the next hop got %q; want %q", key, p, got, want)
+			}
+			if v := req.Header[key]; len(v) != 1 || v[0] != "critical" {
+				t.Errorf("%s: the caller's request header became %v", key, req.Header)
+			}
+		}
+		s := &seen{}
+		r := httptest.NewRequest(http.MethodGet, "/chat", nil)
+		r.Header = http.Header{key: {"critical"}}
+		httppolicy.Handler(s, s, httppolicy.HandlerConfig{TrustPriority: trustAll}).ServeHTTP(httptest.NewRecorder(), r)
+		s.check(t, policy.PriorityCritical)
+	}
+}

@@ -102,6 +102,10 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // the limit was lowered.
 func (s *Slots) Active() int { return int(s.active.Load()) }
 
+// Reserved returns the slots the lowest priority may not take: the sum of
+// the reserves.
+func (s *Slots) Reserved() int { return int(s.closed[0]) }
+
 // Queued returns the number of callers waiting for a slot now.
 func (s *Slots) Queued() int { return int(s.queued.Load()) }
 
