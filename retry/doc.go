@@ -75,7 +75,9 @@
 //
 // The caller's context ending stops the call at once, with an error
 // matching ctx.Err(). A Deadline's timer ending it (deadline.Fired) stops
-// new hedges, and the running attempts decide.
+// new hedges, and the running attempts decide between a rejection and
+// ctx.Err(): no attempt wins after the timer, and a success after it is
+// dropped.
 //
 // # Telemetry
 //

@@ -152,7 +152,7 @@ func ExampleHedged() {
 	v, err := retry.Hedged(context.Background(), h, nil, func(ctx context.Context) (string, error) {
 		if retry.Attempt(ctx) == 1 {
 			<-ctx.Done() // a slow replica, until canceled
-			lost <- context.Cause(ctx) == retry.ErrHedgeLost
+			lost <- errors.Is(context.Cause(ctx), retry.ErrHedgeLost)
 			return "", ctx.Err()
 		}
 		return "from attempt 2", nil

@@ -14,16 +14,40 @@ import (
 )
 
 // ErrHedgeLost is the cause (see [context.Cause]) with which a [Hedge]
-// cancels the attempts still running when its call ends. A policy that
-// counts outcomes, such as a breaker, should exclude an attempt with this
-// cause. It matches context.Canceled. The winner's context is canceled
-// too, once its fn has returned, with the cause context.Canceled.
+// cancels the attempts still running when its call ends, whatever ended
+// it. After a Deadline's timer, the cause matches both ErrHedgeLost and
+// the Deadline's cause. A policy that counts outcomes, such as a breaker,
+// should exclude an attempt with this cause. It matches context.Canceled.
+// The winner's context is canceled too, once its fn has returned, with the
+// cause context.Canceled.
 var ErrHedgeLost error = hedgeLost{}
 
 type hedgeLost struct{}
 
 func (hedgeLost) Error() string        { return "retry: hedge lost: the call ended with another attempt" }
 func (hedgeLost) Is(target error) bool { return target == context.Canceled }
+
+// hedgeStopped is the cause with which a Hedge cancels its attempts when a
+// Deadline's timer ends the call: it matches ErrHedgeLost, as no attempt
+// wins after it, and wraps the Deadline's cause, so that the policies
+// below read it as the Deadline's (deadline.Fired).
+type hedgeStopped struct{ cause error }
+
+func (e hedgeStopped) Error() string { return ErrHedgeLost.Error() + ": " + e.cause.Error() }
+func (e hedgeStopped) Unwrap() error { return e.cause }
+func (hedgeStopped) Is(target error) bool {
+	return target == ErrHedgeLost || target == context.Canceled
+}
+
+// uncanceled is a call's context with its values and deadline but not its
+// cancellation: the call cancels its attempts itself, with the cause that
+// tells each whether its value is dropped.
+type uncanceled struct {
+	context.Context // context.WithoutCancel(parent)
+	parent          context.Context
+}
+
+func (c uncanceled) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 // Hedge runs a call that is safe to repeat. When the first attempt has not
 // answered after a delay, it starts another beside it, up to MaxHedges. A
@@ -32,10 +56,13 @@ func (hedgeLost) Is(target error) bool { return target == context.Canceled }
 // one with [NewHedge]; the zero Hedge is not usable. A Hedge is safe for
 // concurrent use.
 //
-// Each attempt runs in its own goroutine. A call returns as soon as it has
-// its outcome, without waiting for the attempts it canceled. A call whose
-// context a Deadline's timer ended (deadline.Fired) is the exception: it
-// ends as its running attempts report.
+// Each attempt runs in its own goroutine, with the call's values and
+// deadline. Its context ends when the Hedge cancels it, not before: the
+// Hedge passes the end of the call's context on. A call returns as soon as
+// it has its outcome, without waiting for the attempts it canceled. A call
+// whose context a Deadline's timer ended (deadline.Fired) is the
+// exception: it ends as its running attempts report, and none of them
+// wins.
 //
 // A panic (or runtime.Goexit) in an attempt that ends before the call has
 // its outcome is carried to the caller, after the other attempts are
@@ -80,9 +107,12 @@ func (h *Hedge) Delay() time.Duration {
 // call may hold 1 + MaxHedges slots. A nil p runs fn directly. Each
 // attempt's context answers [Attempt] with its number.
 //
-// A losing attempt's value is dropped: if it holds something to free,
-// such as a response body, fn must free it once its context's cause is
-// ErrHedgeLost. The winner's context is canceled as Hedged returns.
+// Every value Hedged does not return is dropped: if it holds something to
+// free, such as a response body, fn must free it once
+// errors.Is(context.Cause(ctx), ErrHedgeLost). Each dropped value's context
+// ends with that cause, whether another attempt won, the caller's context
+// ended or a Deadline's timer fired; the returned value's never does. The
+// winner's context is canceled as Hedged returns.
 // Hedged panics if ctx, h or fn is nil.
 func Hedged[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(context.Context) (T, error)) (T, error) {
 	if ctx == nil {
@@ -154,6 +184,9 @@ type hedgeLoop struct {
 	// ended is set under mu once the call has its outcome. An attempt
 	// sends its result under mu, only while ended is false.
 	ended atomic.Bool
+	// fired is set under mu once a Deadline's timer ended the call's
+	// context: no attempt wins after it.
+	fired bool
 	mu    sync.Mutex
 }
 
@@ -199,6 +232,7 @@ func (h *Hedge) call(ctx context.Context, attempt policy.Func) (int, error) {
 			// attempts decide, as a Deadline waits for fn.
 			done, l.tick = nil, nil
 			l.stopped = true
+			l.fire(ctx)
 		}
 	}
 }
@@ -212,7 +246,7 @@ func (l *hedgeLoop) launch(ctx context.Context, afterFailure bool) {
 		}
 		l.h.rec.event(ctx, EventHedge, n, KeyHedgeAfterFailure.Bool(afterFailure))
 	}
-	actx, cancel := context.WithCancelCause(ctx)
+	actx, cancel := context.WithCancelCause(uncanceled{context.WithoutCancel(ctx), ctx})
 	l.cancels = append(l.cancels, cancel)
 	l.running++
 	l.run(context.WithValue(actx, attemptKey{}, n), n)
@@ -255,8 +289,10 @@ func (l *hedgeLoop) result(ctx context.Context, r hedgeResult) (bool, int, error
 	case r.won:
 		l.end(r.n)
 		return true, r.n, nil
-	case r.err == nil:
+	case r.err == nil && l.winner.Load() != 0:
 		return false, 0, nil // behind the winner, whose result is on its way
+	case r.err == nil:
+		err = ctx.Err() // after a Deadline's timer, which no attempt wins
 	case errors.Is(r.err, policy.ErrRejected):
 		l.rejection, l.stopped = r.err, true
 	case ctx.Err() != nil:
@@ -299,6 +335,21 @@ func (l *hedgeLoop) final(ctx context.Context) error {
 	}
 	l.h.rec.exhaust(ctx, e.Reason)
 	return e
+}
+
+// fire cancels the attempts, all but a winner's, after a Deadline's timer
+// ended ctx. None wins after it.
+func (l *hedgeLoop) fire(ctx context.Context) {
+	cause := hedgeStopped{context.Cause(ctx)}
+	l.mu.Lock()
+	l.fired = true
+	l.mu.Unlock()
+	w := int(l.winner.Load())
+	for i, cancel := range l.cancels {
+		if i+1 != w {
+			cancel(cause)
+		}
+	}
 }
 
 // stop ends the call, unless it has ended: no result is sent after it,
@@ -371,13 +422,17 @@ func (l *hedgeLoop) run(ctx context.Context, n int) {
 	}()
 }
 
-// settle ends attempt r: a success that comes first wins. It sends r to
-// the call if the call has not ended. A panic no call will read goes on up
-// the attempt's goroutine.
+// settle ends attempt r: a success that comes first wins, unless the
+// call has ended or a Deadline's timer fired. The winner is decided under
+// mu, so that it is never an attempt that stop or fire canceled as lost.
+// It sends r to the call if the call has not ended. A panic no call will
+// read goes on up the attempt's goroutine.
 func (l *hedgeLoop) settle(ctx context.Context, r *hedgeResult, start time.Time) {
-	if r.ok() && !l.ended.Load() {
+	l.mu.Lock()
+	if r.ok() && !l.ended.Load() && !l.fired {
 		r.won = l.winner.CompareAndSwap(0, int32(r.n))
 	}
+	l.mu.Unlock()
 	l.record(ctx, r, start)
 	l.mu.Lock()
 	if !l.ended.Load() {

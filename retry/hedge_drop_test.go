@@ -1,0 +1,107 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/retry"
+)
+
+// values counts the values of a hedged call's attempts: made, and freed by
+// the documented rule (once the attempt's context ends with a cause that
+// matches ErrHedgeLost).
+type values struct{ made, freed atomic.Int32 }
+
+// fn returns a value after 20 ms whatever its context says, and frees it
+// by the rule.
+func (v *values) fn(ctx context.Context) (*int32, error) {
+	time.Sleep(20 * time.Millisecond)
+	n := v.made.Add(1)
+	context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), retry.ErrHedgeLost) {
+			v.freed.Add(1)
+		}
+	})
+	return &n, nil
+}
+
+// Every value Hedged drops is freed by the rule, and none it returns is:
+// when the call ends with a winner, when the caller's context ends first,
+// and when a Deadline's timer ends it first.
+func TestHedgedDropsOnlyWhatTheRuleFrees(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(h *retry.Hedge, v *values) (*int32, error)
+	}{
+		{"winner", func(h *retry.Hedge, v *values) (*int32, error) {
+			return retry.Hedged(context.Background(), h, nil, v.fn)
+		}},
+		{"caller canceled", func(h *retry.Hedge, v *values) (*int32, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+			defer cancel()
+			return retry.Hedged(ctx, h, nil, v.fn)
+		}},
+		{"deadline fired", func(h *retry.Hedge, v *values) (*int32, error) {
+			d, err := deadline.New(deadline.Config{Timeout: 15 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *int32
+			err = d.Execute(context.Background(), func(ctx context.Context) error {
+				var err error
+				got, err = retry.Hedged(ctx, h, nil, v.fn)
+				return err
+			})
+			return got, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 2, Delay: time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := &values{}
+				got, err := tc.run(h, v)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				returned := int32(0)
+				if got != nil {
+					returned = 1
+				}
+				if made, freed := v.made.Load(), v.freed.Load(); made != 3 || returned+freed != made {
+					t.Errorf("%d values made, %d returned (err %v), %d freed; want 3 made, each returned or freed", made, returned, err, freed)
+				}
+			})
+		})
+	}
+}
+
+type key struct{}
+
+// An attempt's context carries the call's values and deadline.
+func TestHedgedAttemptKeepsValuesAndDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "v"), time.Second)
+		defer cancel()
+		want, _ := ctx.Deadline()
+		_, err = retry.Hedged(ctx, h, nil, func(ctx context.Context) (int, error) {
+			if at, ok := ctx.Deadline(); !ok || !at.Equal(want) || ctx.Value(key{}) != "v" {
+				t.Errorf("attempt %d: deadline %v, %v, value %v; want %v and v", retry.Attempt(ctx), at, ok, ctx.Value(key{}), want)
+			}
+			return 1, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
