@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
@@ -123,8 +128,17 @@ func stormRows(t *testing.T, p policy.Policy, calls int) map[row]int {
 				default:
 					counts[rows[0]]++
 					var rej *policy.RejectedError
-					if errors.As(err, &rej) {
+					var ex *retry.ExhaustedError
+					if errors.As(err, &ex) && ex.Rejection != nil {
+						rej = ex.Rejection
+					} else if !errors.As(err, &rej) {
+						rej = nil
+					}
+					if rej != nil {
 						counts[row(rej.Kind+"/"+rej.Reason)]++
+					}
+					if ee, ok := errors.AsType[*deadline.ExceededError](err); ok && rows[0] == rowDeadline {
+						counts[row("timeout/"+ee.Name)]++
 					}
 				}
 				mu.Unlock()
@@ -170,9 +184,9 @@ func TestEveryCallMatchesOneRow(t *testing.T) {
 	if testing.Short() {
 		calls = 10_000
 	}
-	repeaters := map[string]func(t *testing.T) policy.Policy{
-		"retry": func(t *testing.T) policy.Policy {
-			r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: 100 * time.Microsecond, MaxInterval: time.Millisecond})
+	repeaters := map[string]func(t *testing.T, mp metric.MeterProvider) policy.Policy{
+		"retry": func(t *testing.T, mp metric.MeterProvider) policy.Policy {
+			r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: 100 * time.Microsecond, MaxInterval: time.Millisecond, MeterProvider: mp})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,25 +196,30 @@ func TestEveryCallMatchesOneRow(t *testing.T) {
 	}
 	for name, repeater := range repeaters {
 		t.Run(name, func(t *testing.T) {
-			bh, err := bulkhead.New(bulkhead.Config{Limit: 16, MaxQueue: 16, MaxWait: time.Millisecond})
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer mp.Shutdown(context.Background())
+			bh, err := bulkhead.New(bulkhead.Config{Limit: 16, MaxQueue: 16, MaxWait: time.Millisecond, MeterProvider: mp})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer bh.Close()
-			dl, _ := deadline.New(deadline.Config{Timeout: 2 * time.Millisecond})
-			rl, err := ratelimit.New(ratelimit.Config{MaxWait: 2 * time.Millisecond, MaxHold: 2 * time.Millisecond})
+			dl, _ := deadline.New(deadline.Config{Name: "call", Timeout: 2 * time.Millisecond, MeterProvider: mp})
+			rl, err := ratelimit.New(ratelimit.Config{MaxWait: 2 * time.Millisecond, MaxHold: 2 * time.Millisecond, MeterProvider: mp})
 			if err != nil {
 				t.Fatal(err)
 			}
-			br, err := breaker.New(breaker.Config{ConsecutiveFailures: 20, OpenTimeout: time.Millisecond})
+			br, err := breaker.New(breaker.Config{ConsecutiveFailures: 20, OpenTimeout: time.Millisecond, MeterProvider: mp})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer br.Close()
-			at, _ := deadline.New(deadline.Config{Timeout: time.Millisecond})
+			// The Attempt timeout counts in a meter of its own: its
+			// timeouts are attempts, not calls.
+			at, _ := deadline.New(deadline.Config{Name: "attempt", Timeout: time.Millisecond})
 			ps := compose.Policies{Bulkhead: bh, Deadline: dl, RateLimit: rl, Breaker: br, Attempt: at}
 			if repeater != nil {
-				ps.Retry = repeater(t)
+				ps.Retry = repeater(t, mp)
 			}
 			p, err := compose.New("rows", ps)
 			if err != nil {
@@ -216,6 +235,60 @@ func TestEveryCallMatchesOneRow(t *testing.T) {
 			}
 			counts := stormRows(t, run, calls)
 			t.Logf("%s: %v", name, counts)
+			if repeater != nil {
+				// Around a hedge, each attempt is a pipeline call of its
+				// own, counted as one.
+				checkCounted(t, reader, counts)
+			}
 		})
+	}
+}
+
+// checkCounted checks that the counters equal what the callers saw, row by
+// row: watertight.rejections by kind and reason (a rejection, or the
+// refusal inside a retry's ExhaustedError), watertight.timeouts and
+// watertight.retry.exhausted.
+func checkCounted(t *testing.T, r *sdkmetric.ManualReader, seen map[row]int) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counted := map[row]int{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				kind, _ := dp.Attributes.Value("watertight.policy.kind")
+				name, _ := dp.Attributes.Value("watertight.policy.name")
+				reason, _ := dp.Attributes.Value("watertight.rejection.reason")
+				switch m.Name {
+				case "watertight.rejections":
+					counted[row(kind.AsString()+"/"+reason.AsString())] += int(dp.Value)
+				case "watertight.timeouts":
+					counted[row("timeout/"+name.AsString())] += int(dp.Value)
+				case "watertight.retry.exhausted":
+					counted[rowExhausted] += int(dp.Value)
+				}
+			}
+		}
+	}
+	for k, n := range counted {
+		if seen[k] != n {
+			t.Errorf("%s: counted %d, callers saw %d", k, n, seen[k])
+		}
+	}
+	for k, n := range seen {
+		if _, ok := counted[k]; !ok && strings.Contains(string(k), "/") && !strings.HasPrefix(string(k), "timeout/") {
+			t.Errorf("%s: callers saw %d, none counted", k, n)
+		}
+	}
+	for _, k := range []row{"timeout/call", rowExhausted} {
+		if _, ok := counted[k]; !ok && seen[k] > 0 {
+			t.Errorf("%s: callers saw %d, none counted", k, seen[k])
+		}
 	}
 }

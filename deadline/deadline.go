@@ -97,16 +97,17 @@ func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 }
 
 // Stop releases the timer and returns err: as an [*ExceededError] wrapping
-// it if the timer fired while the call ran and err is neither nil nor a
-// rejection, and otherwise unchanged.
+// it if the timer fired while the call ran and err is neither nil, nor a
+// rejection, nor a retry's exhaustion (both are decided while ctx is
+// live), and otherwise unchanged.
 func (t Timer) Stop(err error) error {
 	if t.cancel == nil {
 		return err
 	}
 	// Read the cause before cancel: only a timer that fired while fn ran
 	// makes its error a timeout.
-	fired := err != nil && err != stage.ErrAborted && !errors.Is(err, policy.ErrRejected) &&
-		context.Cause(t.ctx) == t.d.cause
+	fired := err != nil && err != stage.ErrAborted && context.Cause(t.ctx) == t.d.cause &&
+		!errors.Is(err, policy.ErrRejected) && !errors.Is(err, stage.ErrGaveUp)
 	t.cancel()
 	if !fired {
 		return err

@@ -13,7 +13,8 @@
 //	fn returned nil                       nil                             -
 //	fn returned err, our timer not fired  err, unchanged                  -
 //	fn returned a rejection               the rejection, unchanged        -
-//	(policy.ErrRejected)
+//	(policy.ErrRejected) or a retry's
+//	exhaustion (retry.ErrExhausted)
 //	our timer fired, fn returned err      *ExceededError wrapping err:    watertight.timeouts counter,
 //	                                      matches ErrExceeded and         watertight.timeout span event,
 //	                                      context.DeadlineExceeded        Config.OnTimeout

@@ -10,6 +10,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
 )
 
 // TestWaitEndedByDeadlineIsRejection checks that an attempt held by the
@@ -92,4 +93,72 @@ func TestNoRateNoRateReason(t *testing.T) {
 		defer cancel()
 		checkRejection(t, l.Execute(ctx, ok), ratelimit.ReasonThrottled)
 	})
+}
+
+// A retried attempt that waits behind the gate when a Deadline's timer
+// fires ends with ctx.Err(): fn ran in the call, so the call is the
+// Deadline's timeout, counted once, and no rejection is recorded.
+func TestRetriedWaitEndedByDeadlineIsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rejected int
+		l := newLimiter(t, ratelimit.Config{OnReject: func(context.Context, *policy.RejectedError) { rejected++ }})
+		r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := deadline.New(deadline.Config{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		defer close(release)
+		errBoom := errors.New("boom")
+		err = d.Execute(context.Background(), func(ctx context.Context) error {
+			return r.Execute(ctx, func(ctx context.Context) error {
+				return l.Execute(ctx, func(ctx context.Context) error {
+					if retry.Attempt(ctx) > 1 {
+						t.Error("a retried attempt ran behind the gate")
+					}
+					// A hold, then the gate: a probe goes, which never
+					// answers, and the timed release comes after the deadline.
+					l.HoldFor(600 * time.Millisecond)
+					go l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
+					time.Sleep(700 * time.Millisecond)
+					return errBoom
+				})
+			})
+		})
+		if !errors.Is(err, deadline.ErrExceeded) || errors.Is(err, policy.ErrRejected) || errors.Is(err, retry.ErrExhausted) || rejected != 0 {
+			t.Errorf("err = %v, %d rejections recorded; want our timeout alone", err, rejected)
+		}
+	})
+}
+
+// A waiter woken by the gate's opening at the instant its Deadline's timer
+// fires is never admitted with its context done: fn would run with a dead
+// context. The wake and the timer race in a select, so the test repeats.
+func TestWaiterWokenAtItsDeadlineIsNotAdmitted(t *testing.T) {
+	for range 1000 {
+		synctest.Test(t, func(t *testing.T) {
+			l := newLimiter(t, ratelimit.Config{})
+			l.HoldFor(500 * time.Millisecond)
+			go l.Execute(context.Background(), func(context.Context) error {
+				time.Sleep(500 * time.Millisecond) // the probe's success opens the gate at 1 s
+				return nil
+			})
+			time.Sleep(600 * time.Millisecond)
+			ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(400*time.Millisecond), deadline.ErrExceeded)
+			defer cancel()
+			// Hidden, the deadline does not bound the wait in advance.
+			err := l.Execute(lateDeadline{ctx}, func(context.Context) error {
+				if ctx.Err() != nil {
+					t.Errorf("admitted with ctx done: %v", context.Cause(ctx))
+				}
+				return nil
+			})
+			if err != nil {
+				checkRejection(t, err, ratelimit.ReasonThrottled)
+			}
+		})
+	}
 }

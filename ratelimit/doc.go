@@ -31,7 +31,8 @@
 // that fails, or ends as the last one out, lets the next one go.
 //
 // The wait behind the gate is bounded by the attempt's deadline and
-// MaxHold, not by MaxWait.
+// MaxHold, not by MaxWait. It lasts until ctx ends, not until just before
+// its deadline: an answer may still open the gate.
 //
 // # Outcomes
 //
@@ -50,10 +51,15 @@
 //	behind the gate, answers naming counts, the     rejected at once, as above
 //	  next timed release past the deadline or
 //	  MaxHold
-//	behind the gate past the deadline or MaxHold    rejected, as above
+//	behind the gate past MaxHold                    rejected, as above
 //	a Deadline's timer ends ctx during the wait     rejected, as above (fn never ran: not a
-//	                                                timeout)
+//	                                                timeout); in a retry's later attempt,
+//	                                                ctx.Err() (fn ran in the call: the
+//	                                                Deadline's timeout), and not counted
 //	the caller's ctx is done during the wait        ctx.Err(); fn does not run
+//
+// A wait that wakes at or past the attempt's deadline ends as the two rows
+// above say, once ctx is done: no attempt is admitted at its deadline.
 //
 // A rejection increments watertight.rejections and adds a
 // watertight.rejected event to the span in ctx. A wait adds a

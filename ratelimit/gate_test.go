@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 )
@@ -151,9 +152,10 @@ func TestGateAfterAnAttemptWithoutAnswer(t *testing.T) {
 // (one hold's length after the hold, while no answer has named a count),
 // up to its deadline (not MaxWait, which bounds a hold): with no count
 // heard, the probe's success may open the gate before the release, so one
-// whose deadline comes first waits until just before it, then is rejected;
-// a caller that gives up leaves no waiter behind; the release lets the
-// next one through.
+// whose deadline comes first waits until its context ends: the caller's
+// own deadline returns ctx.Err(), a Deadline's timer a rejection; a caller
+// that gives up leaves no waiter behind; the release lets the next one
+// through.
 func TestGateWaitBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, ratelimit.Config{MaxWait: 5 * time.Second})
@@ -167,16 +169,19 @@ func TestGateWaitBounds(t *testing.T) {
 		}()
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		at := time.Now()
 		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
-		var re *policy.RejectedError
-		if !errors.As(err, &re) || re.Reason != ratelimit.ReasonThrottled {
-			t.Errorf("err = %v, want a throttled rejection", err)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, policy.ErrRejected) || time.Since(at) != time.Second {
+			t.Errorf("err = %v after %v, want ctx.Err() at the caller's deadline", err, time.Since(at))
 		}
-		if d := time.Since(at); d != 2*time.Second-time.Nanosecond {
-			t.Errorf("rejected after %v, want just before the 2 s deadline", d)
+		ctx1, cancel1 := context.WithDeadlineCause(context.Background(), time.Now().Add(time.Second), deadline.ErrExceeded)
+		defer cancel1()
+		err = l.Execute(ctx1, func(context.Context) error { t.Error("ran behind the gate"); return nil })
+		var re *policy.RejectedError
+		if !errors.As(err, &re) || re.Reason != ratelimit.ReasonThrottled || time.Since(at) != 2*time.Second {
+			t.Errorf("err = %v after %v, want a throttled rejection at the Deadline's timer", err, time.Since(at))
 		}
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -514,7 +519,7 @@ func TestOnRejectAfterAGateWaitHoldsNoLock(t *testing.T) {
 		go l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(2*time.Second), deadline.ErrExceeded)
 		defer cancel()
 		err := l.Execute(ctx, func(context.Context) error { t.Error("ran behind the gate"); return nil })
 		if !errors.Is(err, ratelimit.ErrLimited) || len(held) != 1 {

@@ -243,7 +243,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		return dl.Add(-1)
 	}
-	limit, queueLimit := bound(now, l.maxWait), bound(now, l.maxHold)
+	limit, queueLimit, holdEnd := bound(now, l.maxWait), bound(now, l.maxHold), now.Add(l.maxHold)
 	l.mu.Lock()
 	hold := time.Duration(l.end) - now.Sub(l.epoch)
 	l.mu.Unlock()
@@ -264,7 +264,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	for {
 		now = time.Now()
 		l.mu.Lock()
-		d, wake, rej := l.stepLocked(now, limit, queueLimit)
+		d, wake, rej := l.stepLocked(now, limit, queueLimit, holdEnd)
 		if d < 0 || rej != nil {
 			l.mu.Unlock()
 			if rej != nil {
@@ -297,8 +297,11 @@ const (
 
 // stepLocked admits the attempt (openStep, gatedStep), returns the
 // rejection it ends with (recorded by the caller once l.mu is released), or
-// returns how long to wait and what may end the wait early. l.mu is held.
-func (l *Limiter) stepLocked(now, limit, queueLimit time.Time) (time.Duration, <-chan struct{}, *telemetry.Rejection) {
+// returns how long to wait and what may end the wait early. A wait known
+// to pass queueLimit (the deadline or MaxHold) is rejected at once; a wait
+// behind the gate for answers lasts until holdEnd (MaxHold), unless ctx
+// ends first. l.mu is held.
+func (l *Limiter) stepLocked(now, limit, queueLimit, holdEnd time.Time) (time.Duration, <-chan struct{}, *telemetry.Rejection) {
 	if hold := time.Duration(l.end) - now.Sub(l.epoch); hold > 0 {
 		// A 429 that came during the wait may have moved the hold on.
 		if now.Add(hold).After(limit) {
@@ -320,10 +323,13 @@ func (l *Limiter) stepLocked(now, limit, queueLimit time.Time) (time.Duration, <
 	// Until answers name counts, a success may open the gate sooner.
 	release := l.epoch.Add(time.Duration(l.next))
 	if release.After(queueLimit) {
-		if l.told || !now.Before(queueLimit) {
+		if l.told || !now.Before(holdEnd) {
 			return 0, nil, l.throttled
 		}
-		release = queueLimit
+		// An answer may open the gate sooner. Waking just before the
+		// deadline to reject would race the Deadline's timer: let ctx end
+		// the wait instead.
+		release = holdEnd
 	}
 	if l.changed == nil {
 		l.changed = make(chan struct{})
@@ -331,8 +337,9 @@ func (l *Limiter) stepLocked(now, limit, queueLimit time.Time) (time.Duration, <
 	return max(release.Sub(now), 0), l.changed, nil
 }
 
-// sleep waits d, or until wake is closed. A wait that a Deadline's timer
-// ends is the rejection rej: fn never ran, so it is no timeout.
+// sleep waits d, or until wake is closed, or until ctx ends (see ended).
+// A wait that wakes at or past ctx's deadline ends as if ctx had ended it:
+// no attempt is admitted at its deadline.
 func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
 	if d <= 0 && wake == nil {
 		return nil
@@ -341,14 +348,27 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		if deadline.Fired(ctx) {
-			return l.reject(ctx, rej)
-		}
-		return ctx.Err()
 	case <-wake:
 	case <-t.C:
 	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done() // its timer is due: let it end ctx, then read why
+	}
+	if ctx.Err() != nil {
+		return l.ended(ctx, rej)
+	}
 	return nil
+}
+
+// ended is the outcome of a wait that ctx ended: ctx.Err() if the caller
+// ended it. A Deadline's timer ending it is the rejection rej, as fn never
+// ran; but after a retry's attempt that ran fn, the call is the Deadline's
+// timeout, and the wait ends with ctx.Err().
+func (l *Limiter) ended(ctx context.Context, rej *telemetry.Rejection) error {
+	if deadline.Fired(ctx) && !stage.Retried(ctx) {
+		return l.reject(ctx, rej)
+	}
+	return ctx.Err()
 }
 
 // cancel gives back what the reservations took, as far as x/time/rate can.

@@ -16,10 +16,9 @@
 //	condition                                  outcome                        error returned
 //	errors.Is(err, policy.ErrRejected),        stop                           err
 //	  no earlier attempt ran fn
-//	errors.Is(err, policy.ErrRejected),        stop                           fn's last error
-//	  an earlier attempt ran fn, ctx done
 //	errors.Is(err, policy.ErrRejected),        stop, exhausted                *ExhaustedError, Reason "rejected"
-//	  an earlier attempt ran fn
+//	  an earlier attempt ran fn, even if
+//	  ctx is done
 //	the call's ctx is done                     stop                           err
 //	err marked with Permanent                  stop                           err
 //	Config.ShouldRetry(err) == false           stop                           err
@@ -32,7 +31,10 @@
 //	ctx ends during the wait                   stop                           matches ctx.Err() and err
 //
 // An [*ExhaustedError] matches [ErrExhausted] and unwraps to fn's last
-// error. A call's error matches policy.ErrRejected only if fn never ran in
+// error. A Deadline returns it unchanged, not as a timeout: the retry gave
+// up while the call's ctx was live. A policy below that waits (a rate
+// limit) ends a later attempt's wait that a Deadline's timer ends with
+// ctx.Err(), not a rejection: fn ran in the call, which is a timeout. A call's error matches policy.ErrRejected only if fn never ran in
 // that call: a refusal after attempts that ran fn is in the
 // ExhaustedError's Rejection field, outside the Unwrap chain. An attempt
 // that timed out on its own deadline, while the call's ctx is live, is

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -78,7 +79,7 @@ func (e *ExhaustedError) Error() string {
 func (e *ExhaustedError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrExhausted].
-func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted || target == stage.ErrGaveUp }
 
 // ErrorType returns "retry_exhausted".
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }

@@ -118,9 +118,8 @@ func TestRejectionAfterRetryAfter(t *testing.T) {
 }
 
 // A rejection after an attempt that ran fn is never returned unchanged,
-// even when the call's context has ended meanwhile: the call then ends
-// with fn's last error, as the context's rule has it (an outer Deadline
-// makes it its own timeout), and not as exhausted.
+// and ends the call as exhausted even when the call's context has ended
+// meanwhile: the refusal was counted where it was decided.
 func TestRejectionAfterAttemptRanContextDone(t *testing.T) {
 	r := mustNew(t, Config{NewSchedule: zeroWaits})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -132,8 +131,9 @@ func TestRejectionAfterAttemptRanContextDone(t *testing.T) {
 		cancel()
 		return rejOpen
 	})
-	if res.calls != 2 || res.err != errBoom {
-		t.Errorf("calls = %d, err = %v; want 2, fn's last error", res.calls, res.err)
+	var ee *ExhaustedError
+	if res.calls != 2 || !errors.As(res.err, &ee) || ee.Reason != ReasonRejected || ee.Err != errBoom || ee.Rejection != rejOpen {
+		t.Errorf("calls = %d, err = %v; want 2, exhausted by the rejection, wrapping fn's last error", res.calls, res.err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -111,7 +112,7 @@ type attemptContext struct {
 }
 
 func (c *attemptContext) Value(key any) any {
-	if key == (attemptKey{}) {
+	if key == (attemptKey{}) || key == (stage.RetryKey{}) {
 		return c.n
 	}
 	return c.Context.Value(key)
@@ -144,11 +145,10 @@ func (l *Loop) next(err error) (bool, error) {
 	case err == nil:
 		return false, nil
 	case errors.Is(err, policy.ErrRejected):
-		// fn ran before: the call is no rejection.
+		// fn ran before: the call is no rejection. The refusal was counted
+		// where it was decided, so the call ends as the retry's, even if
+		// ctx has ended since.
 		if c := l.state; c != nil && c.last != nil && !errors.Is(c.last, policy.ErrRejected) {
-			if ctx.Err() != nil {
-				return false, Unmark(c.last)
-			}
 			r.rec.exhaust(ctx, ReasonRejected)
 			e := &ExhaustedError{Name: r.s.Name, Attempts: n - 1, Reason: ReasonRejected, MaxInterval: r.s.MaxInterval, Err: c.last}
 			e.Rejection, _ = errors.AsType[*policy.RejectedError](err)
@@ -198,7 +198,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		// Woken late, the next attempt would start with ctx done.
+		return ctx.Err() == nil
 	case <-ctx.Done():
 		return false
 	}

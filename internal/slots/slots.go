@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -221,9 +222,10 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 
 // ended is the outcome of an Acquire whose ctx is done. When a Deadline's
 // timer, not the caller, ended it, the call never ran: it is a rejection
-// of this wait, not a timeout.
+// of this wait, not a timeout; unless a retry's earlier attempt ran fn,
+// and the call is the Deadline's timeout.
 func ended(ctx context.Context) (Outcome, error) {
-	if deadline.Fired(ctx) {
+	if deadline.Fired(ctx) && !stage.Retried(ctx) {
 		return RejectedWaitTimeout, nil
 	}
 	return CtxDone, ctx.Err()
