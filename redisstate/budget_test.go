@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -428,4 +429,66 @@ func TestBudgetFallbackModes(t *testing.T) {
 			return false
 		}
 	})
+}
+
+// shareOf returns how many calls b admits at once with Redis away: its
+// LocalShare, held until one is rejected.
+func shareOf(t *testing.T, b *redisstate.Budget, limit int) int {
+	t.Helper()
+	release := make(chan struct{})
+	defer close(release)
+	for n := range limit + 1 {
+		entered := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- b.Execute(context.Background(), func(context.Context) error { close(entered); <-release; return nil })
+		}()
+		select {
+		case <-entered:
+		case err := <-done:
+			var re *policy.RejectedError
+			if !errors.As(err, &re) || re.Reason != bulkhead.ReasonFull {
+				t.Fatalf("call %d over the share: %v", n+1, err)
+			}
+			return n
+		}
+	}
+	return limit + 1
+}
+
+// A count taken while Redis counts afresh only raises the count a replica
+// keeps, as the LocalShare doc says, so a replica whose every answer came
+// before the others were counted keeps a count of 1: three replicas call
+// once each in turn at start-up, Redis restarts empty, each calls once
+// more, Redis dies. The first keeps 1 (the whole Limit), the second 2, the
+// third 3: 9 + 5 + 3 for a Limit of 9.
+func TestBudgetShareAfterAnEmptyRestartAtStartUp(t *testing.T) {
+	s := startRedis(t)
+	const limit = 9
+	var bs []*redisstate.Budget
+	for range 3 {
+		bs = append(bs, newBudget(t, redisstate.BudgetConfig{Name: "startup", Limit: limit, Redis: rd(newClient(t, s.Addr()))}))
+	}
+	nop := func(context.Context) error { return nil }
+	callEach := func() {
+		for i, b := range bs {
+			if err := b.Execute(context.Background(), nop); err != nil {
+				t.Fatalf("replica %d: %v", i, err)
+			}
+		}
+	}
+	callEach()
+	s.Kill()
+	s.Restart()
+	c := newClient(t, s.Addr())
+	eventually(t, patience, "Redis answers again", func() bool { return c.Ping(context.Background()).Err() == nil })
+	callEach()
+	s.Kill()
+	var got []int
+	for _, b := range bs {
+		got = append(got, shareOf(t, b, limit))
+	}
+	if want := []int{9, 5, 3}; !slices.Equal(got, want) {
+		t.Errorf("shares %v; want %v", got, want)
+	}
 }

@@ -27,16 +27,20 @@ const (
 	// call over the share is rejected with reason "full" at once.
 	//
 	// Redis counts a replica from its first acquire until 3 x LeaseTTL (at
-	// least 30 s) after its last. When Redis loses that count with its
-	// data, it counts afresh, and for as long a replica keeps the larger
-	// of the count it had and the new one. The shares add up to at most
-	// Limit plus one per replica if each replica that calls while Redis
-	// is away holds a count of at least the number of those replicas. A
-	// replica holds a lower count if others started after its last
-	// answer, if Redis never answered it (1), or if its first answer came
-	// after Redis lost its data and before the others were counted again
-	// (as low as 1): its share is then larger, up to the whole Limit. Set
-	// BudgetConfig.LocalShare where that matters.
+	// least 30 s) after its last. Its count is complete once it has been
+	// counting that long: at Redis's first start, and after Redis lost its
+	// data, it counts afresh, and the count is incomplete until then. A
+	// replica keeps the count of its latest complete answer, raised by
+	// each incomplete answer since; 1 if it has none. The shares add up to
+	// at most Limit plus one per replica if each replica that calls while
+	// Redis is away holds a count of at least the number of those
+	// replicas. A replica holds a lower count if others started after its
+	// last answer, or if Redis never answered it (1), or if it has had no
+	// complete answer and its incomplete ones all came before the others
+	// called (as low as 1: the first replica to call at start-up, when
+	// Redis restarts empty before its count completes). Its share is then
+	// larger, up to the whole Limit. Set BudgetConfig.LocalShare where
+	// that matters.
 	LocalShare Fallback = iota
 	// FailOpen admits every call: only the local bulkhead, if any, limits.
 	FailOpen
