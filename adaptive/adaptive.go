@@ -104,7 +104,9 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 }
 
 // Permit is a call admitted by [Limiter.Acquire]: it holds one slot until
-// Release. The zero Permit holds nothing.
+// Release. The zero Permit holds nothing. Release makes a Permit zero, so
+// a second Release of the same Permit does nothing; a copy is the same
+// slot, so release only one of them.
 type Permit struct{ l *Limiter }
 
 // Acquire is the two-step form of Execute. It admits one call as Execute
@@ -123,8 +125,9 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	return Permit{l: l}, nil
 }
 
-// Sample is one attempt begun by [Permit.Begin]. Call its End once. The
-// zero Sample's End does nothing.
+// Sample is one attempt begun by [Permit.Begin]. End makes a Sample zero,
+// and the zero Sample's End does nothing: a second End of the same Sample
+// samples nothing.
 type Sample struct {
 	l *Limiter
 	a *stage.Attempt
@@ -142,26 +145,29 @@ func (p Permit) Begin(ctx context.Context) (context.Context, Sample) {
 }
 
 // End ends the attempt with its outcome err and samples it.
-func (s Sample) End(err error) {
-	if s.l == nil {
+func (s *Sample) End(err error) {
+	l, a := s.l, s.a
+	if l == nil {
 		return
 	}
+	*s = Sample{}
 	end := time.Now()
-	d := s.a.End(end)
+	d := a.End(end)
 	switch {
 	case err == stage.ErrAborted, errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
 	case err == nil, errors.Is(err, context.DeadlineExceeded):
-		s.l.observe(d, false, end)
+		l.observe(d, false, end)
 	default:
-		s.l.observe(d, true, end)
+		l.observe(d, true, end)
 	}
 }
 
-// Release frees the permit's slot. Call it once, after the End of its
-// attempts. The zero Permit's Release does nothing.
-func (p Permit) Release() {
-	if p.l != nil {
-		p.l.slots.Release()
+// Release frees the permit's slot, after the End of its attempts, and
+// makes p zero. The zero Permit's Release does nothing.
+func (p *Permit) Release() {
+	if l := p.l; l != nil {
+		p.l = nil
+		l.slots.Release()
 	}
 }
 

@@ -10,9 +10,11 @@
 //
 // Waiters are served highest priority first ([policy.WithPriority]), as in
 // package bulkhead: a call finding the queue full takes the place of the
-// newest waiter of the lowest priority below its own, which is shed. Config.Reserve keeps
-// slots for the higher priorities; when the limit falls, the lower ones
-// lose their slots first.
+// newest waiter of the lowest priority below its own, which is shed.
+// Config.Reserve keeps slots for the higher priorities; when the limit
+// falls, the lower ones lose their slots first. There is no ageing: under a
+// steady load of higher priorities, a lower one waits until MaxWait or its
+// context ends, and with neither it can wait forever.
 //
 // # Outcomes
 //

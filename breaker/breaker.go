@@ -181,9 +181,11 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	return p.Done(err)
 }
 
-// Permit is a call the [Breaker] let through. Its Done must be called
-// exactly once: a permit never done holds a half-open probe's place for
-// good. The zero Permit's Done returns its argument and reports nothing.
+// Permit is a call the [Breaker] let through. Its Done must be called: a
+// permit never done holds a half-open probe's place for good. Done makes a
+// Permit zero, and the zero Permit's Done returns its argument and reports
+// nothing: a second Done of the same Permit counts nothing. A copy is the
+// same call, so end only one of them.
 type Permit struct {
 	b    *Breaker
 	ctx  context.Context
@@ -232,13 +234,15 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 	}
 }
 
-// Done reports the outcome err of the call and returns err unchanged. err
-// counts as the package's Outcomes table says, judged with the context
-// given to Allow.
-func (p Permit) Done(err error) error {
+// Done reports the outcome err of the call, makes p zero, and returns err
+// unchanged. err counts as the package's Outcomes table says, judged with
+// the context given to Allow.
+func (pp *Permit) Done(err error) error {
+	p := *pp
 	if p.b == nil {
 		return err
 	}
+	*pp = Permit{}
 	p.b.report(p.ctx, p.done, err)
 	if m := p.b.cb.Load(); m != p.m && m.epoch == p.m.epoch {
 		// m's period ended: bring the current machine up to now.

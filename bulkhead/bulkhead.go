@@ -67,19 +67,19 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 }
 
 // Permit is a slot of a [Bulkhead], held from [Bulkhead.Acquire] until
-// [Permit.Release]. It is a small value: copy it freely, and release it
-// exactly once. The zero Permit holds nothing.
+// [Permit.Release]. The zero Permit holds nothing. Release makes a Permit
+// zero, so a second Release of the same Permit does nothing; a copy is
+// the same slot, so release only one of them.
 type Permit struct{ b *Bulkhead }
 
 // Release frees the slot, handing it to the oldest waiter of the highest
-// priority waiting if that priority may take it (see Config.Reserve).
-// Call it exactly once per Permit Acquire returned with a nil error. A
-// second call frees a slot another call holds, or panics if no slot is
-// held. Release of the zero Permit does nothing, so a deferred Release is
-// safe after a failed Acquire.
-func (p Permit) Release() {
-	if p.b != nil {
-		p.b.slots.Release()
+// priority waiting if that priority may take it (see Config.Reserve), and
+// makes p zero. Release of the zero Permit does nothing, so a deferred
+// Release is safe after a failed Acquire or an earlier Release.
+func (p *Permit) Release() {
+	if b := p.b; b != nil {
+		p.b = nil
+		b.slots.Release()
 	}
 }
 

@@ -10,6 +10,7 @@ func (b *Bulkhead) Enter(ctx context.Context) (context.Context, Permit, error) {
 }
 
 func (b *Bulkhead) Exit(_ context.Context, _ Permit, err error) error {
-	Permit{b}.Release()
+	p := Permit{b}
+	p.Release()
 	return err
 }

@@ -6,8 +6,10 @@ import (
 	"maps"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -129,4 +131,42 @@ func TestReserveErrorIsTheSameEveryTime(t *testing.T) {
 			t.Fatalf("New = %v, then %v", first, err)
 		}
 	}
+}
+
+// There is no ageing: under a steady load of default calls, a sheddable
+// waiter with no MaxWait and no deadline waits as long as the load lasts
+// (here 10 minutes), and runs once it stops.
+func TestSheddableWaitsAsLongAsHigherPrioritiesWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := mustNew(t, Config{Limit: 1, MaxQueue: 3})
+		stop := make(chan struct{})
+		var loaders sync.WaitGroup
+		for range 2 {
+			loaders.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					b.Execute(context.Background(), func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		ran := make(chan time.Duration, 1)
+		go b.Execute(withPriority(policy.PrioritySheddable), func(context.Context) error { ran <- time.Since(start); return nil })
+		time.Sleep(10 * time.Minute)
+		select {
+		case d := <-ran:
+			t.Fatalf("the sheddable call ran after %v under a steady default load", d)
+		default:
+		}
+		close(stop)
+		loaders.Wait()
+		if d := <-ran; d < 10*time.Minute {
+			t.Fatalf("ran after %v; want once the load stopped", d)
+		}
+	})
 }

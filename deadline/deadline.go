@@ -64,8 +64,9 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 }
 
 // Timer is one call's timeout, started by [Deadline.Start]. Its zero value
-// has no timeout: Stop returns its argument. Call Stop once, from any
-// goroutine.
+// has no timeout: Stop returns its argument. Stop makes a Timer zero, so a
+// second Stop of the same Timer returns its argument and counts nothing.
+// A copy is the same timer, so stop only one of them.
 type Timer struct {
 	d      *Deadline
 	ctx    context.Context
@@ -100,10 +101,12 @@ func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 // it if the timer fired while the call ran and err is neither nil, nor a
 // rejection, nor a retry's exhaustion (both are decided while ctx is
 // live), and otherwise unchanged.
-func (t Timer) Stop(err error) error {
+func (tp *Timer) Stop(err error) error {
+	t := *tp
 	if t.cancel == nil {
 		return err
 	}
+	*tp = Timer{}
 	// Read the cause before cancel: only a timer that fired while fn ran
 	// makes its error a timeout.
 	fired := err != nil && err != stage.ErrAborted && context.Cause(t.ctx) == t.d.cause &&

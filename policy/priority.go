@@ -10,6 +10,11 @@ import (
 // lower one's place in a full queue, and may keep reserved slots that
 // lower priorities never take. The zero value is [PriorityDefault].
 //
+// There is no ageing: a waiter is served only while no waiter of a higher
+// priority waits. Under a steady load of higher priorities, a call of a
+// lower one waits until its MaxWait or its context ends; with neither, it
+// can wait forever. Give lower priorities a MaxWait or a deadline.
+//
 // There are three: work a user waits for and cannot do without (a login),
 // everything else, and work that can be dropped or done later (a
 // prefetch, a batch job). More classes would be more reserves to tune.

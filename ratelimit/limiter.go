@@ -183,8 +183,10 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	return fn(ctx)
 }
 
-// Permit is one attempt admitted by [Limiter.Wait]. Call its Done once with
-// the attempt's outcome. The zero Permit's Done returns its argument.
+// Permit is one attempt admitted by [Limiter.Wait]. Call its Done with the
+// attempt's outcome. Done makes a Permit zero, and the zero Permit's Done
+// returns its argument: a second Done of the same Permit does nothing. A
+// copy is the same attempt, so end only one of them.
 type Permit struct {
 	l     *Limiter
 	gated bool
@@ -223,11 +225,13 @@ func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 
 // Done ends the attempt with its outcome err and returns err, wrapped as
 // Execute does.
-func (p Permit) Done(err error) error {
-	if p.l == nil {
+func (p *Permit) Done(err error) error {
+	l, gated := p.l, p.gated
+	if l == nil {
 		return err
 	}
-	return p.l.exit(p.gated, err)
+	*p = Permit{}
+	return l.exit(gated, err)
 }
 
 // admit waits rateWait (the rate's, for which req and tok are reserved),
