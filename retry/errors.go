@@ -78,8 +78,11 @@ func (e *ExhaustedError) Error() string {
 // Unwrap returns Err.
 func (e *ExhaustedError) Unwrap() error { return e.Err }
 
-// Is reports whether target is [ErrExhausted].
-func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted || target == stage.ErrGaveUp }
+// Is reports whether target is [ErrExhausted]. It also matches the mark
+// by which a Deadline returns an exhaustion unchanged.
+func (e *ExhaustedError) Is(target error) bool {
+	return target == ErrExhausted || target == stage.ErrGaveUp
+}
 
 // ErrorType returns "retry_exhausted".
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
