@@ -24,7 +24,8 @@ type HTTPOptions struct {
 
 	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
 	// httppolicy.Transport fields of the same names. A timeout must be
-	// >= 0; 0 turns it off.
+	// >= 0; 0 turns it off. IdleTimeout does not tell keepalives from
+	// events in an encoded event stream: see httppolicy.Transport.
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
 	KeepaliveEvents  []string

@@ -130,3 +130,40 @@ func TestIdentityEventStreamKeepalivesDoNotCount(t *testing.T) {
 		isStreamTimeout(t, err, httppolicy.ErrFirstByteTimeout)
 	})
 }
+
+// An encoded event stream's keepalives cannot be told from its events:
+// as IdleTimeout says, a gzip stream of keepalives alone, one every 2 s
+// for 20 s, is never cut by an idle timeout of 3 s.
+func TestGzipEventStreamOfKeepalivesIsNotCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pings := make([]string, 11)
+		for i := range pings {
+			pings[i] = commentPing
+		}
+		chunks := gzipChunks(t, pings...)
+		steps := []step{{0, chunks[0]}}
+		for _, c := range chunks[1:] {
+			steps = append(steps, step{2 * time.Second, c})
+		}
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			resp, b := fedResponse(req, 200, "text/event-stream", false, steps...)
+			resp.Header.Set("Content-Encoding", "gzip")
+			return resp, b, nil
+		}}
+		tr := &httppolicy.Transport{Base: base, IdleTimeout: 3 * time.Second, Policy: newPipeline(t, compose.Policies{})}
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://dep.test/", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readAll(t, zr), strings.Repeat(commentPing, 11); got != want {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	})
+}
