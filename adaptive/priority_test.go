@@ -101,6 +101,7 @@ func TestReserveLearnsFromLowerPriorities(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			wg.Wait()
+			t.Logf("%v calls, Reserve %v: Limit() = %d after 3 s", tc.p, reserve, l.Limit())
 			if got := l.Limit(); got > 20 {
 				t.Errorf("%v calls, Reserve %v: Limit() = %d after 3 s of overload; want at most 20", tc.p, reserve, got)
 			}
