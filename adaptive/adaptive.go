@@ -98,7 +98,7 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	}
 	defer p.Release()
 	ctx, s := p.Begin(ctx)
-	err = stage.ErrAborted // if fn panics or calls runtime.Goexit
+	err = policy.ErrAborted // if fn panics or calls runtime.Goexit
 	defer func() { s.End(err) }()
 	return fn(ctx)
 }
@@ -154,7 +154,7 @@ func (s *Sample) End(err error) {
 	end := time.Now()
 	d := a.End(end)
 	switch {
-	case err == stage.ErrAborted, errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
+	case err == policy.ErrAborted, errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
 	case err == nil, errors.Is(err, context.DeadlineExceeded):
 		l.observe(d, false, end)
 	default:

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -173,7 +172,7 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	finished := false
 	defer func() {
 		if !finished {
-			p.Done(stage.ErrAborted)
+			p.Done(policy.ErrAborted)
 		}
 	}()
 	err = fn(ctx)

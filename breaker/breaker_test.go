@@ -13,7 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -201,7 +200,7 @@ func TestClassification(t *testing.T) {
 		{"plain error", nil, errBenign, failure},
 		{"context.DeadlineExceeded", nil, context.DeadlineExceeded, failure},
 		{"our timeout", nil, fmt.Errorf("call: %w", timeoutErr{}), failure},
-		{"ErrAborted", nil, stage.ErrAborted, failure},
+		{"ErrAborted", nil, policy.ErrAborted, failure},
 		{"context.Canceled", nil, context.Canceled, excluded},
 		{"wrapped context.Canceled", nil, fmt.Errorf("read: %w", context.Canceled), excluded},
 		{"ErrRejected", nil, policy.ErrRejected, excluded},
@@ -212,7 +211,7 @@ func TestClassification(t *testing.T) {
 		{"custom: DeadlineExceeded success", onlyBoom, context.DeadlineExceeded, success},
 		{"custom cannot count Canceled", func(error) bool { return true }, context.Canceled, excluded},
 		{"custom cannot count a rejection", func(error) bool { return true }, ErrOpen, excluded},
-		{"custom cannot pardon ErrAborted", onlyBoom, stage.ErrAborted, failure},
+		{"custom cannot pardon ErrAborted", onlyBoom, policy.ErrAborted, failure},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

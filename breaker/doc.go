@@ -30,7 +30,7 @@
 //	                                       "half_open_full"; fn not called  {reason=half_open_full}
 //
 // The first row that applies decides. A ctx ended by a Deadline's timer
-// ([deadline.Fired]) goes on to the rows below it. So by default a timeout
+// ([policy.TimedOut]) goes on to the rows below it. So by default a timeout
 // is a failure. A context the caller cancels is excluded, even with a
 // Deadline's error as its cause. So a caller whose deadline comes before
 // the pipeline's hides a hanging dependency from the breaker: give the

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -40,7 +38,7 @@ var (
 // counts as neither a success nor a failure, whatever IsFailure says.
 // throttled excludes a throttled error too.
 func excluded(ctx context.Context, err error, throttled bool) bool {
-	if ctx.Err() != nil && !deadline.Fired(ctx) {
+	if ctx.Err() != nil && !policy.TimedOut(ctx) {
 		return true
 	}
 	return err != nil && (errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled) ||
@@ -48,13 +46,13 @@ func excluded(ctx context.Context, err error, throttled bool) bool {
 }
 
 // report gives done the outcome of a call that ran with ctx and returned
-// err (stage.ErrAborted if fn panicked). If IsFailure panics, the call is
+// err (policy.ErrAborted if fn panicked). If IsFailure panics, the call is
 // reported as not counted, and the panic goes on.
 func (b *Breaker) report(ctx context.Context, done func(error), err error) {
 	out := errNotRun
 	defer func() { done(out) }()
 	switch {
-	case err == stage.ErrAborted:
+	case err == policy.ErrAborted:
 		out = errFailed
 	case excluded(ctx, err, b.throttled):
 	case err == nil || !b.isFailure(err):

@@ -13,7 +13,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/watertight/watertight/breaker"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -75,8 +74,8 @@ const (
 	outBenign   // an error IsFailure says is not a failure: a success
 	outCanceled // context.Canceled: excluded
 	outRejected // an inner policy's rejection: excluded
-	outPanic    // failure (stage.ErrAborted)
-	outGoexit   // failure (stage.ErrAborted)
+	outPanic    // failure (policy.ErrAborted)
+	outGoexit   // failure (policy.ErrAborted)
 )
 
 var (
@@ -97,7 +96,7 @@ func outcomeErr(o int) error {
 	case outRejected:
 		return errInner
 	case outPanic, outGoexit:
-		return stage.ErrAborted
+		return policy.ErrAborted
 	}
 	return nil
 }
@@ -154,7 +153,7 @@ func newBreakerModel(rt *rapid.T) *breakerModel {
 		Window:              rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond}).Draw(rt, "window"),
 		OpenTimeout:         rapid.SampledFrom([]time.Duration{0, 50 * time.Millisecond}).Draw(rt, "openTimeout"),
 		HalfOpenRequests:    uint32(rapid.IntRange(0, 3).Draw(rt, "halfOpen")),
-		// Only errFail is a failure: stage.ErrAborted must still count
+		// Only errFail is a failure: policy.ErrAborted must still count
 		// as one, whatever IsFailure says.
 		IsFailure: func(err error) bool { return errors.Is(err, errFail) },
 	}

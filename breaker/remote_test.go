@@ -11,7 +11,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -356,7 +355,7 @@ func TestHoldProperty(t *testing.T) {
 						rt.Skip("nothing in flight")
 					}
 					i := rapid.IntRange(0, len(live)-1).Draw(rt, "which")
-					outcome := []error{nil, errBoom, context.Canceled, stage.ErrAborted}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
+					outcome := []error{nil, errBoom, context.Canceled, policy.ErrAborted}[rapid.IntRange(0, 3).Draw(rt, "outcome")]
 					c := live[i]
 					live = append(live[:i], live[i+1:]...)
 					b.Exit(ctx, c.p, outcome)

@@ -14,7 +14,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/watertight/watertight/bulkhead"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -286,7 +285,7 @@ func (m *bulkheadModel) finish(rt *rapid.T) {
 		case endErr:
 			fnErr, want = errModelFn, errModelFn
 		default:
-			fnErr, want = stage.ErrAborted, stage.ErrAborted
+			fnErr, want = policy.ErrAborted, policy.ErrAborted
 		}
 		if got := m.b.Exit(c.ctx, bulkhead.Permit{}, fnErr); got != want {
 			rt.Fatalf("Exit(%v) = %v", fnErr, got)
@@ -309,7 +308,7 @@ func (m *bulkheadModel) finish(rt *rapid.T) {
 		m.want[id] = errGoexit
 	}
 	if c.stage && how >= endPanic {
-		m.want[id] = stage.ErrAborted
+		m.want[id] = policy.ErrAborted
 	}
 	// FIFO hand-off: the slot goes to the oldest waiter.
 	if len(m.queue) > 0 {
@@ -424,7 +423,7 @@ func (m *bulkheadModel) check(rt *rapid.T) {
 		holding := slices.Contains(m.holders, c.id)
 		want, ended := m.want[c.id]
 		wantRuns := int32(0)
-		if holding || (ended && (want == nil || want == errModelFn || want == errPanicked || want == errGoexit || (c.stage && want == stage.ErrAborted))) {
+		if holding || (ended && (want == nil || want == errModelFn || want == errPanicked || want == errGoexit || (c.stage && want == policy.ErrAborted))) {
 			wantRuns = 1
 		}
 		if r := c.runs.Load(); r != wantRuns {

@@ -11,7 +11,6 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -136,13 +135,13 @@ func (c *call) attempt(ctx context.Context, i int) error {
 
 // under runs slots[i+1:] and fn, then ends x with their outcome: at once,
 // or, if fn handed the call over, once Held.End is called. If anything
-// below panics or calls runtime.Goexit, x ends with stage.ErrAborted and
+// below panics or calls runtime.Goexit, x ends with policy.ErrAborted and
 // the panic goes on.
 func (c *call) under(ctx context.Context, i int, x *exit) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			c.end(x, stage.ErrAborted)
+			c.end(x, policy.ErrAborted)
 		}
 	}()
 	err = c.from(ctx, i+1)
@@ -229,5 +228,5 @@ func (c *call) abortFrom(k int) {
 		return
 	}
 	defer c.abortFrom(k + 1)
-	c.end(&c.pending[k], stage.ErrAborted)
+	c.end(&c.pending[k], policy.ErrAborted)
 }

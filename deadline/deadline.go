@@ -55,7 +55,7 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			t.Stop(stage.ErrAborted)
+			t.Stop(policy.ErrAborted)
 		}
 	}()
 	err = fn(inner)
@@ -109,7 +109,7 @@ func (tp *Timer) Stop(err error) error {
 	*tp = Timer{}
 	// Read the cause before cancel: only a timer that fired while fn ran
 	// makes its error a timeout.
-	fired := err != nil && err != stage.ErrAborted && context.Cause(t.ctx) == t.d.cause &&
+	fired := err != nil && err != policy.ErrAborted && context.Cause(t.ctx) == t.d.cause &&
 		!errors.Is(err, policy.ErrRejected) && !errors.Is(err, stage.ErrGaveUp)
 	t.cancel()
 	if !fired {

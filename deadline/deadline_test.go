@@ -16,7 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -374,8 +373,8 @@ func TestExitAborted(t *testing.T) {
 			OnTimeout: func(context.Context, time.Duration) { hooks.Add(1) }})
 		_, timer := d.Start(context.Background())
 		time.Sleep(2 * time.Second) // our timer fires
-		if got := timer.Stop(stage.ErrAborted); got != stage.ErrAborted {
-			t.Errorf("Stop(ErrAborted) = %v, want stage.ErrAborted", got)
+		if got := timer.Stop(policy.ErrAborted); got != policy.ErrAborted {
+			t.Errorf("Stop(ErrAborted) = %v, want policy.ErrAborted", got)
 		}
 		if got := collect(t, reader, telemetry.MetricTimeouts)["api"]; got != 0 || hooks.Load() != 0 {
 			t.Errorf("aborted call counted as a timeout: counter %d, hooks %d", got, hooks.Load())

@@ -7,23 +7,26 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
 )
 
 // ErrExceeded is matched by every error a [Deadline] returns because its
 // own timer fired, and by the cause ([context.Cause]) of the context it
-// gave fn once it has. It matches [context.DeadlineExceeded], and not
-// [policy.ErrRejected]: fn ran.
+// gave fn once it has. It matches [policy.ErrTimeout] and
+// [context.DeadlineExceeded], and not [policy.ErrRejected]: fn ran.
 var ErrExceeded error = sentinel{}
 
 type sentinel struct{}
 
 func (sentinel) Error() string        { return "deadline: timeout exceeded" }
-func (sentinel) Is(target error) bool { return target == context.DeadlineExceeded }
+func (sentinel) Is(target error) bool {
+	return target == policy.ErrTimeout || target == context.DeadlineExceeded
+}
 func (sentinel) Timeout() bool        { return true }
 
 // ExceededError is the error of a call cut short by a [Deadline]'s timer.
-// It matches [ErrExceeded] and [context.DeadlineExceeded], and unwraps to
-// fn's error. The zero value is a valid error.
+// It matches [ErrExceeded], [policy.ErrTimeout] and
+// [context.DeadlineExceeded], and unwraps to fn's error. The zero value is a valid error.
 type ExceededError struct {
 	Name     string        // the Deadline's Config.Name
 	Duration time.Duration // the Deadline's Config.Timeout
@@ -47,9 +50,10 @@ func (e *ExceededError) Error() string {
 // Unwrap returns fn's error.
 func (e *ExceededError) Unwrap() error { return e.Err }
 
-// Is reports whether target is [ErrExceeded] or [context.DeadlineExceeded].
+// Is reports whether target is [ErrExceeded], [policy.ErrTimeout] or
+// [context.DeadlineExceeded].
 func (e *ExceededError) Is(target error) bool {
-	return target == ErrExceeded || target == context.DeadlineExceeded
+	return target == ErrExceeded || target == policy.ErrTimeout || target == context.DeadlineExceeded
 }
 
 // Timeout returns true, as net.Error's Timeout.

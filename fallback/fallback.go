@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
@@ -54,11 +53,11 @@ type Config struct {
 }
 
 // DefaultShouldFallback moves on after a rejection ([policy.ErrRejected]),
-// a watertight timeout ([deadline.ErrExceeded]), an exhausted retry
+// a watertight timeout ([policy.ErrTimeout]), an exhausted retry
 // ([retry.ErrExhausted]) or a throttled answer ([policy.ErrThrottled]).
 func DefaultShouldFallback(err error) bool {
 	return errors.Is(err, policy.ErrRejected) ||
-		errors.Is(err, deadline.ErrExceeded) ||
+		errors.Is(err, policy.ErrTimeout) ||
 		errors.Is(err, retry.ErrExhausted) ||
 		errors.Is(err, policy.ErrThrottled)
 }

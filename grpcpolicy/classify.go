@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -203,7 +202,7 @@ type grpcStatus interface {
 // callError is an error of the policy's own (a rejection, a deadline, the
 // caller's cancellation) given a gRPC status code for the caller, so that
 // status.Code works on it. It unwraps to the policy's error, so errors.Is
-// finds policy.ErrRejected or deadline.ErrExceeded.
+// finds policy.ErrRejected or policy.ErrTimeout.
 type callError struct {
 	err  error
 	code codes.Code
@@ -232,7 +231,7 @@ func callerError(err error) error {
 	switch {
 	case errors.Is(err, policy.ErrRejected):
 		code = codes.Unavailable
-	case errors.Is(err, deadline.ErrExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, policy.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled

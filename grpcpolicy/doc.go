@@ -33,7 +33,7 @@
 // classification, and a breaker does not count it. The policy's own
 // timeouts are counted. An attempt deadline and a stream timeout end the
 // attempt's own context, not the breaker's. A Deadline's timer ending the
-// breaker's context is told from the caller's end by deadline.Fired.
+// breaker's context is told from the caller's end by policy.TimedOut.
 //
 // Every error the caller gets has a gRPC status, so status.Code works:
 //

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -157,7 +156,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 //	outcome                                        the client gets
 //	the handler ran                                what it returned (a failure status is one for the policy)
 //	rejected (errors.Is policy.ErrRejected)        RejectCode at once, with the pushback trailer; the handler never runs
-//	deadline.ErrExceeded, the handler's error      DEADLINE_EXCEEDED
+//	policy.ErrTimeout, the handler's error         DEADLINE_EXCEEDED
 //	  has no status
 //	the caller's cancellation before the handler   CANCELLED
 //	the policy failed otherwise before it ran      UNAVAILABLE
@@ -385,7 +384,7 @@ func (s *Server) ranErr(err, herr error) error {
 			return herr
 		}
 	}
-	if errors.Is(err, deadline.ErrExceeded) {
+	if errors.Is(err, policy.ErrTimeout) {
 		return status.Error(codes.DeadlineExceeded, "grpcpolicy: deadline exceeded")
 	}
 	if herr != nil {
@@ -401,7 +400,7 @@ func (s *Server) notRun(ctx context.Context, err error, setTrailer func(metadata
 	case errors.Is(err, policy.ErrRejected):
 		setTrailer(s.trailer)
 		return s.rejectErr
-	case errors.Is(err, deadline.ErrExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, policy.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "grpcpolicy: deadline exceeded before the handler ran")
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
 )
 
 // Kinds of [StreamTimeoutError], in its Kind field.
@@ -22,8 +23,8 @@ const (
 )
 
 // StreamTimeoutError is the error a client stream ends with when its
-// first-message or idle timeout fires. It matches [deadline.ErrExceeded]
-// and [context.DeadlineExceeded] with errors.Is, and its status code is
+// first-message or idle timeout fires. It matches [policy.ErrTimeout],
+// [deadline.ErrExceeded] and [context.DeadlineExceeded] with errors.Is, and its status code is
 // DEADLINE_EXCEEDED. It is the cause (context.Cause) of the stream's
 // context. The zero value is a valid timeout with no kind.
 //
@@ -89,10 +90,10 @@ func (e *StreamTimeoutError) message() string {
 	return "grpcpolicy: stream " + kind + " timeout of " + e.Duration.String() + " exceeded"
 }
 
-// Is reports whether target is [deadline.ErrExceeded] or
-// [context.DeadlineExceeded].
+// Is reports whether target is [policy.ErrTimeout], [deadline.ErrExceeded]
+// or [context.DeadlineExceeded].
 func (e *StreamTimeoutError) Is(target error) bool {
-	return target == deadline.ErrExceeded || target == context.DeadlineExceeded
+	return target == policy.ErrTimeout || target == deadline.ErrExceeded || target == context.DeadlineExceeded
 }
 
 // Timeout reports true, as net.Error does for a timeout.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -50,7 +49,7 @@ type HandlerConfig struct {
 //	h wrote a 5xx status                          what h wrote; a failure for p (a breaker counts it)
 //	rejected (errors.Is policy.ErrRejected)       503 with Retry-After, or Config.OnReject
 //	  (a queued request shed for a higher priority is one)
-//	deadline.ErrExceeded and h wrote nothing      504 Gateway Timeout
+//	policy.ErrTimeout and h wrote nothing         504 Gateway Timeout
 //	p failed otherwise before h ran               503 (for example, ctx canceled in a bulkhead queue)
 //
 // h runs at most once per request: its failures are marked with
@@ -123,7 +122,7 @@ func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Retry-After", s.retryAfter)
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
-	case errors.Is(err, deadline.ErrExceeded):
+	case errors.Is(err, policy.ErrTimeout):
 		http.Error(w, http.StatusText(http.StatusGatewayTimeout), http.StatusGatewayTimeout)
 	case !c.ran:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)

@@ -7,16 +7,18 @@ import (
 
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
 )
 
 // ErrFirstByteTimeout is matched by the error of an attempt whose
 // response did not bring its first byte within [Transport.FirstByteTimeout].
-// It also matches [deadline.ErrExceeded] and [context.DeadlineExceeded].
+// It also matches [policy.ErrTimeout], [deadline.ErrExceeded] and
+// [context.DeadlineExceeded].
 var ErrFirstByteTimeout error = &streamTimeoutSentinel{msg: "httppolicy: first byte timeout exceeded"}
 
 // ErrIdleTimeout is matched by the error of a body's Read that waited
-// [Transport.IdleTimeout] for data. It also matches [deadline.ErrExceeded]
-// and [context.DeadlineExceeded].
+// [Transport.IdleTimeout] for data. It also matches [policy.ErrTimeout],
+// [deadline.ErrExceeded] and [context.DeadlineExceeded].
 var ErrIdleTimeout error = &streamTimeoutSentinel{msg: "httppolicy: stream idle timeout exceeded"}
 
 type streamTimeoutSentinel struct{ msg string }
@@ -24,7 +26,7 @@ type streamTimeoutSentinel struct{ msg string }
 func (e *streamTimeoutSentinel) Error() string { return e.msg }
 
 func (e *streamTimeoutSentinel) Is(target error) bool {
-	return target == deadline.ErrExceeded || target == context.DeadlineExceeded
+	return target == policy.ErrTimeout || target == deadline.ErrExceeded || target == context.DeadlineExceeded
 }
 
 // streamTimeoutError is the error of one stream timeout. It unwraps to its

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -59,4 +61,22 @@ func ExampleDo() {
 	})
 	fmt.Println(n, err)
 	// Output: 42 <nil>
+}
+
+// TimedOut tells a wait that a Deadline's timer ended from the caller's
+// own end; ErrTimeout matches the call's error.
+func ExampleTimedOut() {
+	d, err := deadline.New(deadline.Config{Name: "search", Timeout: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	err = d.Execute(context.Background(), func(ctx context.Context) error {
+		<-ctx.Done()
+		fmt.Println("our timer:", policy.TimedOut(ctx))
+		return ctx.Err()
+	})
+	fmt.Println(errors.Is(err, policy.ErrTimeout), errors.Is(err, policy.ErrRejected))
+	// Output:
+	// our timer: true
+	// true false
 }

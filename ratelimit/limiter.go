@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
@@ -178,7 +177,7 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 		return err
 	}
 	// A panic must end the attempt too, or the gate would wait for nothing.
-	err = stage.ErrAborted
+	err = policy.ErrAborted
 	defer func() { err = p.Done(err) }()
 	return fn(ctx)
 }
@@ -369,7 +368,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 // ran; but after a retry's attempt that ran fn, the call is the Deadline's
 // timeout, and the wait ends with ctx.Err().
 func (l *Limiter) ended(ctx context.Context, rej *telemetry.Rejection) error {
-	if deadline.Fired(ctx) && !stage.Retried(ctx) {
+	if policy.TimedOut(ctx) && !stage.Retried(ctx) {
 		return l.reject(ctx, rej)
 	}
 	return ctx.Err()

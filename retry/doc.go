@@ -76,7 +76,7 @@
 //	                                                                               or "budget", Kind "hedge"
 //
 // The caller's context ending stops the call at once, with an error
-// matching ctx.Err(). A Deadline's timer ending it (deadline.Fired) stops
+// matching ctx.Err(). A Deadline's timer ending it (policy.TimedOut) stops
 // new hedges, and the running attempts decide between a rejection and
 // ctx.Err(): no attempt wins after the timer, and a success after it is
 // dropped.

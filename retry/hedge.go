@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -30,7 +29,7 @@ func (hedgeLost) Is(target error) bool { return target == context.Canceled }
 // hedgeStopped is the cause with which a Hedge cancels its attempts when a
 // Deadline's timer ends the call: it matches ErrHedgeLost, as no attempt
 // wins after it, and wraps the Deadline's cause, so that the policies
-// below read it as the Deadline's (deadline.Fired).
+// below read it as the Deadline's (policy.TimedOut).
 type hedgeStopped struct{ cause error }
 
 func (e hedgeStopped) Error() string { return ErrHedgeLost.Error() + ": " + e.cause.Error() }
@@ -60,7 +59,7 @@ func (c uncanceled) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 // deadline. Its context ends when the Hedge cancels it, not before: the
 // Hedge passes the end of the call's context on. A call returns as soon as
 // it has its outcome, without waiting for the attempts it canceled. A call
-// whose context a Deadline's timer ended (deadline.Fired) is the
+// whose context a Deadline's timer ended (policy.TimedOut) is the
 // exception: it ends as its running attempts report, and none of them
 // wins.
 //
@@ -221,7 +220,7 @@ func (h *Hedge) call(ctx context.Context, attempt policy.Func) (int, error) {
 			l.tick = nil
 			l.next(ctx, false)
 		case <-done:
-			if !deadline.Fired(ctx) {
+			if !policy.TimedOut(ctx) {
 				l.end(0)
 				if l.last != nil {
 					return 0, fmt.Errorf("%s: %w after attempt %d: %w", h.rec.prefix, ctx.Err(), l.lastN, Unmark(l.last))

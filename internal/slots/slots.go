@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
@@ -29,7 +28,7 @@ const (
 	// RejectedFull: every slot was taken and the queue was full.
 	RejectedFull
 	// RejectedWaitTimeout: the caller waited MaxWait without being given a
-	// slot, or a Deadline's timer ended the wait (deadline.Fired).
+	// slot, or a Deadline's timer ended the wait (policy.TimedOut).
 	RejectedWaitTimeout
 	// RejectedShed: the caller waited, and a caller of a higher priority
 	// took its place in the full queue.
@@ -225,7 +224,7 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 // of this wait, not a timeout; unless a retry's earlier attempt ran fn,
 // and the call is the Deadline's timeout.
 func ended(ctx context.Context) (Outcome, error) {
-	if deadline.Fired(ctx) && !stage.Retried(ctx) {
+	if policy.TimedOut(ctx) && !stage.Retried(ctx) {
 		return RejectedWaitTimeout, nil
 	}
 	return CtxDone, ctx.Err()

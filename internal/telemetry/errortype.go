@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -24,7 +23,7 @@ const (
 func ErrorType(err error) string {
 	var typer interface{ ErrorType() string }
 	switch {
-	case errors.Is(err, stage.ErrAborted):
+	case errors.Is(err, policy.ErrAborted):
 		return TypeAborted
 	case errors.As(err, &typer):
 		return typer.ErrorType()

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 )
@@ -32,7 +31,7 @@ func TestErrorType(t *testing.T) {
 		{fmt.Errorf("x: %w", policy.ErrRejected), "rejected"},
 		{context.DeadlineExceeded, "timeout"},
 		{fmt.Errorf("x: %w", context.Canceled), "canceled"},
-		{stage.ErrAborted, "aborted"},
+		{policy.ErrAborted, "aborted"},
 		{fmt.Errorf("wrapped: %w", typed{}), "custom"},
 		{errors.New("other"), "_OTHER"},
 	}
