@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -160,4 +161,56 @@ func TestWaiterWokenAtItsDeadlineIsNotAdmitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A retry above the Deadline that fired does not count: a wait in an
+// inner pipeline (Deadline, RateLimit), called from an outer pipeline's
+// second retry attempt, is the inner call's rejection, as fn never ran in
+// the inner call.
+func TestWaitInNestedPipelineIgnoresOuterRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rejected, timeouts int
+		l := newLimiter(t, ratelimit.Config{OnReject: func(context.Context, *policy.RejectedError) { rejected++ }})
+		innerDl, err := deadline.New(deadline.Config{Name: "inner", Timeout: 150 * time.Millisecond, OnTimeout: func(context.Context, time.Duration) { timeouts++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := compose.New("inner", compose.Policies{Deadline: innerDl, RateLimit: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second attempt starts at 500 ms, after the probe went at 350 ms;
+		// the timed release (700 ms) comes after its inner deadline (650 ms).
+		r, err := retry.New(retry.Config{MaxAttempts: 2, InitialInterval: 400 * time.Millisecond, Jitter: retry.NoJitter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outer, err := compose.New("outer", compose.Policies{Retry: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		defer close(release)
+		var second error
+		outer.Execute(context.Background(), func(ctx context.Context) error {
+			n := retry.Attempt(ctx)
+			err := inner.Execute(ctx, func(ctx context.Context) error {
+				if n > 1 {
+					t.Error("the inner call ran behind the gate")
+				}
+				// A hold, then the gate: a probe goes, which never answers.
+				l.HoldFor(350 * time.Millisecond)
+				go l.Execute(context.Background(), func(context.Context) error { <-release; return nil })
+				time.Sleep(100 * time.Millisecond)
+				return errors.New("boom")
+			})
+			if n == 2 {
+				second = err
+			}
+			return err
+		})
+		if !errors.Is(second, policy.ErrRejected) || errors.Is(second, deadline.ErrExceeded) || rejected != 1 || timeouts != 0 {
+			t.Errorf("inner call of the outer second attempt: %v, %d rejections, %d timeouts recorded; want the rate limit's rejection, counted once", second, rejected, timeouts)
+		}
+	})
 }

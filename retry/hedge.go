@@ -183,9 +183,11 @@ type hedgeLoop struct {
 	// ended is set under mu once the call has its outcome. An attempt
 	// sends its result under mu, only while ended is false.
 	ended atomic.Bool
-	// fired is set under mu once a Deadline's timer ended the call's
-	// context: no attempt wins after it.
+	// fired is set under mu once the loop has seen a Deadline's timer end
+	// the call's context: no attempt wins after it. Until then, settle
+	// reads call itself.
 	fired bool
+	call  context.Context // the call's, for as long as the call runs
 	mu    sync.Mutex
 }
 
@@ -206,7 +208,7 @@ func (h *Hedge) call(ctx context.Context, attempt policy.Func) (int, error) {
 	if h.s.Budget != nil {
 		h.s.Budget.Deposit()
 	}
-	l := &hedgeLoop{h: h, attempt: attempt, results: make(chan hedgeResult, 1+h.s.MaxHedges)}
+	l := &hedgeLoop{h: h, call: ctx, attempt: attempt, results: make(chan hedgeResult, 1+h.s.MaxHedges)}
 	defer l.stop(0) // a user callback panicked
 	l.launch(ctx, false)
 	done := ctx.Done()
@@ -428,7 +430,7 @@ func (l *hedgeLoop) run(ctx context.Context, n int) {
 // read goes on up the attempt's goroutine.
 func (l *hedgeLoop) settle(ctx context.Context, r *hedgeResult, start time.Time) {
 	l.mu.Lock()
-	if r.ok() && !l.ended.Load() && !l.fired {
+	if r.ok() && !l.ended.Load() && !l.fired && !policy.TimedOut(l.call) {
 		r.won = l.winner.CompareAndSwap(0, int32(r.n))
 	}
 	l.mu.Unlock()

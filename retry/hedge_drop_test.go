@@ -105,3 +105,31 @@ func TestHedgedAttemptKeepsValuesAndDeadline(t *testing.T) {
 		}
 	})
 }
+
+// No attempt wins once a Deadline's timer has fired, even one whose
+// success settles before the call has seen the timer.
+func TestHedgedSuccessAfterTheDeadlineTimerDoesNotWin(t *testing.T) {
+	won := 0
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			h, _ := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
+			d, _ := deadline.New(deadline.Config{Timeout: 10 * time.Millisecond})
+			var got *int
+			err := d.Execute(context.Background(), func(ctx context.Context) error {
+				var err error
+				got, err = retry.Hedged(ctx, h, nil, func(actx context.Context) (*int, error) {
+					<-ctx.Done() // the Deadline's timer has fired
+					return new(int), nil
+				})
+				return err
+			})
+			if got != nil || err == nil {
+				won++
+			}
+			time.Sleep(time.Second)
+		})
+	}
+	if won > 0 {
+		t.Errorf("%d of 100 calls: a success after the Deadline's timer won", won)
+	}
+}

@@ -87,7 +87,7 @@ func (l *Loop) Attempt() context.Context {
 	if l.n == 1 && l.r.s.Budget != nil {
 		l.r.s.Budget.Deposit()
 	}
-	return &attemptContext{l.ctx, l.n}
+	return &attemptContext{l.ctx, stage.Retry{N: l.n, Call: l.ctx}}
 }
 
 // Next takes the outcome of the attempt running. It reports whether
@@ -107,13 +107,16 @@ type attemptKey struct{}
 // attemptContext carries an attempt's number: context.WithValue would
 // allocate the number's box and check the key's type on every attempt.
 type attemptContext struct {
-	context.Context
-	n int
+	context.Context // the call's
+	r               stage.Retry
 }
 
 func (c *attemptContext) Value(key any) any {
-	if key == (attemptKey{}) || key == (stage.RetryKey{}) {
-		return c.n
+	switch key {
+	case attemptKey{}:
+		return c.r.N
+	case stage.RetryKey{}:
+		return &c.r
 	}
 	return c.Context.Value(key)
 }

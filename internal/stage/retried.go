@@ -1,16 +1,28 @@
 package stage
 
-import "context"
+import (
+	"context"
+
+	"github.com/watertight/watertight/policy"
+)
 
 // RetryKey is the context key under which a retry's attempt answers its
-// number (an int, from 1). A hedge's attempts do not answer it: each is a
-// call of its own.
+// [*Retry]. A hedge's attempts do not answer it: each is a call of its own.
 type RetryKey struct{}
 
-// Retried reports whether ctx belongs to a retry's attempt after its first:
-// fn ran in an earlier attempt of the call, so a wait that a Deadline's
-// timer ends now makes the call a timeout, not a rejection.
+// Retry is one attempt of a retry: its number, from 1, and the context of
+// the retry's call.
+type Retry struct {
+	N    int
+	Call context.Context
+}
+
+// Retried reports whether ctx belongs to a retry's attempt after its
+// first, in a call that a timer of this module has ended: fn ran in an
+// earlier attempt of the call the timer ended, so a wait the timer ends
+// now makes that call a timeout, not a rejection. A retry above the
+// Deadline that fired (an outer pipeline's) does not count.
 func Retried(ctx context.Context) bool {
-	n, _ := ctx.Value(RetryKey{}).(int)
-	return n > 1
+	r, _ := ctx.Value(RetryKey{}).(*Retry)
+	return r != nil && r.N > 1 && policy.TimedOut(r.Call)
 }
