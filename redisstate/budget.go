@@ -58,6 +58,8 @@ type Budget struct {
 	inflight atomic.Int64 // calls admitted and not yet ended, leased or not
 	waiting  atomic.Int64
 	replicas atomic.Int64 // live replicas Redis reported (see noteReplicas); 0: never
+	repMu    sync.Mutex   // orders noteReplicas
+	repAt    int64        // Redis's time of the complete count kept, in ms
 
 	// ghosts are lease ids whose acquire failed without an answer: Redis
 	// may have run the script (a frozen Redis runs it when it wakes), so
@@ -264,23 +266,29 @@ func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return false, errorf("acquire script returned %v", res)
 	}
-	b.noteReplicas(res[1], res[2] == 1)
+	b.noteReplicas(res[1], res[2] == 1, res[3])
 	return res[0] == 1, nil
 }
 
-// noteReplicas records n, the live replicas Redis counted. A count that is
-// not complete (begun afresh less than a replica TTL ago, when Redis lost
-// its data) may lack replicas that have not called since: it can raise the
-// count kept, not lower it.
-func (b *Budget) noteReplicas(n int64, complete bool) {
-	for {
-		old := b.replicas.Load()
-		if !complete && n <= old || b.replicas.CompareAndSwap(old, n) {
-			return
-		}
+// noteReplicas records n, the live replicas Redis counted at its time at
+// (ms). Answers may arrive out of order: one older than the latest
+// complete answer is ignored. A complete count replaces the count kept. A
+// count that is not complete (begun afresh less than a replica TTL ago)
+// may lack replicas that have not called since: it can raise the count
+// kept, not lower it.
+func (b *Budget) noteReplicas(n int64, complete bool, at int64) {
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	switch {
+	case at < b.repAt:
+	case complete:
+		b.repAt = at
+		b.replicas.Store(n)
+	case n > b.replicas.Load():
+		b.replicas.Store(n)
 	}
 }
 

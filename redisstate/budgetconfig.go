@@ -28,10 +28,12 @@ const (
 	//
 	// Redis counts a replica from its first acquire until 3 x LeaseTTL (at
 	// least 30 s) after its last. Its count is complete once it has been
-	// counting that long: at Redis's first start, and after Redis lost its
-	// data, it counts afresh, and the count is incomplete until then. A
-	// replica keeps the count of its latest complete answer, raised by
-	// each incomplete answer since; 1 if it has none. The shares add up to
+	// counting that long: at Redis's first start, after Redis lost its
+	// data, and after every replica had lapsed (a quiet spell), it counts
+	// afresh, and the count is incomplete until then. A replica keeps the
+	// count of its latest complete answer (by Redis's clock, whatever the
+	// order the answers arrive in), raised by each incomplete answer since;
+	// 1 if it has none. The shares add up to
 	// at most Limit plus one per replica if each replica that calls while
 	// Redis is away holds a count of at least the number of those
 	// replicas. A replica holds a lower count if others started after its

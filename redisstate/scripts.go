@@ -20,7 +20,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 //
 // It drops expired leases and replicas, records the replica as alive, and
 // returns {1 if the lease was taken else 0, live replicas, 1 if the count
-// is complete else 0}. A count begun afresh (Redis lost its data, or every
+// is complete else 0, now}. A count begun afresh (Redis lost its data, or every
 // replica had lapsed) is complete once it is a replica TTL old: every
 // replica alive has called since.
 var acquireScript = redis.NewScript(nowMS + `
@@ -37,9 +37,9 @@ if now - since >= tonumber(ARGV[5]) then complete = 1 end
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, r, complete}
+  return {1, r, complete, now}
 end
-return {0, r, complete}
+return {0, r, complete, now}
 `)
 
 // renewScript pushes a held lease's expiry to now + TTL; a lease that has

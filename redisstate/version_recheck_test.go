@@ -127,7 +127,7 @@ func (f *versionedRedis) serve(c net.Conn) {
 			case old:
 				reply = "-ERR Error running script (call to f_0): @user_script:1: @user_script: 1: Write commands not allowed after non deterministic commands. Call redis.replicate_commands() at the start of your script in order to switch to single commands replication mode.\r\n"
 			case len(args) > 2 && args[2] == "3":
-				reply = "*3\r\n:1\r\n:1\r\n:1\r\n"
+				reply = "*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n"
 			default:
 				reply = ":1\r\n"
 			}
