@@ -18,11 +18,11 @@ var ErrExceeded error = sentinel{}
 
 type sentinel struct{}
 
-func (sentinel) Error() string        { return "deadline: timeout exceeded" }
+func (sentinel) Error() string { return "deadline: timeout exceeded" }
 func (sentinel) Is(target error) bool {
 	return target == policy.ErrTimeout || target == context.DeadlineExceeded
 }
-func (sentinel) Timeout() bool        { return true }
+func (sentinel) Timeout() bool { return true }
 
 // ExceededError is the error of a call cut short by a [Deadline]'s timer.
 // It matches [ErrExceeded], [policy.ErrTimeout] and

@@ -32,8 +32,8 @@ const (
 // an older node). It answers INFO with its info (or, if info starts with
 // "-", that error reply); as a Redis 4 (info names a 4.x), every script
 // with the error Redis 4 gives a script that writes after TIME; as a
-// later Redis, a three-key script (the budget's acquire) with {1, 1, 1}
-// (a lease taken, one replica, the count complete), any other script with
+// later Redis, a three-key script (the budget's acquire) with {1, 1, 1, 1}
+// (a lease taken, one replica, the count complete, its time), any other script with
 // 1, and other commands with 0. HELLO gets an error, so go-redis speaks
 // RESP2. If hold is set, the first INFO's answer waits until holdFor INFO
 // have come in, or a while (a window in which concurrent callers would
