@@ -28,6 +28,7 @@ type Limiter struct {
 	staleAt     atomic.Int64 // the probe may be stale after this, with no call in flight (ns since base)
 	staleBusyAt atomic.Int64 // and with calls in flight (see stallLimit)
 	peak        atomic.Int64 // most slots held seen by a sample in the window
+	reach       atomic.Int64 // most of that plus the slots closed to the sample's priority
 	closeAt     atomic.Int64 // when the window may close, in ns since base
 	openedAt    atomic.Int64 // when the window opened, in ns since base
 	shift       atomic.Int64 // added to the clock's readings (see clock)
@@ -129,8 +130,9 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // and the zero Sample's End does nothing: a second End of the same Sample
 // samples nothing.
 type Sample struct {
-	l *Limiter
-	a *stage.Attempt
+	l      *Limiter
+	a      *stage.Attempt
+	closed int // the slots reserved above the call's priority
 }
 
 // Begin starts one attempt of the permit's call and returns the context it
@@ -140,13 +142,14 @@ func (p Permit) Begin(ctx context.Context) (context.Context, Sample) {
 	if p.l == nil {
 		return ctx, Sample{}
 	}
+	closed := p.l.slots.Closed(ctx)
 	ctx, a := stage.Begin(ctx, p.l.countAnswerFn)
-	return ctx, Sample{l: p.l, a: a}
+	return ctx, Sample{l: p.l, a: a, closed: closed}
 }
 
 // End ends the attempt with its outcome err and samples it.
 func (s *Sample) End(err error) {
-	l, a := s.l, s.a
+	l, a, closed := s.l, s.a, s.closed
 	if l == nil {
 		return
 	}
@@ -156,9 +159,9 @@ func (s *Sample) End(err error) {
 	switch {
 	case err == policy.ErrAborted, errors.Is(err, policy.ErrRejected), errors.Is(err, context.Canceled):
 	case err == nil, errors.Is(err, context.DeadlineExceeded):
-		l.observe(d, false, end)
+		l.observe(d, false, end, closed)
 	default:
-		l.observe(d, true, end)
+		l.observe(d, true, end, closed)
 	}
 }
 

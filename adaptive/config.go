@@ -55,8 +55,8 @@ type Config struct {
 	// the slots reserved above a priority, calls of that priority wait and
 	// are rejected. Under overload, and during the probe that starts at
 	// New, lower priorities go first. The limit learns from the calls of
-	// every priority: a window reaches the limit when the calls in flight
-	// reach the lowest priority's share of it. A probe admits at most 3
+	// every priority: a call reaches the limit when the calls in flight
+	// reach its priority's share of it. A probe admits at most 3
 	// calls, so calls below reserves of 3 or more never run in one: while
 	// only they arrive, no probe measures and the limit does not move. Only
 	// PriorityDefault and PriorityCritical may reserve, no count may be

@@ -133,8 +133,9 @@ func (l *Limiter) clock(t time.Time) (now int64, rebased bool) {
 	return now, rebased
 }
 
-// observe takes one attempt's outcome: a latency sample d, or a failure.
-func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
+// observe takes one attempt's outcome: a latency sample d, or a failure,
+// of a call to which closed slots were reserved for higher priorities.
+func (l *Limiter) observe(d time.Duration, failed bool, end time.Time, closed int) {
 	if l.probing.Load() {
 		l.observeProbe(d, failed, end)
 		return
@@ -155,7 +156,9 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time) {
 	w := l.window.Add(packSample(ds))
 	// Every admission writes the slots' count: read it for few samples.
 	if n := w & countMask; n <= quietSamples || n%8 == 0 {
-		raise(&l.peak, int64(l.slots.Active()))
+		a := int64(l.slots.Active())
+		raise(&l.peak, a)
+		raise(&l.reach, a+int64(closed))
 	}
 	if now := l.since(end); now >= l.closeAt.Load() || now < l.openedAt.Load()-int64(clockSlack) || overfull(w) {
 		l.closeWindow(end)
@@ -196,7 +199,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 	c := &l.ctl
 	failures := l.failures.Swap(0)
 	c.recentSlow = time.Duration(l.slowest.Swap(0))
-	peak := l.peak.Swap(0)
+	peak, reach := l.peak.Swap(0), l.reach.Swap(0)
 	l.closeAt.Store(now + c.windowLen())
 	opened, active := l.openedAt.Load(), l.awaiting()
 	l.openedAt.Store(now)
@@ -204,15 +207,16 @@ func (l *Limiter) closeWindow(end time.Time) {
 	inflight := float64(c.openActive+active) / 2
 	c.openActive = active
 	c.little = inflight * float64(max(now-opened, 1)) / float64(max(int64(count)+failures, 1))
-	l.update(now, count, sumUs, uint64(l.excess.Swap(0)), failures, peak)
+	l.update(now, count, sumUs, uint64(l.excess.Swap(0)), failures, peak, reach)
 }
 
-// update moves the limit after a window, or starts a probe. l.mu is held.
-func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, peak int64) {
+// update moves the limit after a window, or starts a probe. peak is the
+// most calls in flight a sample saw; reach, the most plus the slots
+// reserved above the sample's priority. l.mu is held.
+func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, peak, reach int64) {
 	c := &l.ctl
-	// Calls below a reserve reach the limit at their own ceiling: the
-	// window reaches it when the lowest priority's ceiling is reached.
-	reached := peak >= int64(c.held-l.slots.Reserved())
+	// A call below a reserve reaches the limit at its own ceiling.
+	reached := reach >= int64(c.held)
 	// A quiet window ran as a probe does. Every sample read the slots.
 	quiet := count <= quietSamples && peak <= int64(c.probeLimit) && !reached &&
 		failures <= int64(count)
@@ -243,7 +247,7 @@ func (l *Limiter) update(now int64, count, sumUs, excessUs uint64, failures, pea
 	}
 	// Applied to the estimate, an equilibrium such as 7.25 would cycle.
 	target := c.gradient(count, sumUs, excessUs, reached)*float64(c.held) + headroom
-	target = min(target, max(c.limit, float64(2*peak+1)))
+	target = min(target, max(c.limit, float64(2*reach+1)))
 	if !reached {
 		target = max(target, c.limit)
 	}
@@ -517,6 +521,7 @@ func (l *Limiter) endProbe(now int64) {
 	l.excess.Store(0)
 	l.failures.Store(0)
 	l.peak.Store(0)
+	l.reach.Store(0)
 	l.closeAt.Store(now + c.windowLen())
 	l.openedAt.Store(now)
 	l.setAdmission(c.held)

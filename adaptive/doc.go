@@ -70,7 +70,9 @@
 //	target   = min(target, L)                     if over half the window failed
 //	L        = clamp(L + 0.5 x (target - L), MinLimit, MaxLimit)
 //
-// peak is the most calls in flight the window saw. base is the no-load
+// peak is the most calls in flight the window saw, each sample counting
+// the slots reserved above its priority (Config.Reserve) as in flight:
+// a call reaches the limit at its own ceiling. base is the no-load
 // mean latency, measured by probes and by quiet windows. Once a probe has
 // seen a sample above 3 x noLoad, samples count at most 3 x noLoad.
 // [Limiter.Limit] is L rounded, and changes once L is 0.75 away from it.

@@ -3,7 +3,7 @@ package adaptive
 import "time"
 
 // Observe feeds the controller one sample, for the tests.
-func (l *Limiter) Observe(d time.Duration, failed bool) { l.observe(d, failed, time.Now()) }
+func (l *Limiter) Observe(d time.Duration, failed bool) { l.observe(d, failed, time.Now(), 0) }
 
 // State is the controller's state, for the tests.
 type State struct {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -127,6 +128,99 @@ func TestReserveAboveTheProbeCapIsNeverMeasured(t *testing.T) {
 		wg.Wait()
 		if got, st := l.Limit(), l.State(); got != 40 || st.Measured {
 			t.Errorf("Limit() = %d, measured %v; want 40 and never measured", got, st.Measured)
+		}
+	})
+}
+
+// offer runs n calls of priority p through l, one every gap, against dep,
+// and reports how many failed.
+func offer(l *adaptive.Limiter, dep *fluid, p policy.Priority, n int, gap time.Duration) int64 {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(withPriority(p), time.Second)
+			defer cancel()
+			if l.Execute(ctx, dep.call) != nil {
+				failed.Add(1)
+			}
+		})
+		time.Sleep(gap)
+	}
+	wg.Wait()
+	return failed.Load()
+}
+
+// Calls below a reserve raise the limit as others do: a healthy dependency
+// wanted at about 20 calls in flight by default calls lifts a limit that
+// starts at most twice the reserve above it.
+func TestReserveLimitGrowsFromLowerPriority(t *testing.T) {
+	for _, tc := range []struct{ r, initial int }{{2, 3}, {5, 9}, {10, 19}} {
+		synctest.Test(t, func(t *testing.T) {
+			l := mustNew(t, adaptive.Config{InitialLimit: tc.initial, MaxQueue: 10, Reserve: map[policy.Priority]int{policy.PriorityCritical: tc.r}})
+			dep := &fluid{lat: func(int64) time.Duration { return 20 * time.Millisecond }}
+			offer(l, dep, policy.PriorityCritical, 100, 10*time.Millisecond) // a probe measures
+			failed := offer(l, dep, policy.PriorityDefault, 10000, time.Millisecond)
+			if l.Limit() <= tc.initial {
+				t.Errorf("Reserve %d, InitialLimit %d: Limit() = %d after 10 s of default calls wanting 20 slots (%d of 10000 failed)", tc.r, tc.initial, l.Limit(), failed)
+			}
+		})
+	}
+}
+
+// After an overload by default calls, a limit with a reserve learns back
+// up once the dependency heals.
+func TestReserveLimitRecoversAfterOverload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{InitialLimit: 40, MaxQueue: 10, Reserve: map[policy.Priority]int{policy.PriorityCritical: 10}})
+		var healthy atomic.Bool
+		dep := &fluid{lat: func(n int64) time.Duration {
+			if healthy.Load() {
+				return 20 * time.Millisecond
+			}
+			return 20 * time.Millisecond * time.Duration(max(n, 1))
+		}}
+		offer(l, dep, policy.PriorityCritical, 200, 10*time.Millisecond)
+		offer(l, dep, policy.PriorityDefault, 6000, time.Millisecond)
+		low := l.Limit()
+		healthy.Store(true)
+		offer(l, dep, policy.PriorityDefault, 10000, time.Millisecond)
+		if l.Limit() < 20 {
+			t.Errorf("Limit() = %d after the overload (%d), 10 s healthy at 20 calls in flight; want at least 20", l.Limit(), low)
+		}
+	})
+}
+
+// Critical calls alone do not reach a limit because of a reserve for
+// them: four in flight under a limit of 9 keep it when the latency doubles,
+// as without the reserve.
+func TestReserveDoesNotLowerAnUnreachedLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := mustNew(t, adaptive.Config{InitialLimit: 8, MaxQueue: 100, Reserve: map[policy.Priority]int{policy.PriorityCritical: 5}})
+		var lat atomic.Int64
+		lat.Store(int64(20 * time.Millisecond))
+		dep := &fluid{lat: func(int64) time.Duration { return time.Duration(lat.Load()) }}
+		ctx, stop := context.WithCancel(withPriority(policy.PriorityCritical))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					_ = l.Execute(ctx, dep.call)
+				}
+			})
+		}
+		time.Sleep(5 * time.Second)
+		before := l.Limit()
+		lat.Store(int64(40 * time.Millisecond))
+		low := before
+		for range 1000 {
+			time.Sleep(10 * time.Millisecond)
+			low = min(low, l.Limit())
+		}
+		stop()
+		wg.Wait()
+		if low < before {
+			t.Errorf("the limit fell from %d to %d with 4 critical calls in flight", before, low)
 		}
 	})
 }

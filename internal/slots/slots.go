@@ -102,9 +102,9 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // the limit was lowered.
 func (s *Slots) Active() int { return int(s.active.Load()) }
 
-// Reserved returns the slots the lowest priority may not take: the sum of
-// the reserves.
-func (s *Slots) Reserved() int { return int(s.closed[0]) }
+// Closed returns the slots a call with ctx's priority may not take: the
+// reserves of the priorities above it.
+func (s *Slots) Closed(ctx context.Context) int { return int(s.closed[class(ctx)]) }
 
 // Queued returns the number of callers waiting for a slot now.
 func (s *Slots) Queued() int { return int(s.queued.Load()) }
