@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/internal/pipeopt"
-	"github.com/watertight/watertight/retry"
 )
 
 // HTTPOptions are the settings of the httppolicy.Transport that
@@ -34,7 +34,7 @@ type HTTPOptions struct {
 	// client's Transport is an httppolicy.Hedging around the
 	// httppolicy.Transport, so each attempt is a whole call of the
 	// pipeline, with its own bulkhead slot.
-	Hedge *retry.Hedge
+	Hedge *hedge.Hedge
 }
 
 // Client is an *http.Client whose every request runs through Pipeline,

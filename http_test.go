@@ -18,6 +18,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/retry"
 )
@@ -267,7 +268,7 @@ func TestHTTPClientHedgesWithHTTPOptionsHedge(t *testing.T) {
 		io.WriteString(w, "fast")
 	}))
 	defer srv.Close()
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond, MaxHedges: 1})
+	h, err := hedge.New(hedge.Config{Delay: 5 * time.Millisecond, MaxHedges: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestHTTPClientHedgeWithAdaptiveLimit(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Microsecond, MaxHedges: 2})
+	h, err := hedge.New(hedge.Config{Delay: time.Microsecond, MaxHedges: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,20 +344,5 @@ func TestHTTPClientHedgeWithAdaptiveLimit(t *testing.T) {
 	wg.Wait()
 	if n := lim.Active(); n != 0 {
 		t.Fatalf("%d slots held after every call ended", n)
-	}
-}
-
-// A hedge in a slot of Config.Use is refused, the error pointing to
-// retry.Hedged; HTTPOptions.Hedge is the client's way to hedge.
-func TestHTTPClientRefusesAHedgeInUse(t *testing.T) {
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := watertight.NewHTTPClient("api", watertight.Config{
-		Bulkhead: &bulkhead.Config{Limit: 3}, Use: compose.Policies{Retry: h},
-	}, watertight.HTTPOptions{})
-	if c != nil || err == nil || !strings.Contains(err.Error(), "retry.Hedged") {
-		t.Fatalf("NewHTTPClient = %v, %v; want an error pointing to retry.Hedged", c, err)
 	}
 }

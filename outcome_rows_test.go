@@ -20,6 +20,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
@@ -163,14 +164,14 @@ func stormRows(t *testing.T, p policy.Policy, calls int) map[row]int {
 	return counts
 }
 
-// hedgedAround runs each call with retry.Hedged around p.
+// hedgedAround runs each call with hedge.Do around p.
 type hedgedAround struct {
-	h *retry.Hedge
+	h *hedge.Hedge
 	p policy.Policy
 }
 
 func (a hedgedAround) Execute(ctx context.Context, fn policy.Func) error {
-	_, err := retry.Hedged(ctx, a.h, a.p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	_, err := hedge.Do(ctx, a.h, a.p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
 }
 
@@ -227,7 +228,7 @@ func TestEveryCallMatchesOneRow(t *testing.T) {
 			}
 			var run policy.Policy = p
 			if repeater == nil {
-				h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 2, Delay: 300 * time.Microsecond})
+				h, err := hedge.New(hedge.Config{MaxHedges: 2, Delay: 300 * time.Microsecond})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 	fshedge "github.com/failsafe-go/failsafe-go/hedgepolicy"
 	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
 
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -82,11 +83,11 @@ func BenchmarkHedge(b *testing.B) {
 	})
 	b.Run("lib=watertight/op=hedge", func(b *testing.B) {
 		h := wtHedge(b)
-		seq(b, nil, func() error { return h.Execute(bg, work) })
+		seq(b, nil, func() error { _, err := hedge.Do(bg, h, nil, workStruct); return err })
 	})
 	b.Run("lib=watertight/op=hedged", func(b *testing.B) {
 		h := wtHedge(b)
-		seq(b, nil, func() error { _, err := retry.Hedged(bg, h, nil, workValue); return err })
+		seq(b, nil, func() error { _, err := hedge.Do(bg, h, nil, workValue); return err })
 	})
 	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
 		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
@@ -101,11 +102,11 @@ func BenchmarkHedgeParallel(b *testing.B) {
 	})
 	b.Run("lib=watertight/op=hedge", func(b *testing.B) {
 		h := wtHedge(b)
-		par(b, func() error { return h.Execute(bg, work) })
+		par(b, func() error { _, err := hedge.Do(bg, h, nil, workStruct); return err })
 	})
 	b.Run("lib=watertight/op=hedged", func(b *testing.B) {
 		h := wtHedge(b)
-		par(b, func() error { _, err := retry.Hedged(bg, h, nil, workValue); return err })
+		par(b, func() error { _, err := hedge.Do(bg, h, nil, workValue); return err })
 	})
 	b.Run("lib=failsafe/op=hedge", func(b *testing.B) {
 		ex := fsExec(fshedge.NewWithDelay[any](time.Hour))
@@ -113,9 +114,12 @@ func BenchmarkHedgeParallel(b *testing.B) {
 	})
 }
 
-// workValue is work with a value, as retry.Hedged runs it.
+// workValue is work with a value, as hedge.Do runs it.
 func workValue(ctx context.Context) (int, error) { return 1, work(ctx) }
 
-func wtHedge(tb testing.TB) *retry.Hedge {
-	return must[*retry.Hedge](tb)(retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: time.Hour}))
+// workStruct is work with no value, as a call that returns only an error.
+func workStruct(ctx context.Context) (struct{}, error) { return struct{}{}, work(ctx) }
+
+func wtHedge(tb testing.TB) *hedge.Hedge {
+	return must[*hedge.Hedge](tb)(hedge.New(hedge.Config{Name: "h", Delay: time.Hour}))
 }

@@ -19,6 +19,7 @@ import (
 	fsretry "github.com/failsafe-go/failsafe-go/retrypolicy"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -59,8 +60,8 @@ import (
 // bucket's upper edge) and the attempts started per call, for
 //
 //   - tail_p50_ms, tail_p99_nohedge_ms: no hedging (fn called directly);
-//   - tail_*_ours_fixed: retry.Hedge with a fixed Delay of 15 ms;
-//   - tail_*_ours_quantile: retry.Hedge with a learned delay, Quantile 0.9,
+//   - tail_*_ours_fixed: hedge.Hedge with a fixed Delay of 15 ms;
+//   - tail_*_ours_quantile: hedge.Hedge with a learned delay, Quantile 0.9,
 //     MinDelay 5 ms (Window 1000, no hedge on delay before 20 latencies);
 //   - tail_*_failsafe_fixed: failsafe-go's hedgepolicy.NewWithDelay(15ms);
 //   - tail_*_failsafe_quantile: hedgepolicy.NewWithDelayQuantile(0.9, 1000,
@@ -90,8 +91,8 @@ func TestSimAttempts(t *testing.T) {
 	}
 	tails := []*tailArm{
 		{name: "nohedge", build: func(*testing.T) runner { return func(fn func(context.Context) error) error { return fn(bg) } }},
-		{name: "ours-fixed", build: oursHedge(retry.HedgeConfig{Delay: 15 * time.Millisecond})},
-		{name: "ours-quantile", build: oursHedge(retry.HedgeConfig{Quantile: 0.9, MinDelay: 5 * time.Millisecond})},
+		{name: "ours-fixed", build: oursHedge(hedge.Config{Delay: 15 * time.Millisecond})},
+		{name: "ours-quantile", build: oursHedge(hedge.Config{Quantile: 0.9, MinDelay: 5 * time.Millisecond})},
 		{name: "failsafe-fixed", build: failsafeHedge(func() fshedge.HedgePolicy[any] { return fshedge.NewWithDelay[any](15 * time.Millisecond) })},
 		{name: "failsafe-quantile", build: failsafeHedge(func() fshedge.HedgePolicy[any] { return fshedge.NewWithDelayQuantile[any](0.9, 1000, 20) })},
 	}
@@ -339,14 +340,17 @@ type tailArm struct {
 	wall     time.Duration
 }
 
-func oursHedge(cfg retry.HedgeConfig) func(t *testing.T) runner {
+func oursHedge(cfg hedge.Config) func(t *testing.T) runner {
 	return func(t *testing.T) runner {
 		cfg.MeterProvider = noop.NewMeterProvider()
-		h, err := retry.NewHedge(cfg)
+		h, err := hedge.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func(fn func(context.Context) error) error { return h.Execute(bg, fn) }
+		return func(fn func(context.Context) error) error {
+			_, err := hedge.Do(bg, h, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+			return err
+		}
 	}
 }
 

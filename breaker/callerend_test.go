@@ -10,7 +10,7 @@ import (
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/hedge"
 )
 
 var errOwn = errors.New("attempt's own error")
@@ -57,7 +57,7 @@ func TestCallersEndIsExcluded(t *testing.T) {
 		}},
 		{"hedge lost", func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancelCause(context.Background())
-			time.AfterFunc(time.Second, func() { cancel(retry.ErrHedgeLost) })
+			time.AfterFunc(time.Second, func() { cancel(hedge.ErrLost) })
 			return ctx, func() { cancel(nil) }
 		}},
 	}
@@ -127,7 +127,7 @@ func TestOurTimeoutsAreFailures(t *testing.T) {
 }
 
 // TestHedgeLosersAreExcluded checks a Breaker as the policy of
-// retry.Hedged (no compose): each attempt runs through it, and the
+// hedge.Do (no compose): each attempt runs through it, and the
 // attempts that lose, even when they return an error of their own, are
 // not counted. The breaker opens on the third consecutive failure; the
 // hedge wins ten calls, each with losers behind it.
@@ -138,13 +138,13 @@ func TestHedgeLosersAreExcluded(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer b.Close()
-		h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 2, Delay: 10 * time.Millisecond})
+		h, err := hedge.New(hedge.Config{MaxHedges: 2, Delay: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range 10 {
 			var attempts atomic.Int32
-			_, err := retry.Hedged(context.Background(), h, b, func(ctx context.Context) (int32, error) {
+			_, err := hedge.Do(context.Background(), h, b, func(ctx context.Context) (int32, error) {
 				n := attempts.Add(1)
 				if n == 3 { // the last hedge wins at once
 					return n, nil

@@ -37,8 +37,7 @@
 // Every slot is optional and takes any [policy.Policy]. The policies of
 // this module are found by their types and entered in two steps; any other
 // policy runs through its Execute, with what is below it as fn. A hedge
-// runs whole calls: wrap the pipeline with retry.Hedged rather than put it
-// in a slot.
+// runs whole calls: wrap the pipeline with hedge.Do.
 //
 // # Hand-over
 //

@@ -65,17 +65,10 @@ func (p Policies) validate() error {
 		if nilcheck.Pointer(s.p) {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
 		}
-		switch s.p.(type) {
-		case *adaptive.Limiter:
-			// compose reports latencies only to the Bulkhead slot's
-			// adaptive limit; elsewhere it would never learn.
-			if s.field != "Bulkhead" {
-				return fmt.Errorf("compose: Policies.%s holds a %T, which learns from each attempt's latency; it works only in the Bulkhead slot", s.field, s.p)
-			}
-		case *retry.Hedge:
-			// A hedge's attempts run at once, each needing a slot and a
-			// breaker verdict of its own.
-			return fmt.Errorf("compose: Policies.%s is a *retry.Hedge, which takes no slot; run retry.Hedged around the pipeline instead", s.field)
+		// compose reports latencies only to the Bulkhead slot's adaptive
+		// limit; elsewhere it would never learn.
+		if _, ok := s.p.(*adaptive.Limiter); ok && s.field != "Bulkhead" {
+			return fmt.Errorf("compose: Policies.%s holds a %T, which learns from each attempt's latency; it works only in the Bulkhead slot", s.field, s.p)
 		}
 	}
 	d, dok := p.Deadline.(timeouter)

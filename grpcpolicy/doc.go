@@ -90,11 +90,10 @@
 //
 // # Hedging
 //
-// A policy that runs attempts of one call concurrently (retry.Hedge) is
-// not supported. An attempt started while another of the same call runs
+// A policy that runs attempts of one call concurrently is not supported. An attempt started while another of the same call runs
 // fails at once, marked with retry.Permanent. The interceptor returns only
 // once the running attempt has, so nothing writes the caller's reply after
-// the call returned. To hedge, run retry.Hedged above the generated
+// the call returned. To hedge, run hedge.Do above the generated
 // client, with a reply of each attempt's own.
 //
 // # grpc-go's own retries

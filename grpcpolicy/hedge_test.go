@@ -11,19 +11,34 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/watertight/watertight/grpcpolicy"
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/policy"
 )
 
-// A policy that runs attempts concurrently (retry.Hedge) is refused
-// loudly, not raced: the second attempt fails at once with an error that
-// says why, and the call returns only once the first attempt has, so
-// nothing writes the caller's reply afterwards (-race checks it).
-func TestClientRefusesConcurrentAttempts(t *testing.T) {
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+// twice runs fn, and 1 ms later runs it again beside the first, as a
+// hedge would; it returns the first outcome and cancels the attempts, as
+// a hedge cancels its losers, without waiting for them.
+type twice struct{}
+
+func (twice) Execute(ctx context.Context, fn policy.Func) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- fn(ctx) }()
+	select {
+	case err := <-errs:
+		return err
+	case <-time.After(time.Millisecond):
 	}
-	c := newClient(t, grpcpolicy.ClientConfig{Policy: h})
+	go func() { errs <- fn(ctx) }()
+	return <-errs
+}
+
+// A policy that runs attempts concurrently is refused loudly, not raced:
+// the second attempt fails at once with an error that says why, and the
+// call returns only once the first attempt has, so nothing writes the
+// caller's reply afterwards (-race checks it).
+func TestClientRefusesConcurrentAttempts(t *testing.T) {
+	c := newClient(t, grpcpolicy.ClientConfig{Policy: twice{}})
 	entered := make(chan struct{}, 8)
 	svc := &service{unary: func(ctx context.Context, _ string, in []byte) ([]byte, error) {
 		entered <- struct{}{}
@@ -55,15 +70,12 @@ func TestClientRefusesConcurrentAttempts(t *testing.T) {
 	}
 }
 
-// A hedge given to the server interceptor runs the handler once, and the
-// interceptor returns only once that handler has: its second attempt is
-// refused without stopping the first.
+// A policy that runs attempts concurrently, given to the server
+// interceptor, runs the handler once, and the interceptor returns only
+// once that handler has: its second attempt is refused without stopping
+// the first.
 func TestServerHedgeWaitsForTheHandler(t *testing.T) {
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newServer(t, grpcpolicy.ServerConfig{Policy: h})
+	s := newServer(t, grpcpolicy.ServerConfig{Policy: twice{}})
 	var running, ran atomic.Int32
 	svc := &service{unary: func(ctx context.Context, _ string, in []byte) ([]byte, error) {
 		running.Add(1)

@@ -338,9 +338,9 @@ func runUnaryServerCall(ctx context.Context) error {
 	if !c.claim() {
 		return retry.Permanent(errHandlerRan)
 	}
-	// Two defers, as retry.Hedge's attempts and singleflight have, to tell
-	// a panic from runtime.Goexit: the inner one recovers a panic, the
-	// outer one sees a Goexit (the handler neither returned nor panicked).
+	// Two defers, as singleflight has, to tell a panic from runtime.Goexit:
+	// the inner one recovers a panic, the outer one sees a Goexit (the
+	// handler neither returned nor panicked).
 	// The panic is the interceptor's to raise: on a hedge's goroutine,
 	// after Execute has returned, nothing could recover it.
 	normal := false

@@ -17,8 +17,8 @@ import (
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/grpcpolicy"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 // goNow is a policy that, as a hedge whose caller cancels just after it
@@ -138,16 +138,16 @@ func (p signalReturn) Execute(ctx context.Context, fn policy.Func) error {
 	return p.inner.Execute(ctx, fn)
 }
 
-// hedged is a policy that runs each call with retry.Hedged around p: its
+// hedged is a policy that runs each call with hedge.Do around p: its
 // attempts run concurrently, and it returns without waiting for the
 // losers.
 type hedged struct {
-	h *retry.Hedge
+	h *hedge.Hedge
 	p policy.Policy
 }
 
 func (hp hedged) Execute(ctx context.Context, fn policy.Func) error {
-	_, err := retry.Hedged(ctx, hp.h, hp.p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	_, err := hedge.Do(ctx, hp.h, hp.p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
 }
 
@@ -157,7 +157,7 @@ func (hp hedged) Execute(ctx context.Context, fn policy.Func) error {
 // and waits for returned runs after Execute has returned, as a hedge's
 // attempt whose client went away mid-call.
 func hedgeAfterCancel(t *testing.T) (s *grpcpolicy.Server, returned chan struct{}, active func() int) {
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Hour})
+	h, err := hedge.New(hedge.Config{Delay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestServerPanicSyncPolicy(t *testing.T) {
 // panic and Goexit ends its own interceptor's goroutine, and nothing
 // else does; no slot is left held, and nothing kills the process.
 func TestServerHedgeStorm(t *testing.T) {
-	h, err := retry.NewHedge(retry.HedgeConfig{Delay: 50 * time.Microsecond})
+	h, err := hedge.New(hedge.Config{Delay: 50 * time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ type attemptStream struct {
 // bulkhead slot, the deadline's context) outlive the interceptor while the
 // caller uses the stream.
 func (w *clientStream) run(ctx context.Context) {
-	// Two defers, as singleflight and retry.Hedge do, to tell a panic from
+	// Two defers, as singleflight does, to tell a panic from
 	// runtime.Goexit: the inner one recovers a panic, the outer one sees a
 	// Goexit (Execute neither returned nor panicked). Since Go 1.21 a
 	// panic(nil) recovers as a *runtime.PanicNilError, never as nil.

@@ -80,8 +80,8 @@
 // StatusError's RetryAfter, which package retry uses as the next wait.
 // [DefaultIsFailure] says which attempts may be retried.
 //
-// A Transport sends one attempt at a time, and refuses a *retry.Hedge
-// as its Policy. To hedge, wrap it in a [Hedging]. Each hedged attempt
+// A Transport sends one attempt at a time. To hedge, wrap it in a
+// [Hedging]. Each hedged attempt
 // is then a whole RoundTrip, with its own bulkhead slot: size the
 // bulkhead for 1 + MaxHedges attempts per call. An adaptive limit learns
 // each attempt's time to its response headers.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
-	"github.com/watertight/watertight/retry"
 )
 
 // A hedged GET: when the first attempt has not answered after 20 ms, a
@@ -33,7 +33,7 @@ func ExampleHedging() {
 	bh, _ := bulkhead.New(bulkhead.Config{Name: "search", Limit: 10})
 	defer bh.Close()
 	pipeline, _ := compose.New("search", compose.Policies{Bulkhead: bh})
-	hedge, _ := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 20 * time.Millisecond, MaxHedges: 1})
+	hedge, _ := hedge.New(hedge.Config{Name: "search", Delay: 20 * time.Millisecond, MaxHedges: 1})
 
 	base := httppolicy.NewDependencyTransport(bh.Limit())
 	defer base.CloseIdleConnections()

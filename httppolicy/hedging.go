@@ -7,17 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/hedge"
 )
 
-var (
-	errNilHedge        = errors.New("httppolicy: Hedging.Hedge is nil")
-	errAttemptPanicked = errors.New("httppolicy: a hedged attempt panicked")
-)
+var errNilHedge = errors.New("httppolicy: Hedging.Hedge is nil")
 
 // Hedging is an [http.RoundTripper] that hedges requests: when Base has
 // not answered after the Hedge's delay, it sends the request again beside
@@ -35,7 +31,7 @@ type Hedging struct {
 	// Base sends each attempt. Nil means [http.DefaultTransport].
 	Base http.RoundTripper
 	// Hedge decides when to send another attempt. It is required.
-	Hedge *retry.Hedge
+	Hedge *hedge.Hedge
 	// IsFailure reports whether a response is a failure. Nil means
 	// [DefaultIsFailure]. It may be called concurrently and must not read
 	// or close the body.
@@ -44,12 +40,10 @@ type Hedging struct {
 
 // RoundTrip sends req through Base, hedged, and returns the first
 // response that is not a failure. The others are canceled with the cause
-// retry.ErrHedgeLost, and their bodies closed. If every attempt failed
-// with a failure response, it returns the last; else the Hedge's error.
-// A panic in an attempt before the call has its outcome is raised on the
-// caller's goroutine; one in an attempt that lost is reported to
-// otel.Handle. RoundTrip closes req.Body, even on error, and does not
-// modify req.
+// hedge.ErrLost, and their bodies closed. If every attempt failed with a
+// failure response, it returns the last; else the Hedge's error. A panic
+// in an attempt crashes the program, as package hedge says. RoundTrip
+// closes req.Body, even on error, and does not modify req.
 func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
@@ -67,9 +61,9 @@ func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.isFailure == nil {
 		c.isFailure = DefaultIsFailure
 	}
-	// An attempt's runtime.Goexit ends this goroutine inside Hedged.
+	// A panic in a hook of the Hedge's leaves no response unclosed.
 	defer c.abandon()
-	resp, err := retry.Hedged(req.Context(), h.Hedge, nil, c.attempt)
+	resp, err := hedge.Do(req.Context(), h.Hedge, nil, c.attempt)
 	return c.finish(req.Context(), resp, err)
 }
 
@@ -84,11 +78,9 @@ type hedgedCall struct {
 	isFailure func(*http.Response) bool
 	hasBody   bool
 
-	mu    sync.Mutex
-	done  bool            // the call has its outcome
-	got   []*attemptReply // the responses got before done
-	pval  any             // an attempt's panic before done
-	stack []byte          // its stack; nil if none
+	mu   sync.Mutex
+	done bool            // the call has its outcome
+	got  []*attemptReply // the responses got before done
 }
 
 // attemptReply is a response an attempt got, with its request's context.
@@ -108,28 +100,13 @@ func (r *attemptReply) end() {
 	r.cancel(nil)
 }
 
-// panicked keeps v, an attempt's panic, for finish; or, if the call has
-// its outcome, reports it.
-func (c *hedgedCall) panicked(v any) error {
-	stack := debug.Stack()
-	c.mu.Lock()
-	if !c.done && c.stack == nil {
-		c.pval, c.stack = v, stack
-		c.mu.Unlock()
-		return retry.Permanent(errAttemptPanicked)
-	}
-	c.mu.Unlock()
-	reportPanic("a hedged attempt that lost", v, stack)
-	return retry.ErrHedgeLost
-}
-
 // attempt sends one copy of the request. Its request's context ends with
 // actx only if the attempt lost: the winner's body is read later.
 func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error) {
 	rctx, cancel := context.WithCancelCause(c.req.Context())
 	stop := context.AfterFunc(actx, func() {
-		if errors.Is(context.Cause(actx), retry.ErrHedgeLost) {
-			cancel(retry.ErrHedgeLost)
+		if errors.Is(context.Cause(actx), hedge.ErrLost) {
+			cancel(hedge.ErrLost)
 		}
 	})
 	var resp *http.Response
@@ -140,13 +117,9 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 			stop()
 			cancel(nil)
 		}
-		// recover returns nil for runtime.Goexit, which retry.Hedged carries.
-		if v := recover(); v != nil {
-			err = c.panicked(v)
-		}
 	}()
 	r := c.req.WithContext(rctx)
-	if c.hasBody && retry.Attempt(actx) > 1 {
+	if c.hasBody && hedge.Attempt(actx) > 1 {
 		body, err := c.req.GetBody()
 		if err != nil {
 			return nil, fmt.Errorf("httppolicy: GetBody: %w", err)
@@ -165,7 +138,7 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 		bufferBody(resp) // while the attempt holds resp alone
 	}
 	if !c.keep(&attemptReply{resp: resp, cancel: cancel, stop: stop}) {
-		return nil, retry.ErrHedgeLost
+		return nil, hedge.ErrLost
 	}
 	kept = true
 	if failed {
@@ -202,18 +175,7 @@ func (c *hedgedCall) finish(ctx context.Context, resp *http.Response, err error)
 	c.done = true
 	got := c.got
 	c.got = nil
-	pval, stack := c.pval, c.stack
 	c.mu.Unlock()
-	switch {
-	case stack != nil && err == nil:
-		// Another attempt won before the panic reached the hedge.
-		reportPanic("a hedged attempt that lost", pval, stack)
-	case stack != nil:
-		for _, r := range got {
-			r.release()
-		}
-		panic(pval)
-	}
 	if err != nil {
 		resp = nil
 		if se, ok := errors.AsType[*StatusError](err); ok && ctx.Err() == nil {

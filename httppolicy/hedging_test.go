@@ -5,9 +5,12 @@ import (
 	"context"
 	crand "crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,10 +19,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel"
-
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
@@ -29,13 +31,13 @@ import (
 // the Transport's pipeline. Each test is named for the behaviour it
 // checks.
 
-func newHedge(t testing.TB, delay time.Duration, maxHedges int, onHedge func()) *retry.Hedge {
+func newHedge(t testing.TB, delay time.Duration, maxHedges int, onHedge func()) *hedge.Hedge {
 	t.Helper()
-	cfg := retry.HedgeConfig{Delay: delay, MaxHedges: maxHedges}
+	cfg := hedge.Config{Delay: delay, MaxHedges: maxHedges}
 	if onHedge != nil {
 		cfg.OnHedge = func(context.Context, int, bool) { onHedge() }
 	}
-	h, err := retry.NewHedge(cfg)
+	h, err := hedge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func newHedge(t testing.TB, delay time.Duration, maxHedges int, onHedge func()) 
 }
 
 // hedging returns a Hedging with h around tr.
-func hedging(h *retry.Hedge, tr *httppolicy.Transport) *httppolicy.Hedging {
+func hedging(h *hedge.Hedge, tr *httppolicy.Transport) *httppolicy.Hedging {
 	return &httppolicy.Hedging{Base: tr, Hedge: h, IsFailure: tr.IsFailure}
 }
 
@@ -347,7 +349,7 @@ func TestHedgingStartsNoHedgeOnceAResponseIsReturned(t *testing.T) {
 			t.Fatal(err)
 		}
 		var hedges atomic.Int32
-		h, err := retry.NewHedge(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxHedges: 3, Budget: budget,
+		h, err := hedge.New(hedge.Config{Delay: 10 * time.Millisecond, MaxHedges: 3, Budget: budget,
 			OnHedge: func(context.Context, int, bool) { hedges.Add(1) }})
 		if err != nil {
 			t.Fatal(err)
@@ -490,118 +492,29 @@ func TestHedgingDeafLoserDoesNotDelayTheWinner(t *testing.T) {
 	}
 }
 
-// signalsFunc is a Signals run by a function.
-type signalsFunc func(*http.Response)
-
-func (f signalsFunc) Observe(resp *http.Response) { f(resp) }
-
-// A Signals that panics in an attempt before the call has its outcome:
-// the panic is raised on the caller's goroutine after the other attempt
-// is canceled; every body is closed and every slot is free.
-func TestHedgingPanicBeforeTheOutcomeReachesTheCaller(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
-			if n == 1 {
-				r, err := waitHeaders(req)
-				return r, nil, err
-			}
-			resp, b := fedResponse(req, 200, "", false, step{0, "hedge"})
-			return resp, b, nil
-		}}
-		bh := newBulkhead(t, 2, 0)
-		tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{Bulkhead: bh}),
-			Signals: signalsFunc(func(*http.Response) { panic("signals") })}
-		func() {
-			defer func() {
-				if v := recover(); v != "signals" {
-					t.Errorf("recovered %v, want the Signals panic", v)
-				}
-			}()
-			get(t, hedging(newHedge(t, 10*time.Millisecond, 1, nil), tr), context.Background())
-		}()
-		synctest.Wait()
-		if base.count() != 2 || !base.allClosed() || bh.Active() != 0 {
-			t.Fatalf("%d requests, all closed %v, Active %d", base.count(), base.allClosed(), bh.Active())
-		}
-	})
-}
-
-// loserBug stands for a bug in a base transport on its cancel path.
-func loserBug() {
-	var m map[string]int
-	m["bug"]++
-}
-
-// A panic in an attempt that lost (a Signals on a late response, a base
-// on its cancel path, after the winner's response is in) is reported to
-// otel.Handle with the stack of the goroutine that panicked, and the
-// winner's stream goes on.
-func TestHedgingReportsALosersPanic(t *testing.T) {
-	for _, tc := range []struct {
-		name, want string
-		loser      func(req *http.Request) (*http.Response, *feedBody, error)
-		signals    func(n int32)
-	}{
-		{"base", "assignment to entry in nil map", func(req *http.Request) (*http.Response, *feedBody, error) {
-			<-req.Context().Done()
-			loserBug()
-			return nil, nil, nil
-		}, nil},
-		{"signals", "signals on the loser", func(req *http.Request) (*http.Response, *feedBody, error) {
-			time.Sleep(20 * time.Millisecond) // deaf to its context, then answers
-			resp, b := fedResponse(req.WithContext(context.WithoutCancel(req.Context())), 200, "", false, step{0, "slow"})
-			return resp, b, nil
-		}, func(n int32) {
-			if n == 2 {
-				panic("signals on the loser")
-			}
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rec := &handled{}
-			prev := otel.GetErrorHandler()
-			otel.SetErrorHandler(rec)
-			defer otel.SetErrorHandler(prev)
-			synctest.Test(t, func(t *testing.T) {
-				base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
-					if n == 1 {
-						return tc.loser(req)
-					}
-					resp, b := fedResponse(req, 200, "", false, step{0, "a"}, step{50 * time.Millisecond, "b"})
-					return resp, b, nil
-				}}
-				var seen atomic.Int32
-				bh := newBulkhead(t, 2, 0)
-				tr := &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{Bulkhead: bh})}
-				if tc.signals != nil {
-					tr.Signals = signalsFunc(func(*http.Response) { tc.signals(seen.Add(1)) })
-				}
-				resp, err := get(t, hedging(newHedge(t, 10*time.Millisecond, 1, nil), tr), context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				synctest.Wait()
-				if err != nil || string(b) != "ab" {
-					t.Errorf("the winner's body %q, err %v: want ab, nil", b, err)
-				}
-				if bh.Active() != 0 || !base.allClosed() {
-					t.Errorf("Active %d, all closed %v", bh.Active(), base.allClosed())
-				}
-			})
-			errs := rec.get()
-			if len(errs) != 1 {
-				t.Fatalf("otel.Handle got %v, want the loser's panic", errs)
-			}
-			msg := errs[0].Error()
-			if !strings.Contains(msg, "httppolicy: panic in a hedged attempt that lost: "+tc.want) || !strings.Contains(msg, "goroutine ") {
-				t.Errorf("otel.Handle got %q, want the panic with its stack", msg)
-			}
-			if tc.name == "base" && !strings.Contains(msg, "httppolicy_test.loserBug") {
-				t.Errorf("otel.Handle got %q, want the stack to name loserBug", msg)
-			}
+// A panic in a hedged attempt crashes the program, as package hedge says:
+// it is not carried to RoundTrip's caller. Run in a child process.
+func TestHedgingAttemptPanicCrashes(t *testing.T) {
+	if os.Getenv("WATERTIGHT_HEDGING_PANIC") == "1" {
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			panic("base panicked")
 		})
+		h, err := hedge.New(hedge.Config{Delay: time.Millisecond})
+		if err != nil {
+			panic(err)
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://dep.test/", nil)
+		(&httppolicy.Hedging{Base: base, Hedge: h}).RoundTrip(req)
+		fmt.Fprintln(os.Stderr, "RoundTrip returned")
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHedgingAttemptPanicCrashes$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "WATERTIGHT_HEDGING_PANIC=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "panic: base panicked") ||
+		strings.Contains(string(out), "RoundTrip returned") {
+		t.Fatalf("child ended with %v, want a crash with the base's panic; output:\n%s", err, out)
 	}
 }
 
@@ -623,10 +536,8 @@ func (h *handled) get() []error {
 	return append([]error(nil), h.errs...)
 }
 
-// A Transport whose Policy is a *retry.Hedge refuses every request, saying
-// to use Hedging, and sends nothing; a policy of another kind that runs
-// fn concurrently with itself has its second attempt refused, so that the
-// request is never sent twice at once.
+// A policy that runs fn concurrently with itself has its second attempt
+// refused, so that the request is never sent twice at once.
 func TestTransportRefusesConcurrentAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
@@ -634,11 +545,6 @@ func TestTransportRefusesConcurrentAttempts(t *testing.T) {
 			resp, b := fedResponse(req, 200, "", false, step{0, "ok"})
 			return resp, b, nil
 		}}
-		h := newHedge(t, time.Millisecond, 1, nil)
-		_, err := get(t, &httppolicy.Transport{Base: base, Policy: h}, context.Background())
-		if err == nil || !strings.Contains(err.Error(), "wrap the Transport in a Hedging") || base.count() != 0 {
-			t.Fatalf("Policy a *retry.Hedge: err %v after %d requests; want a refusal naming Hedging", err, base.count())
-		}
 		tw := &twice{second: make(chan error, 1)}
 		resp, err := get(t, &httppolicy.Transport{Base: base, Policy: tw}, context.Background())
 		if err != nil {

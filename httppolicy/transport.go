@@ -32,7 +32,6 @@ var (
 	errNoRun      = errors.New("httppolicy: the policy returned without sending the request")
 	errDone       = errors.New("httppolicy: the exchange is over: a policy called fn again after the response was accepted")
 	errConcurrent = errors.New("httppolicy: the policy ran two attempts of a request at once: a Transport sends one at a time; hedge with Hedging around the Transport")
-	errHedge      = errors.New("httppolicy: Transport.Policy is a *retry.Hedge; wrap the Transport in a Hedging instead")
 	errStopped    = errors.New("httppolicy: the request may not be sent again after a failure that may not be retried")
 )
 
@@ -123,9 +122,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
 	if t.Policy == nil {
 		return streamTimeouts{}, errNilPolicy
-	}
-	if _, ok := t.Policy.(*retry.Hedge); ok {
-		return streamTimeouts{}, errHedge
 	}
 	err := errors.Join(negative("Transport.FirstByteTimeout", t.FirstByteTimeout),
 		negative("Transport.IdleTimeout", t.IdleTimeout))

@@ -22,5 +22,5 @@
 //   - hold no lock while fn runs, and call user callbacks outside its locks.
 //
 // Such a type can take a slot in a compose pipeline. To run attempts
-// concurrently, use retry.Hedged: each attempt is a whole run of a Policy.
+// concurrently, use hedge.Do: each attempt is a whole run of a Policy.
 package policy

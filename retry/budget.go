@@ -147,7 +147,7 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	return b, nil
 }
 
-// Deposit records one call. A [Retry] or [Hedge] with this Budget calls
+// Deposit records one call. A [Retry] or a hedge.Hedge with this Budget calls
 // it as each call starts. Call it for calls made outside them that should
 // pay for retries.
 func (b *Budget) Deposit() {
@@ -181,7 +181,7 @@ func (b *Budget) calls() int64 {
 }
 
 // TryWithdraw takes one retry from the balance and returns true, or
-// returns false if the balance holds less than one. A [Retry] or [Hedge]
+// returns false if the balance holds less than one. A [Retry] or a hedge.Hedge
 // with this Budget calls it before each retry or hedge. Call it before a
 // retry made outside them, and do not retry if it returns false.
 func (b *Budget) TryWithdraw() bool {

@@ -42,7 +42,7 @@
 //
 // # Permanent errors
 //
-// [Permanent] marks an error as not to be retried. A Retry or Hedge takes
+// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge takes
 // the marker off every error it returns (see [Unmark]), so a marker stops
 // the nearest one only. The markers of github.com/cenkalti/backoff/v4's
 // Permanent work the same way.
@@ -57,29 +57,9 @@
 //
 // # Hedging
 //
-// A [Hedge] cuts the slow tail of calls that are safe to repeat. When an
-// attempt has not answered after a delay, it starts another beside it.
-// [Hedged] runs each attempt as a whole call of a policy. The first
-// success wins, and the other attempts are canceled with the cause
-// [ErrHedgeLost]. After an attempt fails with err, the first rule that
-// applies decides:
-//
-//	condition                                  outcome                           error returned
-//	errors.Is(err, policy.ErrRejected)         no more hedges; the running       err, if no attempt ran fn; else
-//	                                             attempts decide                 *ExhaustedError, Reason "rejected"
-//	the call's ctx is done                     stop                              err, with the latest failure
-//	err marked with Permanent                  stop, the others canceled         err
-//	HedgeConfig.ShouldRetry(err) == false      stop, the others canceled         err
-//	otherwise                                  the next hedge starts at once,
-//	                                             if MaxHedges and the budget allow
-//	no attempt running, none to start          stop, exhausted                   *ExhaustedError, Reason "max_attempts"
-//	                                                                               or "budget", Kind "hedge"
-//
-// The caller's context ending stops the call at once, with an error
-// matching ctx.Err(). A Deadline's timer ending it (policy.TimedOut) stops
-// new hedges, and the running attempts decide between a rejection and
-// ctx.Err(): no attempt wins after the timer, and a success after it is
-// dropped.
+// Package hedge runs hedged calls: attempts side by side rather than one
+// after another. It shares a [Budget] with the Retries, and gives up with
+// an [*ExhaustedError] of Kind "hedge".
 //
 // # Telemetry
 //
@@ -87,6 +67,5 @@
 // event (attempt number, wait in seconds) to the span in ctx. Each
 // exhaustion adds 1 to watertight.retry.exhausted, with its Reason in
 // [KeyReason]. Both carry watertight.policy.kind and watertight.policy.name.
-// A Hedge counts each hedge in [MetricHedges] by outcome, and adds an
-// [EventHedge] event as it starts. Neither starts a span.
+// A Retry starts no span.
 package retry

@@ -25,7 +25,7 @@ const (
 	ReasonBudget      = "budget"       // the Budget refused the retry
 )
 
-// ExhaustedError is the error of a [Retry] or [Hedge] that gave up. It
+// ExhaustedError is the error of a [Retry] or a hedge.Hedge that gave up. It
 // matches [ErrExhausted] and unwraps to fn's last error. It is not
 // modified once returned, so it may be read concurrently.
 type ExhaustedError struct {
@@ -145,6 +145,11 @@ type settled struct{ err error }
 
 func (e *settled) Error() string { return e.err.Error() }
 func (e *settled) Unwrap() error { return e.err }
+
+// IsPermanent reports whether err carries a marker of [Permanent] (or of
+// backoff's) that a Retry would honour: one in err's chain, outside an
+// error [Unmark] settled.
+func IsPermanent(err error) bool { return isPermanent(err) }
 
 // isPermanent reports whether a marker is in err's chain, outside a
 // settled error.

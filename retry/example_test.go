@@ -139,31 +139,6 @@ func ExampleBudget() {
 	// 2 attempt(s), reason budget: retry "suggest": gave up after 2 attempts: the retry budget is spent: 503 Service Unavailable
 }
 
-// A hedge: the first attempt is slow, so after 10ms a second starts beside
-// it and wins; the first is canceled, and Hedged returns the winner's
-// value. With a policy (a pipeline) in place of nil, each attempt would
-// run through it on its own.
-func ExampleHedged() {
-	h, err := retry.NewHedge(retry.HedgeConfig{Name: "search", Delay: 10 * time.Millisecond})
-	if err != nil {
-		panic(err)
-	}
-	lost := make(chan bool, 1)
-	v, err := retry.Hedged(context.Background(), h, nil, func(ctx context.Context) (string, error) {
-		if retry.Attempt(ctx) == 1 {
-			<-ctx.Done() // a slow replica, until canceled
-			lost <- errors.Is(context.Cause(ctx), retry.ErrHedgeLost)
-			return "", ctx.Err()
-		}
-		return "from attempt 2", nil
-	})
-	fmt.Println(v, err)
-	fmt.Println("attempt 1 canceled as the loser:", <-lost)
-	// Output:
-	// from attempt 2 <nil>
-	// attempt 1 canceled as the loser: true
-}
-
 // A caller that runs each attempt itself drives a Loop.
 func ExampleRetry_Start() {
 	r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})

@@ -13,6 +13,3 @@ func (r *Retry) Next(ctx context.Context, n int, err error, state *call) (bool, 
 
 // reasons are the Reasons of an ExhaustedError.
 var reasons = [...]string{ReasonMaxAttempts, ReasonStopped, ReasonDeadline, ReasonRetryAfter, ReasonRejected, ReasonBudget}
-
-// hedgeOutcomes are the outcomes of a hedge.
-var hedgeOutcomes = [...]string{HedgeWon, HedgeLost, HedgeCanceled, HedgeFailed}

@@ -13,15 +13,6 @@ func TestTelemetryNames(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{string(KeyReason), "watertight.retry.reason"},
 		{Kind, "retry"},
-		{HedgeKind, "hedge"},
-		{MetricHedges, "watertight.hedges"},
-		{string(KeyHedgeOutcome), "watertight.hedge.outcome"},
-		{EventHedge, "watertight.hedge"},
-		{string(KeyHedgeAfterFailure), "watertight.hedge.after_failure"},
-		{HedgeWon, "won"},
-		{HedgeLost, "lost"},
-		{HedgeCanceled, "canceled"},
-		{HedgeFailed, "failed"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("name %q, want %q", tc.got, tc.want)

@@ -947,11 +947,6 @@ func TestNilPanics(t *testing.T) {
 		{"nil ctx", func() { _ = r.Execute(nil, func(context.Context) error { return nil }) }, "retry: nil Context"}, //nolint:staticcheck
 		{"nil fn", func() { _ = r.Execute(t.Context(), nil) }, "retry: nil fn"},
 		{"Attempt nil ctx", func() { _ = Attempt(nil) }, "retry: nil Context"}, //nolint:staticcheck
-		{"Hedged nil ctx", func() {
-			_, _ = Hedged(nil, mustHedge(t, HedgeConfig{}), nil, func(context.Context) (int, error) { return 0, nil })
-		}, "retry: nil Context"}, //nolint:staticcheck
-		{"Hedged nil Hedge", func() { _, _ = Hedged(t.Context(), nil, nil, func(context.Context) (int, error) { return 0, nil }) }, "retry: nil Hedge"},
-		{"Hedged nil fn", func() { _, _ = Hedged[int](t.Context(), mustHedge(t, HedgeConfig{}), nil, nil) }, "retry: nil fn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

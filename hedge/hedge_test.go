@@ -1,4 +1,4 @@
-package retry
+package hedge
 
 import (
 	"context"
@@ -20,57 +20,58 @@ import (
 
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
-func mustHedge(t testing.TB, cfg HedgeConfig) *Hedge {
+func mustHedge(t testing.TB, cfg Config) *Hedge {
 	t.Helper()
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = noop.NewMeterProvider()
 	}
-	h, err := NewHedge(cfg)
+	h, err := New(cfg)
 	if err != nil {
-		t.Fatalf("NewHedge(%+v): %v", cfg, err)
+		t.Fatalf("New(%+v): %v", cfg, err)
 	}
 	return h
 }
 
-func TestHedgeConfigValidation(t *testing.T) {
+func TestConfigValidation(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
 		name  string
-		cfg   HedgeConfig
+		cfg   Config
 		field string
 		msg   string
 	}{
-		{"zero", HedgeConfig{}, "", ""},
-		{"fixed", HedgeConfig{Delay: time.Millisecond}, "", ""},
-		{"quantile with an initial delay", HedgeConfig{Delay: time.Second, Quantile: 0.5}, "", ""},
-		{"MaxHedges limit", HedgeConfig{MaxHedges: MaxHedgesLimit}, "", ""},
-		{"Window 20", HedgeConfig{Window: 20}, "", ""},
-		{"MaxHedges -1", HedgeConfig{MaxHedges: -1}, "HedgeConfig.MaxHedges", "must be in [1, 100], got -1"},
-		{"MaxHedges 101", HedgeConfig{MaxHedges: 101}, "HedgeConfig.MaxHedges", "must be in [1, 100], got 101"},
-		{"Delay negative", HedgeConfig{Delay: -time.Millisecond}, "HedgeConfig.Delay", "must be >= 0, got -1ms"},
-		{"Quantile 1", HedgeConfig{Quantile: 1}, "HedgeConfig.Quantile", "must be in (0, 1), got 1"},
-		{"Quantile negative", HedgeConfig{Quantile: -0.5}, "HedgeConfig.Quantile", "must be in (0, 1), got -0.5"},
-		{"Quantile NaN", HedgeConfig{Quantile: nan}, "HedgeConfig.Quantile", "must be in (0, 1), got NaN"},
-		{"MinDelay negative", HedgeConfig{MinDelay: -1}, "HedgeConfig.MinDelay", "must be > 0, got -1ns"},
-		{"Window 19", HedgeConfig{Window: 19}, "HedgeConfig.Window", "must be in [20, 100000], got 19"},
-		{"Window huge", HedgeConfig{Window: 100001}, "HedgeConfig.Window", "must be in [20, 100000], got 100001"},
+		{"zero", Config{}, "", ""},
+		{"fixed", Config{Delay: time.Millisecond}, "", ""},
+		{"quantile with an initial delay", Config{Delay: time.Second, Quantile: 0.5}, "", ""},
+		{"MaxHedges limit", Config{MaxHedges: MaxHedgesLimit}, "", ""},
+		{"Window 20", Config{Window: 20}, "", ""},
+		{"MaxHedges -1", Config{MaxHedges: -1}, "Config.MaxHedges", "must be in [1, 100], got -1"},
+		{"MaxHedges 101", Config{MaxHedges: 101}, "Config.MaxHedges", "must be in [1, 100], got 101"},
+		{"Delay negative", Config{Delay: -time.Millisecond}, "Config.Delay", "must be >= 0, got -1ms"},
+		{"Quantile 1", Config{Quantile: 1}, "Config.Quantile", "must be in (0, 1), got 1"},
+		{"Quantile negative", Config{Quantile: -0.5}, "Config.Quantile", "must be in (0, 1), got -0.5"},
+		{"Quantile NaN", Config{Quantile: nan}, "Config.Quantile", "must be in (0, 1), got NaN"},
+		{"MinDelay negative", Config{MinDelay: -1}, "Config.MinDelay", "must be > 0, got -1ns"},
+		{"Window 19", Config{Window: 19}, "Config.Window", "must be in [20, 100000], got 19"},
+		{"Window huge", Config{Window: 100001}, "Config.Window", "must be in [20, 100000], got 100001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.MeterProvider = noop.NewMeterProvider()
-			h, err := NewHedge(tt.cfg)
+			h, err := New(tt.cfg)
 			if tt.field == "" {
 				if err != nil || h == nil {
-					t.Errorf("NewHedge = %v, %v; want valid", h, err)
+					t.Errorf("New = %v, %v; want valid", h, err)
 				}
 				return
 			}
 			if err == nil || h != nil {
-				t.Fatalf("NewHedge = %v, %v; want an error naming %s", h, err, tt.field)
+				t.Fatalf("New = %v, %v; want an error naming %s", h, err, tt.field)
 			}
-			if want := "retry: " + tt.field + " " + tt.msg; err.Error() != want {
+			if want := "hedge: " + tt.field + " " + tt.msg; err.Error() != want {
 				t.Errorf("err = %q, want %q", err, want)
 			}
 		})
@@ -125,13 +126,13 @@ func lats(ds ...time.Duration) func(int) time.Duration {
 }
 
 // After the delay with no answer a hedge starts; the first success wins at
-// once, and the loser is canceled with the cause ErrHedgeLost.
+// once, and the loser is canceled with the cause ErrLost.
 func TestHedgeFixedDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: 15 * time.Millisecond})
+		h := mustHedge(t, Config{Delay: 15 * time.Millisecond})
 		l := newAttemptLog()
 		start := time.Now()
-		err := h.Execute(t.Context(), l.fn(lats(100*time.Millisecond, 10*time.Millisecond), always(nil)))
+		err := hedged(h, t.Context(), l.fn(lats(100*time.Millisecond, 10*time.Millisecond), always(nil)))
 		if err != nil || time.Since(start) != 25*time.Millisecond {
 			t.Errorf("Execute = %v after %v; want nil after 25ms", err, time.Since(start))
 		}
@@ -139,21 +140,21 @@ func TestHedgeFixedDelay(t *testing.T) {
 		if got := l.started(); !slices.Equal(got, []time.Duration{0, 15 * time.Millisecond}) {
 			t.Errorf("attempts started at %v, want [0 15ms]", got)
 		}
-		if c := l.causes[1]; !errors.Is(c, ErrHedgeLost) {
-			t.Errorf("the loser's cause = %v, want ErrHedgeLost", c)
+		if c := l.causes[1]; !errors.Is(c, ErrLost) {
+			t.Errorf("the loser's cause = %v, want ErrLost", c)
 		}
 	})
 }
 
-// As Hedged returns, every attempt's context is canceled: the losers'
-// with the cause ErrHedgeLost (which reads as context.Canceled), the
+// As Do returns, every attempt's context is canceled: the losers'
+// with the cause ErrLost (which reads as context.Canceled), the
 // winner's (its fn has returned) with no cause of its own, so that fn can
 // tell a loss from the call's end.
 func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond})
+		h := mustHedge(t, Config{Delay: 10 * time.Millisecond})
 		ctxs := make(chan context.Context, 2)
-		v, err := Hedged(t.Context(), h, nil, func(ctx context.Context) (int, error) {
+		v, err := Do(t.Context(), h, nil, func(ctx context.Context) (int, error) {
 			ctxs <- ctx
 			if Attempt(ctx) == 1 {
 				<-ctx.Done()
@@ -162,15 +163,15 @@ func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
 			return 2, nil
 		})
 		if v != 2 || err != nil {
-			t.Fatalf("Hedged = %d, %v; want 2, nil", v, err)
+			t.Fatalf("Do = %d, %v; want 2, nil", v, err)
 		}
 		synctest.Wait()
-		if !errors.Is(ErrHedgeLost, context.Canceled) {
-			t.Error("ErrHedgeLost does not match context.Canceled")
+		if !errors.Is(ErrLost, context.Canceled) {
+			t.Error("ErrLost does not match context.Canceled")
 		}
 		for range 2 {
 			ctx := <-ctxs
-			want := ErrHedgeLost
+			want := ErrLost
 			if Attempt(ctx) == 2 {
 				want = context.Canceled
 			}
@@ -184,9 +185,9 @@ func TestHedgedCancelsTheWinnerWithoutCause(t *testing.T) {
 // An attempt that answers before the delay is the only one.
 func TestHedgeNotNeeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: 15 * time.Millisecond, MaxHedges: 3})
+		h := mustHedge(t, Config{Delay: 15 * time.Millisecond, MaxHedges: 3})
 		l := newAttemptLog()
-		if err := h.Execute(t.Context(), l.fn(lats(14*time.Millisecond), always(nil))); err != nil {
+		if err := hedged(h, t.Context(), l.fn(lats(14*time.Millisecond), always(nil))); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
@@ -200,15 +201,15 @@ func TestHedgeNotNeeded(t *testing.T) {
 // from it. With every attempt failing, the call ends exhausted.
 func TestHedgeFailureStartsNextAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Name: "x", Delay: 15 * time.Millisecond, MaxHedges: 2})
+		h := mustHedge(t, Config{Name: "x", Delay: 15 * time.Millisecond, MaxHedges: 2})
 		l := newAttemptLog()
 		last := errors.New("503")
-		err := h.Execute(t.Context(), l.fn(lats(2*time.Millisecond, 100*time.Millisecond, 1*time.Millisecond), always(last)))
+		err := hedged(h, t.Context(), l.fn(lats(2*time.Millisecond, 100*time.Millisecond, 1*time.Millisecond), always(last)))
 		if got := l.started(); !slices.Equal(got, []time.Duration{0, 2 * time.Millisecond, 17 * time.Millisecond}) {
 			t.Errorf("attempts started at %v, want [0 2ms 17ms]", got)
 		}
-		var ee *ExhaustedError
-		if !errors.As(err, &ee) || ee.Kind != HedgeKind || ee.Reason != ReasonMaxAttempts || ee.Attempts != 3 || !errors.Is(err, last) || !errors.Is(err, ErrExhausted) {
+		var ee *retry.ExhaustedError
+		if !errors.As(err, &ee) || ee.Kind != Kind || ee.Reason != retry.ReasonMaxAttempts || ee.Attempts != 3 || !errors.Is(err, last) || !errors.Is(err, retry.ErrExhausted) {
 			t.Fatalf("err = %#v; want an exhaustion of 3 attempts wrapping the last error", err)
 		}
 		if want := `hedge "x": gave up after 3 attempts: 503`; err.Error() != want {
@@ -218,15 +219,15 @@ func TestHedgeFailureStartsNextAtOnce(t *testing.T) {
 }
 
 // A fn that ignores its context in a losing attempt: the winner returns at
-// once, Hedged returns the winner's value, and the loser's goroutine
+// once, Do returns the winner's value, and the loser's goroutine
 // ends when fn returns (goleak checks at the end of the package's tests).
 func TestHedgeLoserIgnoresContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond})
+		h := mustHedge(t, Config{Delay: 10 * time.Millisecond})
 		release := make(chan struct{})
 		var loserDone atomic.Bool
 		start := time.Now()
-		v, err := Hedged(t.Context(), h, nil, func(ctx context.Context) (string, error) {
+		v, err := Do(t.Context(), h, nil, func(ctx context.Context) (string, error) {
 			if Attempt(ctx) == 1 {
 				<-release // ignores ctx
 				loserDone.Store(true)
@@ -236,7 +237,7 @@ func TestHedgeLoserIgnoresContext(t *testing.T) {
 			return "winner", nil
 		})
 		if v != "winner" || err != nil || time.Since(start) != 15*time.Millisecond {
-			t.Errorf("Hedged = %q, %v after %v; want the winner at 15ms", v, err, time.Since(start))
+			t.Errorf("Do = %q, %v after %v; want the winner at 15ms", v, err, time.Since(start))
 		}
 		close(release)
 		synctest.Wait()
@@ -246,54 +247,24 @@ func TestHedgeLoserIgnoresContext(t *testing.T) {
 	})
 }
 
-// A panic in an attempt reaches the caller, after the others are canceled.
-func TestHedgePanic(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond})
-		var canceled atomic.Bool
-		func() {
-			defer func() {
-				if v := recover(); v != "boom" {
-					t.Errorf("recovered %v, want boom", v)
-				}
-			}()
-			h.Execute(t.Context(), func(ctx context.Context) error {
-				if Attempt(ctx) == 2 {
-					panic("boom")
-				}
-				<-ctx.Done()
-				canceled.Store(errors.Is(context.Cause(ctx), ErrHedgeLost))
-				return ctx.Err()
-			})
-			t.Errorf("Execute returned")
-		}()
-		synctest.Wait()
-		if !canceled.Load() {
-			t.Errorf("the other attempt was not canceled with ErrHedgeLost")
-		}
-	})
-}
-
-// runtime.Goexit in an attempt ends the caller's goroutine too.
+// An attempt that calls runtime.Goexit ends the call with an error, and
+// the other attempts are canceled with ErrLost.
 func TestHedgeGoexit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond})
-		returned := false
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			h.Execute(context.Background(), func(ctx context.Context) error {
-				if Attempt(ctx) == 1 {
-					time.Sleep(5 * time.Millisecond)
-					runtime.Goexit()
-				}
-				<-ctx.Done()
-				return ctx.Err()
-			})
-			returned = true
+		h := mustHedge(t, Config{Delay: time.Millisecond})
+		var canceled atomic.Bool
+		err := hedged(h, t.Context(), func(ctx context.Context) error {
+			if Attempt(ctx) == 1 {
+				time.Sleep(5 * time.Millisecond)
+				runtime.Goexit()
+			}
+			<-ctx.Done()
+			canceled.Store(errors.Is(context.Cause(ctx), ErrLost))
+			return ctx.Err()
 		})
-		wg.Wait()
-		if returned {
-			t.Errorf("Execute returned after an attempt's Goexit")
+		synctest.Wait()
+		if !errors.Is(err, errExited) || !canceled.Load() {
+			t.Errorf("err = %v, the other attempt canceled with ErrLost: %v; want errExited, true", err, canceled.Load())
 		}
 	})
 }
@@ -301,12 +272,12 @@ func TestHedgeGoexit(t *testing.T) {
 // The caller's cancellation ends the call at once, with its error.
 func TestHedgeCallerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond, MaxHedges: 3})
+		h := mustHedge(t, Config{Delay: time.Millisecond, MaxHedges: 3})
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 		defer cancel()
 		l := newAttemptLog()
 		start := time.Now()
-		err := h.Execute(ctx, l.fn(lats(time.Hour, time.Hour, time.Hour, time.Hour), always(nil)))
+		err := hedged(h, ctx, l.fn(lats(time.Hour, time.Hour, time.Hour, time.Hour), always(nil)))
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 20*time.Millisecond {
 			t.Errorf("Execute = %v after %v; want the deadline at 20ms", err, time.Since(start))
 		}
@@ -323,23 +294,23 @@ func TestHedgeCallerCancel(t *testing.T) {
 func TestHedgeFatalErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fatal := errors.New("400")
-		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond, MaxHedges: 3, ShouldRetry: func(err error) bool { return err != fatal }})
+		h := mustHedge(t, Config{Delay: 10 * time.Millisecond, MaxHedges: 3, ShouldRetry: func(err error) bool { return err != fatal }})
 		l := newAttemptLog()
-		err := h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), func(n int) error { return Permanent(fatal) }))
+		err := hedged(h, t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), func(n int) error { return retry.Permanent(fatal) }))
 		synctest.Wait()
-		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrHedgeLost) {
+		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrLost) {
 			t.Errorf("permanent: err = %v after %d attempts, first canceled with %v; want the error itself after 2, the first canceled", err, len(l.started()), l.causes[1])
 		}
 		l = newAttemptLog()
-		err = h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), always(fatal)))
+		err = hedged(h, t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), always(fatal)))
 		synctest.Wait()
-		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrHedgeLost) {
+		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrLost) {
 			t.Errorf("ShouldRetry false: err = %v after %d attempts; want the error after 2, the first canceled", err, len(l.started()))
 		}
 		synctest.Wait()
 		rej := policy.NewRejectedError("breaker", "b", "open", nil)
 		l = newAttemptLog()
-		err = h.Execute(t.Context(), l.fn(lats(0), always(rej)))
+		err = hedged(h, t.Context(), l.fn(lats(0), always(rej)))
 		if err != rej || len(l.started()) != 1 {
 			t.Errorf("rejection: err = %v after %d attempts; want the rejection after 1", err, len(l.started()))
 		}
@@ -350,16 +321,16 @@ func TestHedgeFatalErrors(t *testing.T) {
 // rejected, wrapping fn's failure.
 func TestHedgeRejectedAfterFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: time.Hour, MaxHedges: 3})
+		h := mustHedge(t, Config{Delay: time.Hour, MaxHedges: 3})
 		rej := policy.NewRejectedError("breaker", "b", "open", nil)
-		err := h.Execute(t.Context(), func(ctx context.Context) error {
+		err := hedged(h, t.Context(), func(ctx context.Context) error {
 			if Attempt(ctx) == 1 {
 				return errBoom
 			}
 			return rej
 		})
-		var ee *ExhaustedError
-		if !errors.As(err, &ee) || ee.Reason != ReasonRejected || ee.Rejection != rej || ee.Attempts != 1 || errors.Is(err, policy.ErrRejected) || !errors.Is(err, errBoom) {
+		var ee *retry.ExhaustedError
+		if !errors.As(err, &ee) || ee.Reason != retry.ReasonRejected || ee.Rejection != rej || ee.Attempts != 1 || errors.Is(err, policy.ErrRejected) || !errors.Is(err, errBoom) {
 			t.Errorf("err = %#v; want exhausted, Reason rejected, wrapping errBoom", err)
 		}
 	})
@@ -369,18 +340,18 @@ func TestHedgeRejectedAfterFailure(t *testing.T) {
 // call whose failures found the budget spent ends with Reason budget.
 func TestHedgeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: 0.6, MinPerSecond: NoMinimum})
-		h := mustHedge(t, HedgeConfig{Delay: 10 * time.Millisecond, Budget: b, MaxHedges: 2})
+		b := mustBudget(t, retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+		h := mustHedge(t, Config{Delay: 10 * time.Millisecond, Budget: b, MaxHedges: 2})
 		l := newAttemptLog()
 		// One call: 0.6 of a hedge paid for; none starts.
-		if err := h.Execute(t.Context(), l.fn(lats(50*time.Millisecond), always(nil))); err != nil || len(l.started()) != 1 {
+		if err := hedged(h, t.Context(), l.fn(lats(50*time.Millisecond), always(nil))); err != nil || len(l.started()) != 1 {
 			t.Errorf("err = %v after %d attempts; want success after 1", err, len(l.started()))
 		}
 		// The second call pays for one hedge; the third attempt is refused.
 		l = newAttemptLog()
-		err := h.Execute(t.Context(), l.fn(lats(50*time.Millisecond, 50*time.Millisecond), always(errBoom)))
-		var ee *ExhaustedError
-		if !errors.As(err, &ee) || ee.Reason != ReasonBudget || ee.Attempts != 2 || len(l.started()) != 2 {
+		err := hedged(h, t.Context(), l.fn(lats(50*time.Millisecond, 50*time.Millisecond), always(errBoom)))
+		var ee *retry.ExhaustedError
+		if !errors.As(err, &ee) || ee.Reason != retry.ReasonBudget || ee.Attempts != 2 || len(l.started()) != 2 {
 			t.Errorf("err = %v after %d attempts; want exhausted by the budget after 2", err, len(l.started()))
 		}
 		if got := b.Available(); got < 0 || got >= 1 {
@@ -393,12 +364,12 @@ func TestHedgeBudget(t *testing.T) {
 // MinDelay, and none before 20 latencies unless Delay gives one.
 func TestHedgeLearnedDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Quantile: 0.9, MinDelay: 5 * time.Millisecond, Window: 100})
+		h := mustHedge(t, Config{Quantile: 0.9, MinDelay: 5 * time.Millisecond, Window: 100})
 		if d := h.Delay(); d >= 0 {
 			t.Errorf("Delay before any latency = %v, want none", d)
 		}
 		call := func(lat time.Duration) {
-			if err := h.Execute(t.Context(), func(ctx context.Context) error { time.Sleep(lat); return nil }); err != nil {
+			if err := hedged(h, t.Context(), func(ctx context.Context) error { time.Sleep(lat); return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -420,7 +391,7 @@ func TestHedgeLearnedDelay(t *testing.T) {
 			t.Errorf("Delay after 100 x 1ms = %v, want the floor, 5ms", d)
 		}
 		// With a Delay to start with.
-		h2 := mustHedge(t, HedgeConfig{Quantile: 0.5, Delay: 7 * time.Millisecond})
+		h2 := mustHedge(t, Config{Quantile: 0.5, Delay: 7 * time.Millisecond})
 		if d := h2.Delay(); d != 7*time.Millisecond {
 			t.Errorf("initial Delay = %v, want 7ms", d)
 		}
@@ -432,10 +403,10 @@ func TestHedgeLearnedDelay(t *testing.T) {
 // to the hedges' fast latencies alone.
 func TestHedgeCensoredLatencies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Quantile: 0.6, Delay: 20 * time.Millisecond, MinDelay: time.Millisecond, Window: 20})
+		h := mustHedge(t, Config{Quantile: 0.6, Delay: 20 * time.Millisecond, MinDelay: time.Millisecond, Window: 20})
 		for range 40 {
 			l := newAttemptLog()
-			if err := h.Execute(t.Context(), l.fn(lats(time.Hour, 10*time.Millisecond), always(nil))); err != nil {
+			if err := hedged(h, t.Context(), l.fn(lats(time.Hour, 10*time.Millisecond), always(nil))); err != nil {
 				t.Fatal(err)
 			}
 			synctest.Wait()
@@ -456,51 +427,34 @@ func TestHedgeTelemetry(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		defer mp.Shutdown(context.Background())
-		h := mustHedge(t, HedgeConfig{Name: "h", Delay: 10 * time.Millisecond, MaxHedges: 1, MeterProvider: mp})
+		h := mustHedge(t, Config{Name: "h", Delay: 10 * time.Millisecond, MaxHedges: 1, MeterProvider: mp})
 		ctx := t.Context()
 		// won: the hedge answers first.
-		h.Execute(ctx, newAttemptLog().fn(lats(time.Hour, time.Millisecond), always(nil)))
+		hedged(h, ctx, newAttemptLog().fn(lats(time.Hour, time.Millisecond), always(nil)))
 		// lost: the first attempt answers while the hedge runs.
-		h.Execute(ctx, newAttemptLog().fn(lats(12*time.Millisecond, time.Hour), always(nil)))
+		hedged(h, ctx, newAttemptLog().fn(lats(12*time.Millisecond, time.Hour), always(nil)))
 		// failed, then the call is exhausted.
-		h.Execute(ctx, newAttemptLog().fn(lats(time.Millisecond, time.Millisecond), always(errBoom)))
+		hedged(h, ctx, newAttemptLog().fn(lats(time.Millisecond, time.Millisecond), always(errBoom)))
 		// canceled: the caller gives up while the hedge runs.
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		h.Execute(cctx, newAttemptLog().fn(lats(time.Hour, time.Hour), always(nil)))
+		hedged(h, cctx, newAttemptLog().fn(lats(time.Hour, time.Hour), always(nil)))
 		cancel()
 		synctest.Wait()
 		got := sums(t, reader)
-		kind, name := telemetry.KeyKind.String(HedgeKind), telemetry.KeyName.String("h")
+		kind, name := telemetry.KeyKind.String(Kind), telemetry.KeyName.String("h")
 		for _, o := range hedgeOutcomes {
-			if v := got[MetricHedges][attribute.NewSet(kind, name, KeyHedgeOutcome.String(o))]; v != 1 {
+			if v := got[Metric][attribute.NewSet(kind, name, KeyOutcome.String(o))]; v != 1 {
 				t.Errorf("hedges{outcome=%s} = %d, want 1", o, v)
 			}
 		}
-		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, KeyReason.String(ReasonMaxAttempts))]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
+		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, retry.KeyReason.String(retry.ReasonMaxAttempts))]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 			t.Errorf("exhausted = %v, want 1 with reason max_attempts", got[telemetry.MetricExhausted])
 		}
 	})
 }
 
-func TestSelectKth(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 500 {
-		n := 1 + r.IntN(200)
-		s := make([]int64, n)
-		for i := range s {
-			s[i] = int64(r.IntN(50)) // duplicates
-		}
-		sorted := slices.Clone(s)
-		slices.Sort(sorted)
-		k := r.IntN(n)
-		if got := selectKth(slices.Clone(s), k); got != sorted[k] {
-			t.Fatalf("selectKth(%v, %d) = %d, want %d", s, k, got, sorted[k])
-		}
-	}
-}
-
 // TestHedgeProperties drives Hedges of random configurations, sharing a
-// Budget, with random calls (latencies, failures, panics, caller
+// retry.Budget, with random calls (latencies, failures, caller
 // cancellations, fns that ignore their context), in synctest bubbles, and
 // checks that a call never makes more than 1 + MaxHedges attempts, that
 // every attempt that starts ends once, that the budget never goes negative
@@ -509,15 +463,14 @@ func TestSelectKth(t *testing.T) {
 func TestHedgeProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
-			b, err := NewBudget(BudgetConfig{
-				Ratio:        rapid.SampledFrom([]float64{0.1, 0.5, 2}).Draw(rt, "ratio"),
-				MinPerSecond: rapid.SampledFrom([]float64{NoMinimum, 1, 10}).Draw(rt, "minPerSecond"),
-			})
+			ratio := rapid.SampledFrom([]float64{0.1, 0.5, 2}).Draw(rt, "ratio")
+			minPerSecond := rapid.SampledFrom([]float64{retry.NoMinimum, 1, 10}).Draw(rt, "minPerSecond")
+			b, err := retry.NewBudget(retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond})
 			if err != nil {
 				rt.Fatal(err)
 			}
 			var hedged atomic.Int64
-			cfg := HedgeConfig{
+			cfg := Config{
 				MaxHedges:     rapid.IntRange(1, 4).Draw(rt, "maxHedges"),
 				Delay:         time.Duration(rapid.IntRange(0, 20).Draw(rt, "delayMs")) * time.Millisecond,
 				Quantile:      rapid.SampledFrom([]float64{0, 0.5, 0.9}).Draw(rt, "quantile"),
@@ -526,7 +479,7 @@ func TestHedgeProperties(t *testing.T) {
 				MeterProvider: noop.NewMeterProvider(),
 				OnHedge:       func(context.Context, int, bool) { hedged.Add(1) },
 			}
-			h, err := NewHedge(cfg)
+			h, err := New(cfg)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -540,10 +493,6 @@ func TestHedgeProperties(t *testing.T) {
 			start := time.Now()
 			for range rapid.IntRange(1, 30).Draw(rt, "calls") {
 				seed := rapid.Uint64().Draw(rt, "seed")
-				// Only the first attempt panics: it runs before any other
-				// can end the call (a delay is never 0), and a panic in an
-				// attempt after the call ended would crash the program.
-				panics := rapid.IntRange(0, 4).Draw(rt, "panic") == 1
 				cancelAfter := time.Duration(rapid.IntRange(0, 60).Draw(rt, "cancelAfterMs")) * time.Millisecond
 				// An attempt that ignores its context, only in a call its
 				// caller cancels: otherwise, if every other attempt failed,
@@ -563,7 +512,7 @@ func TestHedgeProperties(t *testing.T) {
 					defer func() { _ = recover() }()
 					var n, mu = atomic.Int64{}, sync.Mutex{}
 					succeeded := map[int]bool{}
-					v, err := Hedged(ctx, h, nil, func(ctx context.Context) (int, error) {
+					v, err := Do(ctx, h, nil, func(ctx context.Context) (int, error) {
 						started.Add(1)
 						defer ended.Add(1)
 						a := Attempt(ctx)
@@ -574,9 +523,6 @@ func TestHedgeProperties(t *testing.T) {
 						x ^= x >> 29
 						x *= 0xbf58476d1ce4e5b9
 						lat := time.Duration(x%40) * time.Millisecond
-						if a == 1 && panics {
-							panic("fn panicked")
-						}
 						if a == ignoreAt {
 							<-releaseIgnorers
 						} else {
@@ -617,10 +563,10 @@ func TestHedgeProperties(t *testing.T) {
 			if started.Load() != ended.Load() {
 				rt.Fatalf("%d attempts started, %d ended", started.Load(), ended.Load())
 			}
-			b.mu.Lock()
-			bal := b.balance
-			b.mu.Unlock()
-			paid := b.reserve + b.s.Ratio*float64(calls.Load()) + b.s.MinPerSecond*time.Since(start).Seconds()
+			bal := b.Available()
+			perSecond := max(minPerSecond, 0)
+			reserve := retry.DefaultBudgetWindow.Seconds() * perSecond
+			paid := reserve + ratio*float64(calls.Load()) + perSecond*time.Since(start).Seconds()
 			if bal < 0 || float64(hedged.Load()) > paid+1e-6 {
 				rt.Fatalf("balance %v, %d hedges for %v paid", bal, hedged.Load(), paid)
 			}
@@ -629,14 +575,14 @@ func TestHedgeProperties(t *testing.T) {
 }
 
 // A storm on real time: 32 goroutines make calls through one Hedge and one
-// Budget with random latencies, failures, panics in first attempts,
-// caller cancellations and fns that ignore their context. No timed
-// assertion: every call returns (or panics to its caller), every attempt
+// retry.Budget with random latencies, failures, caller cancellations and
+// fns that ignore their context. No timed assertion: every call returns,
+// every attempt
 // that started ends, a call that succeeds returns a successful attempt's
 // value, and nothing is left running (goleak at the end of the package).
 func TestHedgeStorm(t *testing.T) {
-	b := mustBudget(t, BudgetConfig{Ratio: 0.5})
-	h := mustHedge(t, HedgeConfig{MaxHedges: 2, Quantile: 0.5, Delay: 200 * time.Microsecond, MinDelay: 50 * time.Microsecond, Window: 64, Budget: b})
+	b := mustBudget(t, retry.BudgetConfig{Ratio: 0.5})
+	h := mustHedge(t, Config{MaxHedges: 2, Quantile: 0.5, Delay: 200 * time.Microsecond, MinDelay: 50 * time.Microsecond, Window: 64, Budget: b})
 	var started, ended, bad atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 32 {
@@ -644,31 +590,19 @@ func TestHedgeStorm(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for range 60 {
 				ctx, cancel := context.WithCancel(context.Background())
-				// A panicking call's first attempt panics and its hedges
-				// fail, and its caller does not cancel: the call cannot end
-				// before the panic reaches it (one in an attempt after the
-				// call ended would crash the program, as documented).
-				panics := r.IntN(20) == 0
-				if !panics && r.IntN(4) == 0 {
+				if r.IntN(4) == 0 {
 					stop := time.AfterFunc(time.Duration(r.IntN(500))*time.Microsecond, cancel)
 					defer stop.Stop()
 				}
 				ignoreCtx := r.IntN(10) == 0
 				seed := r.Uint64()
 				func() {
-					defer func() { _ = recover() }()
-					v, err := Hedged(ctx, h, nil, func(ctx context.Context) (uint64, error) {
+					v, err := Do(ctx, h, nil, func(ctx context.Context) (uint64, error) {
 						started.Add(1)
 						defer ended.Add(1)
 						a := Attempt(ctx)
 						x := seed ^ uint64(a)*0x9e3779b97f4a7c15
 						x ^= x >> 31
-						if panics {
-							if a == 1 {
-								panic("storm")
-							}
-							return 0, errBoom
-						}
 						lat := time.Duration(x%400) * time.Microsecond
 						if ignoreCtx {
 							time.Sleep(lat)
@@ -709,7 +643,7 @@ func TestHedgeStorm(t *testing.T) {
 // panic, and the attempts still running are canceled all the same.
 func TestHedgeCallbackPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, HedgeConfig{Delay: time.Millisecond, MaxHedges: 2,
+		h := mustHedge(t, Config{Delay: time.Millisecond, MaxHedges: 2,
 			ShouldRetry: func(error) bool { panic("ShouldRetry panicked") }})
 		l := newAttemptLog()
 		func() {
@@ -718,11 +652,42 @@ func TestHedgeCallbackPanic(t *testing.T) {
 					t.Errorf("recovered %v", v)
 				}
 			}()
-			h.Execute(t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour), always(errBoom)))
+			hedged(h, t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour), always(errBoom)))
 		}()
 		synctest.Wait()
-		if !errors.Is(l.causes[1], ErrHedgeLost) || len(l.started()) < 2 {
-			t.Errorf("attempts %v, first canceled with %v; want it canceled with ErrHedgeLost", l.started(), l.causes[1])
+		if !errors.Is(l.causes[1], ErrLost) || len(l.started()) < 2 {
+			t.Errorf("attempts %v, first canceled with %v; want it canceled with ErrLost", l.started(), l.causes[1])
 		}
 	})
+}
+
+func TestNilPanics(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"Do nil ctx", func() {
+			_, _ = Do(nil, mustHedge(t, Config{}), nil, func(context.Context) (int, error) { return 0, nil }) //nolint:staticcheck
+		}, "hedge: nil Context"},
+		{"Do nil Hedge", func() { _, _ = Do(t.Context(), nil, nil, func(context.Context) (int, error) { return 0, nil }) }, "hedge: nil Hedge"},
+		{"Do nil fn", func() { _, _ = Do[int](t.Context(), mustHedge(t, Config{}), nil, nil) }, "hedge: nil fn"},
+		{"Attempt nil ctx", func() { _ = Attempt(nil) }, "hedge: nil Context"}, //nolint:staticcheck
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if p := recover(); p != tt.want {
+					t.Errorf("panic = %v, want %q", p, tt.want)
+				}
+			}()
+			tt.f()
+		})
+	}
+}
+
+// hedged runs fn hedged by h, for the tests that need no value.
+func hedged(h *Hedge, ctx context.Context, fn policy.Func) error {
+	_, err := Do(ctx, h, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
 }

@@ -1,4 +1,4 @@
-package retry_test
+package hedge_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -53,19 +54,19 @@ func hedgedPipeline(t *testing.T, limit int, withAttempt bool, tp *sdktrace.Trac
 	return p, bh, br
 }
 
-func newHedge(t *testing.T, delay time.Duration) *retry.Hedge {
+func newHedge(t *testing.T, delay time.Duration) *hedge.Hedge {
 	t.Helper()
-	h, err := retry.NewHedge(retry.HedgeConfig{Name: "h", Delay: delay, MeterProvider: noop.NewMeterProvider()})
+	h, err := hedge.New(hedge.Config{Name: "h", Delay: delay, MeterProvider: noop.NewMeterProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-// Hedged around a pipeline runs each attempt as a whole call of it: each
+// Do around a pipeline runs each attempt as a whole call of it: each
 // attempt holds its own bulkhead slot (two at once while both run) and
 // has its own call span; the breaker sees the winner's success and the
-// canceled loser as an exclusion, not a failure; Hedged returns the
+// canceled loser as an exclusion, not a failure; Do returns the
 // winner's value.
 func TestHedgedRunsEachAttemptThroughThePipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -75,8 +76,8 @@ func TestHedgedRunsEachAttemptThroughThePipeline(t *testing.T) {
 		p, bh, br := hedgedPipeline(t, 2, false, tp)
 		loserCause := make(chan error, 1)
 		var active int
-		v, err := retry.Hedged(t.Context(), newHedge(t, 10*time.Millisecond), p, func(ctx context.Context) (string, error) {
-			if retry.Attempt(ctx) == 1 {
+		v, err := hedge.Do(t.Context(), newHedge(t, 10*time.Millisecond), p, func(ctx context.Context) (string, error) {
+			if hedge.Attempt(ctx) == 1 {
 				<-ctx.Done()
 				loserCause <- context.Cause(ctx)
 				return "", ctx.Err()
@@ -86,10 +87,10 @@ func TestHedgedRunsEachAttemptThroughThePipeline(t *testing.T) {
 			return "hedge", nil
 		})
 		if v != "hedge" || err != nil {
-			t.Fatalf("Hedged = %q, %v; want the hedge's value", v, err)
+			t.Fatalf("Do = %q, %v; want the hedge's value", v, err)
 		}
-		if c := <-loserCause; !errors.Is(c, retry.ErrHedgeLost) {
-			t.Errorf("loser's cause = %v, want ErrHedgeLost", c)
+		if c := <-loserCause; !errors.Is(c, hedge.ErrLost) {
+			t.Errorf("loser's cause = %v, want ErrLost", c)
 		}
 		if active != 2 {
 			t.Errorf("bulkhead Active = %d while both attempts ran, want 2: a slot each", active)
@@ -119,18 +120,18 @@ func TestHedgedRunsEachAttemptThroughThePipeline(t *testing.T) {
 func TestHedgedStopsWhenTheBulkheadRefusesAHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, bh, _ := hedgedPipeline(t, 1, false, nil)
-		h, err := retry.NewHedge(retry.HedgeConfig{Delay: time.Millisecond, MaxHedges: 3, MeterProvider: noop.NewMeterProvider()})
+		h, err := hedge.New(hedge.Config{Delay: time.Millisecond, MaxHedges: 3, MeterProvider: noop.NewMeterProvider()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ran atomic.Int32
-		v, err := retry.Hedged(t.Context(), h, p, func(ctx context.Context) (int, error) {
+		v, err := hedge.Do(t.Context(), h, p, func(ctx context.Context) (int, error) {
 			ran.Add(1)
 			time.Sleep(10 * time.Millisecond)
-			return retry.Attempt(ctx), nil
+			return hedge.Attempt(ctx), nil
 		})
 		if v != 1 || err != nil || ran.Load() != 1 {
-			t.Errorf("Hedged = %d, %v after %d runs of fn; want attempt 1's value, fn run once", v, err, ran.Load())
+			t.Errorf("Do = %d, %v after %d runs of fn; want attempt 1's value, fn run once", v, err, ran.Load())
 		}
 		if n := bh.Active(); n != 0 {
 			t.Errorf("bulkhead Active = %d after the call, want 0", n)
@@ -140,7 +141,7 @@ func TestHedgedStopsWhenTheBulkheadRefusesAHedge(t *testing.T) {
 
 // A loser that turns its cancellation into an error of its own (a driver's
 // "timeout") is still excluded by the breaker in the pipeline: its
-// context ended, with the cause ErrHedgeLost.
+// context ended, with the cause ErrLost.
 func TestHedgedLoserExcludedWhateverItsError(t *testing.T) {
 	for _, name := range []string{"innermost", "attempt"} {
 		t.Run(name, testHedgedLoserExcluded)
@@ -151,8 +152,8 @@ func testHedgedLoserExcluded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _, br := hedgedPipeline(t, 2, strings.HasSuffix(t.Name(), "attempt"), nil)
 		driverTimeout := errors.New("driver: i/o timeout")
-		_, err := retry.Hedged(t.Context(), newHedge(t, 10*time.Millisecond), p, func(ctx context.Context) (struct{}, error) {
-			if retry.Attempt(ctx) == 1 {
+		_, err := hedge.Do(t.Context(), newHedge(t, 10*time.Millisecond), p, func(ctx context.Context) (struct{}, error) {
+			if hedge.Attempt(ctx) == 1 {
 				<-ctx.Done()
 				return struct{}{}, driverTimeout
 			}

@@ -1,4 +1,4 @@
-package retry
+package hedge
 
 import (
 	"context"
@@ -6,28 +6,30 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/retry"
 )
 
-// Defaults for the zero values of [HedgeConfig] fields.
+// Defaults for the zero values of [Config] fields.
 const (
-	DefaultMaxHedges     = 1
-	DefaultHedgeQuantile = 0.9
-	DefaultHedgeMinDelay = time.Millisecond
-	DefaultHedgeWindow   = 1000
+	DefaultMaxHedges = 1
+	DefaultQuantile  = 0.9
+	DefaultMinDelay  = time.Millisecond
+	DefaultWindow    = 1000
 )
 
-// MaxHedgesLimit is the largest [HedgeConfig.MaxHedges].
+// MaxHedgesLimit is the largest [Config.MaxHedges].
 const MaxHedgesLimit = 100
 
-// hedgeMinSamples is how many latencies a learned delay needs.
-const hedgeMinSamples = 20
+// minSamples is how many latencies a learned delay needs.
+const minSamples = 20
 
-// HedgeConfig configures a [Hedge]. The zero value is valid: one hedge,
+// Config configures a [Hedge]. The zero value is valid: one hedge,
 // started when the first attempt fails, or when it has run longer than
 // the 90th percentile of the last 1000 latencies (at least 1ms). No hedge
-// starts on delay until 20 latencies are known. [NewHedge] copies it.
-type HedgeConfig struct {
-	// Name names the policy in errors and telemetry. Empty is allowed.
+// starts on delay until 20 latencies are known. [New] copies it.
+type Config struct {
+	// Name names the Hedge in errors and telemetry. Empty is allowed.
 	Name string
 
 	// MaxHedges is the number of attempts that may start beside the first.
@@ -58,11 +60,12 @@ type HedgeConfig struct {
 	// Budget, if set, is drawn on by every hedge, and each call deposits
 	// into it. Once it refuses a hedge, the call starts no more. Nil means
 	// no budget.
-	Budget *Budget
+	Budget *retry.Budget
 
 	// ShouldRetry, if set, is asked about each failure the fixed rules
 	// have not settled. True starts the next hedge at once; false ends the
-	// call with that error. Nil means true. It may be called concurrently.
+	// call with that error. Nil means true. It runs on the caller's
+	// goroutine and may be called concurrently by different calls.
 	ShouldRetry func(error) bool
 
 	// MeterProvider provides the counters. Nil means the global provider.
@@ -77,34 +80,34 @@ type HedgeConfig struct {
 
 // resolve returns cfg with its defaults filled in, Quantile 0 meaning a
 // fixed delay, or an error naming the first invalid field.
-func (cfg HedgeConfig) resolve() (HedgeConfig, error) {
+func (cfg Config) resolve() (Config, error) {
 	s := cfg
 	if s.MaxHedges == 0 {
 		s.MaxHedges = DefaultMaxHedges
 	}
 	if s.MaxHedges < 1 || s.MaxHedges > MaxHedgesLimit {
-		return s, fmt.Errorf("retry: HedgeConfig.MaxHedges must be in [1, %d], got %d", MaxHedgesLimit, cfg.MaxHedges)
+		return s, fmt.Errorf("hedge: Config.MaxHedges must be in [1, %d], got %d", MaxHedgesLimit, cfg.MaxHedges)
 	}
 	if s.Delay < 0 {
-		return s, fmt.Errorf("retry: HedgeConfig.Delay must be >= 0, got %v", cfg.Delay)
+		return s, fmt.Errorf("hedge: Config.Delay must be >= 0, got %v", cfg.Delay)
 	}
 	if s.Quantile == 0 && s.Delay == 0 {
-		s.Quantile = DefaultHedgeQuantile
+		s.Quantile = DefaultQuantile
 	}
 	if s.Quantile != 0 && !(s.Quantile > 0 && s.Quantile < 1) { // NaN fails too
-		return s, fmt.Errorf("retry: HedgeConfig.Quantile must be in (0, 1), got %v", cfg.Quantile)
+		return s, fmt.Errorf("hedge: Config.Quantile must be in (0, 1), got %v", cfg.Quantile)
 	}
 	if s.MinDelay == 0 {
-		s.MinDelay = DefaultHedgeMinDelay
+		s.MinDelay = DefaultMinDelay
 	}
 	if s.MinDelay < 0 {
-		return s, fmt.Errorf("retry: HedgeConfig.MinDelay must be > 0, got %v", cfg.MinDelay)
+		return s, fmt.Errorf("hedge: Config.MinDelay must be > 0, got %v", cfg.MinDelay)
 	}
 	if s.Window == 0 {
-		s.Window = DefaultHedgeWindow
+		s.Window = DefaultWindow
 	}
-	if s.Window < hedgeMinSamples || s.Window > 100000 {
-		return s, fmt.Errorf("retry: HedgeConfig.Window must be in [%d, 100000], got %d", hedgeMinSamples, cfg.Window)
+	if s.Window < minSamples || s.Window > 100000 {
+		return s, fmt.Errorf("hedge: Config.Window must be in [%d, 100000], got %d", minSamples, cfg.Window)
 	}
 	return s, nil
 }

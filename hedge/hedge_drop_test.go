@@ -1,4 +1,4 @@
-package retry_test
+package hedge_test
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/deadline"
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/hedge"
 )
 
 // values counts the values of a hedged call's attempts: made, and freed by
 // the documented rule (once the attempt's context ends with a cause that
-// matches ErrHedgeLost).
+// matches ErrLost).
 type values struct{ made, freed atomic.Int32 }
 
 // fn returns a value after 20 ms whatever its context says, and frees it
@@ -23,30 +23,30 @@ func (v *values) fn(ctx context.Context) (*int32, error) {
 	time.Sleep(20 * time.Millisecond)
 	n := v.made.Add(1)
 	context.AfterFunc(ctx, func() {
-		if errors.Is(context.Cause(ctx), retry.ErrHedgeLost) {
+		if errors.Is(context.Cause(ctx), hedge.ErrLost) {
 			v.freed.Add(1)
 		}
 	})
 	return &n, nil
 }
 
-// Every value Hedged drops is freed by the rule, and none it returns is:
+// Every value Do drops is freed by the rule, and none it returns is:
 // when the call ends with a winner, when the caller's context ends first,
 // and when a Deadline's timer ends it first.
 func TestHedgedDropsOnlyWhatTheRuleFrees(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		run  func(h *retry.Hedge, v *values) (*int32, error)
+		run  func(h *hedge.Hedge, v *values) (*int32, error)
 	}{
-		{"winner", func(h *retry.Hedge, v *values) (*int32, error) {
-			return retry.Hedged(context.Background(), h, nil, v.fn)
+		{"winner", func(h *hedge.Hedge, v *values) (*int32, error) {
+			return hedge.Do(context.Background(), h, nil, v.fn)
 		}},
-		{"caller canceled", func(h *retry.Hedge, v *values) (*int32, error) {
+		{"caller canceled", func(h *hedge.Hedge, v *values) (*int32, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
 			defer cancel()
-			return retry.Hedged(ctx, h, nil, v.fn)
+			return hedge.Do(ctx, h, nil, v.fn)
 		}},
-		{"deadline fired", func(h *retry.Hedge, v *values) (*int32, error) {
+		{"deadline fired", func(h *hedge.Hedge, v *values) (*int32, error) {
 			d, err := deadline.New(deadline.Config{Timeout: 15 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +54,7 @@ func TestHedgedDropsOnlyWhatTheRuleFrees(t *testing.T) {
 			var got *int32
 			err = d.Execute(context.Background(), func(ctx context.Context) error {
 				var err error
-				got, err = retry.Hedged(ctx, h, nil, v.fn)
+				got, err = hedge.Do(ctx, h, nil, v.fn)
 				return err
 			})
 			return got, err
@@ -62,7 +62,7 @@ func TestHedgedDropsOnlyWhatTheRuleFrees(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 2, Delay: time.Millisecond})
+				h, err := hedge.New(hedge.Config{MaxHedges: 2, Delay: time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -87,16 +87,16 @@ type key struct{}
 // An attempt's context carries the call's values and deadline.
 func TestHedgedAttemptKeepsValuesAndDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, err := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
+		h, err := hedge.New(hedge.Config{MaxHedges: 1, Delay: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "v"), time.Second)
 		defer cancel()
 		want, _ := ctx.Deadline()
-		_, err = retry.Hedged(ctx, h, nil, func(ctx context.Context) (int, error) {
+		_, err = hedge.Do(ctx, h, nil, func(ctx context.Context) (int, error) {
 			if at, ok := ctx.Deadline(); !ok || !at.Equal(want) || ctx.Value(key{}) != "v" {
-				t.Errorf("attempt %d: deadline %v, %v, value %v; want %v and v", retry.Attempt(ctx), at, ok, ctx.Value(key{}), want)
+				t.Errorf("attempt %d: deadline %v, %v, value %v; want %v and v", hedge.Attempt(ctx), at, ok, ctx.Value(key{}), want)
 			}
 			return 1, nil
 		})
@@ -112,12 +112,12 @@ func TestHedgedSuccessAfterTheDeadlineTimerDoesNotWin(t *testing.T) {
 	won := 0
 	for range 100 {
 		synctest.Test(t, func(t *testing.T) {
-			h, _ := retry.NewHedge(retry.HedgeConfig{MaxHedges: 1, Delay: time.Millisecond})
+			h, _ := hedge.New(hedge.Config{MaxHedges: 1, Delay: time.Millisecond})
 			d, _ := deadline.New(deadline.Config{Timeout: 10 * time.Millisecond})
 			var got *int
 			err := d.Execute(context.Background(), func(ctx context.Context) error {
 				var err error
-				got, err = retry.Hedged(ctx, h, nil, func(actx context.Context) (*int, error) {
+				got, err = hedge.Do(ctx, h, nil, func(actx context.Context) (*int, error) {
 					<-ctx.Done() // the Deadline's timer has fired
 					return new(int), nil
 				})

@@ -1,0 +1,47 @@
+// Package hedge cuts the slow tail of calls that are safe to repeat. [Do]
+// runs a call's first attempt; when it has not answered after a delay, it
+// starts another beside it, up to Config.MaxHedges. Each attempt is a
+// whole run of a policy (a pipeline): it takes its own bulkhead slot and
+// breaker verdict. The first success wins, and the other attempts are
+// canceled with the cause [ErrLost].
+//
+// A Hedge is not a policy: it runs whole calls of one, so it wraps a
+// pipeline rather than taking a slot in it.
+//
+// # Outcomes
+//
+// After an attempt fails with err, the first rule that applies decides:
+//
+//	condition                                  outcome                           error returned
+//	errors.Is(err, policy.ErrRejected)         no more hedges; the running       err, if no attempt ran fn; else
+//	                                             attempts decide                 *retry.ExhaustedError, Reason "rejected"
+//	the call's ctx is done                     stop                              err, with the latest failure
+//	err marked with retry.Permanent            stop, the others canceled         err
+//	Config.ShouldRetry(err) == false           stop, the others canceled         err
+//	otherwise                                  the next hedge starts at once,
+//	                                             if MaxHedges and the budget allow
+//	no attempt running, none to start          stop, exhausted                   *retry.ExhaustedError, Reason
+//	                                                                               "max_attempts" or "budget", Kind "hedge"
+//
+// The caller's context ending stops the call at once, with an error
+// matching ctx.Err(). A Deadline's timer ending it (policy.TimedOut) stops
+// new hedges, and the running attempts decide between a rejection and
+// ctx.Err(): no attempt wins after the timer, and a success after it is
+// dropped.
+//
+// # Panics
+//
+// An attempt runs on a goroutine of its own, and a panic in it crashes the
+// program, as in any goroutine. It is not carried to Do's caller, for the
+// reasons errgroup gives: carried, it would be delayed until the call
+// ends, its stack would become a mere value, and a caller that recovers
+// would hide it. An attempt that calls runtime.Goexit ends the call with
+// an error.
+//
+// # Telemetry
+//
+// A Hedge counts each hedge (an attempt after the first) in [Metric] by
+// outcome, and adds an [Event] to the span in ctx as it starts. An
+// exhaustion adds 1 to watertight.retry.exhausted, with Kind "hedge". It
+// starts no span.
+package hedge

@@ -1,0 +1,74 @@
+package hedge_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/watertight/watertight/hedge"
+)
+
+// FuzzConfig builds a Config from fuzzed fields and checks that
+// New never panics and returns an error, naming the first invalid
+// field by the documented rules, exactly when one is invalid; a valid Hedge
+// reports the delay the rules give and runs a call that succeeds.
+func FuzzConfig(f *testing.F) {
+	ms := int64(time.Millisecond)
+	f.Add(0, int64(0), 0.0, int64(0), 0)
+	f.Add(1, 15*ms, 0.0, int64(0), 0)
+	f.Add(3, 0*ms, 0.9, 5*ms, 20)
+	f.Add(-1, -ms, math.NaN(), -ms, 19)
+	f.Add(101, int64(math.MaxInt64), 1.0, int64(math.MaxInt64), 100001)
+	f.Fuzz(func(t *testing.T, maxHedges int, delay int64, quantile float64, minDelay int64, window int) {
+		cfg := hedge.Config{MaxHedges: maxHedges, Delay: time.Duration(delay), Quantile: quantile,
+			MinDelay: time.Duration(minDelay), Window: window}
+		mh, q, md, w := maxHedges, quantile, minDelay, window
+		if mh == 0 {
+			mh = hedge.DefaultMaxHedges
+		}
+		if q == 0 && delay == 0 {
+			q = hedge.DefaultQuantile
+		}
+		if md == 0 {
+			md = int64(hedge.DefaultMinDelay)
+		}
+		if w == 0 {
+			w = hedge.DefaultWindow
+		}
+		want := ""
+		switch {
+		case mh < 1 || mh > hedge.MaxHedgesLimit:
+			want = "MaxHedges"
+		case delay < 0:
+			want = "Delay"
+		case q != 0 && !(q > 0 && q < 1):
+			want = "Quantile"
+		case md < 0:
+			want = "MinDelay"
+		case w < 20 || w > 100000:
+			want = "Window"
+		}
+		h, err := hedge.New(cfg)
+		if want != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), "hedge: Config."+want+" ") {
+				t.Fatalf("New(%+v) = %v; want an error naming %s", cfg, err, want)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("New(%+v) = %v; want valid", cfg, err)
+		}
+		wantDelay := time.Duration(delay)
+		if q != 0 && delay == 0 {
+			wantDelay = -1
+		}
+		if d := h.Delay(); d != wantDelay || h.MaxHedges() != mh {
+			t.Fatalf("Delay = %v, MaxHedges = %d; want %v, %d", d, h.MaxHedges(), wantDelay, mh)
+		}
+		if _, err := hedge.Do(context.Background(), h, nil, func(context.Context) (int, error) { return 1, nil }); err != nil {
+			t.Fatalf("Do = %v", err)
+		}
+	})
+}
