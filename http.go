@@ -30,6 +30,13 @@ type HTTPOptions struct {
 	IdleTimeout      time.Duration
 	KeepaliveEvents  []string
 
+	// Base, if set, sends each attempt in place of the connection pool
+	// NewHTTPClient builds: bring your own transport (TLS, proxy or
+	// instrumentation settings). Its connections are then yours to cap.
+	// Client.Close closes its idle connections if it has a
+	// CloseIdleConnections method.
+	Base http.RoundTripper
+
 	// Hedge, if set, hedges the requests that are safe to send twice: the
 	// client's Transport is an httppolicy.Hedging around the
 	// httppolicy.Transport, so each attempt is a whole call of the
@@ -45,15 +52,15 @@ type Client struct {
 	// body has been read to its end or closed.
 	Pipeline *Pipeline
 
-	base *http.Transport
+	base http.RoundTripper
 }
 
 // NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
 // a Client whose Transport runs every request through it. The Transport is
-// an httppolicy.Transport with the settings of h. The connection pool is
-// httppolicy.NewDependencyTransport sized to the bulkhead's Limit (or the
-// adaptive limiter's MaxLimit); without either, it has
-// http.DefaultTransport's settings. The client has no Timeout of its own.
+// an httppolicy.Transport with the settings of h. Unless h.Base is set,
+// the connection pool is httppolicy.NewDependencyTransport sized to the
+// bulkhead's Limit (or the adaptive limiter's MaxLimit); without either,
+// it has http.DefaultTransport's settings. The client has no Timeout of its own.
 // If the RateLimit slot holds a *ratelimit.Limiter, every response's
 // rate-limit headers feed it.
 //
@@ -70,15 +77,9 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	if err != nil {
 		return nil, err
 	}
-	var base *http.Transport
-	switch bh, l := p.Bulkhead(), p.Limiter(); {
-	case bh != nil:
-		base = httppolicy.NewDependencyTransport(bh.Limit())
-	case l != nil:
-		base = httppolicy.NewDependencyTransport(l.MaxLimit())
-	default: // http.DefaultTransport's caps
-		base = httppolicy.NewDependencyTransport(1)
-		base.MaxConnsPerHost, base.MaxIdleConnsPerHost = 0, 0
+	base := h.Base
+	if base == nil {
+		base = dependencyTransport(p)
 	}
 	var rt http.RoundTripper = &httppolicy.Transport{
 		Base:              base,
@@ -106,8 +107,22 @@ func (c *Client) Close() error {
 	if c == nil {
 		return nil
 	}
-	if c.base != nil {
-		c.base.CloseIdleConnections()
+	if b, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+		b.CloseIdleConnections()
 	}
 	return c.Pipeline.Close()
+}
+
+// dependencyTransport returns a connection pool sized to p's bulkhead or
+// adaptive limit.
+func dependencyTransport(p *Pipeline) *http.Transport {
+	switch bh, l := p.Bulkhead(), p.Limiter(); {
+	case bh != nil:
+		return httppolicy.NewDependencyTransport(bh.Limit())
+	case l != nil:
+		return httppolicy.NewDependencyTransport(l.MaxLimit())
+	}
+	base := httppolicy.NewDependencyTransport(1) // http.DefaultTransport's caps
+	base.MaxConnsPerHost, base.MaxIdleConnsPerHost = 0, 0
+	return base
 }

@@ -346,3 +346,43 @@ func TestHTTPClientHedgeWithAdaptiveLimit(t *testing.T) {
 		t.Fatalf("%d slots held after every call ended", n)
 	}
 }
+
+// ownBase is a user's own transport: it counts the requests it sends and
+// the calls of its CloseIdleConnections.
+type ownBase struct {
+	sent, closed atomic.Int32
+	rt           http.RoundTripper
+}
+
+func (b *ownBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.sent.Add(1)
+	return b.rt.RoundTrip(r)
+}
+
+func (b *ownBase) CloseIdleConnections() { b.closed.Add(1) }
+
+// HTTPOptions.Base sends every attempt in place of the pool NewHTTPClient
+// builds, under the pipeline, and Close closes its idle connections.
+func TestHTTPClientWithItsOwnBase(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	base := &ownBase{rt: srv.Client().Transport}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 1}}, watertight.HTTPOptions{Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Pipeline.Bulkhead().Active(); got != 1 {
+		t.Errorf("%d slots held while the body is unread; want 1", got)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c.Close()
+	srv.Client().CloseIdleConnections()
+	if base.sent.Load() != 1 || base.closed.Load() != 1 {
+		t.Errorf("the base sent %d requests and was closed %d times; want 1 and 1", base.sent.Load(), base.closed.Load())
+	}
+}
