@@ -24,10 +24,9 @@ const Kind = "breaker"
 // When a period ends, its OnStateChange publishes the next (see changed).
 type machine struct {
 	*gobreaker.TwoStepCircuitBreaker[struct{}]
-	open  bool        // an open period: open until until, then half-open
-	until int64       // Unix ns
-	fast  atomic.Bool // until is surely ahead: reject without a clock read
-	held  bool        // by OpenUntil or a gate: probes ask the gate, Counts are zero
+	open  bool  // an open period: open until until, then half-open
+	until int64 // Unix ns
+	held  bool  // by OpenUntil or a gate: probes ask the gate, Counts are zero
 	// epoch changes at Reset and OpenUntil: outcomes of calls admitted
 	// before count for no later machine.
 	epoch uint64
@@ -110,21 +109,6 @@ func (b *Breaker) newMachine(open, held bool) *machine {
 	return m
 }
 
-// maxFastMargin caps the margin before until at which m.fast is cleared.
-const maxFastMargin = 100 * time.Millisecond
-
-// holdUntil sets the end of open machine m's period, before m is
-// published. A timer clears m.fast a margin before until, so the flag
-// never lengthens the period unless the timer runs late.
-func (m *machine) holdUntil(until int64) {
-	m.until = until
-	d := time.Duration(until - time.Now().UnixNano())
-	if margin := min(d/10, maxFastMargin); margin > 0 {
-		m.fast.Store(true)
-		time.AfterFunc(d-margin, func() { m.fast.Store(false) })
-	}
-}
-
 // changed is machine m's OnStateChange, called under its lock. If m is
 // current and the breaker is not forced open, it publishes the next
 // machine when m's period has ended, and queues the change.
@@ -141,7 +125,7 @@ func (b *Breaker) changed(m *machine, to State) {
 		if until < now {
 			until = math.MaxInt64
 		}
-		next.holdUntil(until)
+		next.until = until
 	case Closed:
 		next = b.newMachine(false, false)
 	}
@@ -205,7 +189,7 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 		}
 		m := b.cb.Load()
 		if m.open {
-			if m.fast.Load() || time.Now().UnixNano() < m.until {
+			if time.Now().UnixNano() < m.until {
 				return Permit{}, b.reject(ctx, b.rejOpen)
 			}
 			if g := b.gate.Load(); m.held && g != nil && !(*g)(ctx) {
@@ -337,7 +321,7 @@ func (b *Breaker) Reset() {
 // Changes are reported from the calling goroutine.
 func (b *Breaker) OpenUntil(t time.Time) {
 	m := b.newMachine(true, true)
-	m.holdUntil(t.UnixNano())
+	m.until = t.UnixNano()
 	m.epoch = b.epochs.Add(1)
 	to := Open
 	if time.Now().UnixNano() >= m.until {

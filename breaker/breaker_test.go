@@ -322,43 +322,6 @@ func TestOpenTimeoutExact(t *testing.T) {
 	}
 }
 
-// TestOpenFastPath checks the flag that lets an open breaker reject
-// without reading the clock: set on opening, cleared a margin before the
-// open period ends, and the clock rejects the last stretch.
-func TestOpenFastPath(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const ot = 5 * time.Second
-		margin := min(ot/10, maxFastMargin)
-		b := newBreaker(t, Config{ConsecutiveFailures: 1, OpenTimeout: ot})
-		if b.cb.Load().fast.Load() {
-			t.Fatal("fast path set while closed")
-		}
-		call(b, errBoom)
-		m := b.cb.Load()
-		if !m.fast.Load() {
-			t.Fatal("fast path not set on opening")
-		}
-		time.Sleep(ot - margin - 1)
-		if !m.fast.Load() {
-			t.Fatal("fast path cleared early")
-		}
-		time.Sleep(1)
-		synctest.Wait() // the timer's goroutine, woken at this instant too
-		if m.fast.Load() {
-			t.Fatal("fast path not cleared a margin before the period ends")
-		}
-		if err, ran := call(b, nil); ran {
-			t.Fatal("fn ran before OpenTimeout")
-		} else {
-			wantRejected(t, err, "", ReasonOpen) // by the clock now
-		}
-		time.Sleep(margin)
-		if err, ran := call(b, nil); err != nil || !ran {
-			t.Fatalf("probe at OpenTimeout: %v, ran %v", err, ran)
-		}
-	})
-}
-
 func TestHalfOpenProbes(t *testing.T) {
 	tests := []struct {
 		name   string

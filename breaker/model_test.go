@@ -23,8 +23,8 @@ import (
 // an earlier generation dropped), ForceOpen and Reset, and the outcome
 // classes (success, failure, !IsFailure, context.Canceled and rejections
 // excluded, panic and runtime.Goexit failures). Each rapid case runs in a
-// synctest bubble, so time (gobreaker's time.Now, the fast-open timer) is
-// fake and moves only when the model sleeps.
+// synctest bubble, so time (gobreaker's time.Now) is fake and moves only
+// when the model sleeps.
 //
 // After every step: the OnStateChange hook has seen exactly the model's
 // transitions in order, and each call was admitted (fn ran once) or
@@ -450,7 +450,7 @@ func (m *breakerModel) sleep(rt *rapid.T) {
 		50 * time.Millisecond, 85 * time.Millisecond, 100 * time.Millisecond, 30 * time.Second,
 	}).Draw(rt, "sleep")
 	time.Sleep(d)
-	synctest.Wait() // the fast-open timer's func has run
+	synctest.Wait()
 }
 
 func (m *breakerModel) forceOpen(*rapid.T) {
