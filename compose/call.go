@@ -2,6 +2,9 @@ package compose
 
 import (
 	"context"
+	"errors"
+	"runtime"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -48,6 +51,7 @@ type exit struct {
 	brk    breaker.Permit
 	span   trace.Span
 	sample adaptive.Sample // kindAttempt: the adaptive limit's
+	held   *held           // kindExecute: a policy of another package
 }
 
 // from runs slots[i:] and fn.
@@ -95,13 +99,128 @@ func (c *call) from(ctx context.Context, i int) error {
 // execute runs p, a policy of another package, with the slots below it as
 // its fn. The fn refers to a copy of c on the heap, so that a call through
 // this module's policies alone keeps its state on its goroutine's stack;
-// the copy's state comes back when p returns.
+// the copy's state comes back when p returns, or when the call is handed
+// over (see held).
 func (c *call) execute(ctx context.Context, p policy.Policy, i int) error {
 	h := new(call)
 	*h = *c
-	err := p.Execute(ctx, func(ctx context.Context) error { return h.from(ctx, i+1) })
-	*c = *h
-	return err
+	if !c.mayHand {
+		err := p.Execute(ctx, func(ctx context.Context) error { return h.from(ctx, i+1) })
+		*c = *h
+		return err
+	}
+	hd := &held{handed: make(chan struct{}), outcome: make(chan error), done: make(chan heldEnd, 1)}
+	go hd.run(ctx, p, func(ctx context.Context) error {
+		// fn owns h while it runs: a policy that runs fn twice at once, or
+		// after its Execute returned and the call went on, gets it refused.
+		if !hd.running.TryLock() {
+			return retry.Permanent(errConcurrent)
+		}
+		defer hd.running.Unlock()
+		if h.handed { // p ran fn again after the call was handed over
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return retry.Permanent(errOver)
+		}
+		err := h.from(ctx, i+1)
+		switch {
+		case !h.handed:
+			return err
+		case !hd.hand():
+			// Nothing holds the call: free what is below now.
+			err, h.pending, h.handed = h.endFrom(0, nil), nil, false
+			return err
+		}
+		return <-hd.outcome
+	})
+	select {
+	case <-hd.handed:
+		*c = *h
+		c.pending = append(c.pending, exit{kind: kindExecute, held: hd})
+		return nil
+	case e := <-hd.done:
+		hd.running.Lock() // for good: an fn p left running ends first
+		*c = *h
+		return e.raise()
+	}
+}
+
+// errOver is the error of an attempt that a policy of another package
+// starts after the call was handed over and ended.
+var errOver = errors.New("compose: the call is over: a policy ran fn again after it was handed over")
+
+// errConcurrent is the error of an attempt that a policy of another
+// package starts while another runs, or after its Execute returned.
+var errConcurrent = errors.New("compose: a policy ran two attempts of a call at once, or one after its Execute returned")
+
+// held is a policy of another package in a call that Start may hand over.
+// Its Execute runs on a goroutine of its own, whose fn, once the call is
+// handed over, waits there for the outcome that Held.End gives: the policy
+// holds what it took (a lease, a slot) until then. A panic or
+// runtime.Goexit in it goes on up Start's caller before the hand-over, and
+// up End's caller after.
+type held struct {
+	handed  chan struct{} // closed when fn handed the call over
+	outcome chan error    // the held call's outcome, for fn to return
+	done    chan heldEnd  // Execute's end
+
+	mu       sync.Mutex
+	returned bool // Execute returned: nobody holds a call fn hands over
+
+	running sync.Mutex // held by fn while it runs, and by the call once Execute returned
+}
+
+// hand reports whether the call fn handed over is held: not if the policy
+// returned before its fn did (it should have waited for it).
+func (h *held) hand() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.returned {
+		close(h.handed)
+	}
+	return !h.returned
+}
+
+type heldEnd struct {
+	err      error
+	panicked bool
+	pval     any // with panicked, nil for runtime.Goexit
+}
+
+func (h *held) run(ctx context.Context, p policy.Policy, fn policy.Func) {
+	e := heldEnd{panicked: true} // stays so if Execute panics or calls runtime.Goexit
+	defer func() { h.done <- e }()
+	defer func() {
+		if e.panicked {
+			e.pval = recover() // nil for runtime.Goexit
+		}
+	}()
+	e.err = p.Execute(ctx, fn)
+	e.panicked = false
+	h.mu.Lock()
+	h.returned = true
+	h.mu.Unlock()
+}
+
+// end gives the held call's outcome err to fn, and returns what Execute
+// returns once it has.
+func (h *held) end(err error) error {
+	h.outcome <- err
+	e := <-h.done
+	return e.raise()
+}
+
+// raise returns e's error, or raises its panic or runtime.Goexit on the
+// caller's goroutine.
+func (e heldEnd) raise() error {
+	switch {
+	case !e.panicked:
+		return e.err
+	case e.pval == nil:
+		runtime.Goexit()
+	}
+	panic(e.pval)
 }
 
 // enter takes the hold of the built-in policy in s, and records in x
@@ -173,6 +292,8 @@ func (c *call) end(x *exit, err error) error {
 		}
 	case kindCall:
 		c.p.observe(c.ctx, c.span, c.start, c.timed, err)
+	case kindExecute:
+		return x.held.end(err)
 	}
 	return err
 }

@@ -45,8 +45,9 @@
 // response whose body the caller reads later. fn returns [ErrHandOver] to
 // hand the call over. Every policy of this module then keeps its hold
 // until [Held.End] gives the call's outcome. A handed-over attempt is not
-// retried. A policy of another package sees a success and frees its hold
-// at once ([Pipeline.Holds] reports whether a pipeline has one).
+// retried. A policy of another package keeps its hold too: under Start, its
+// Execute runs on a goroutine of its own, whose fn waits there for the
+// outcome.
 //
 // # Telemetry
 //

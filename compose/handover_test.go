@@ -3,6 +3,9 @@ package compose_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -46,9 +50,6 @@ func handOverPipeline(t *testing.T, failures uint32) (*compose.Pipeline, *bulkhe
 // until End, and the breaker judges the outcome End is given.
 func TestHandedOverCallHoldsUntilEnd(t *testing.T) {
 	p, bh, cb := handOverPipeline(t, 1)
-	if !p.Holds() {
-		t.Fatal("Holds = false for a pipeline of built-in policies")
-	}
 	var fnCtx context.Context
 	calls := 0
 	held, err := p.Start(context.Background(), func(ctx context.Context) error {
@@ -110,14 +111,104 @@ func TestExecuteTreatsErrHandOverAsAnError(t *testing.T) {
 	}
 }
 
-// A policy of another package does not hold across a hand-over.
-func TestHoldsOnlyWithBuiltInPolicies(t *testing.T) {
-	p, err := compose.New("x", compose.Policies{Breaker: &fakeStage{name: "b"}})
+// lease is a policy of another package that holds something while its fn
+// runs, as a lease held in Redis: it reports what fn returned to it.
+type lease struct {
+	held   atomic.Int32
+	got    chan error
+	panicV any // panics with it, if set, after fn returned
+	exit   bool
+}
+
+func (l *lease) Execute(ctx context.Context, fn policy.Func) error {
+	l.held.Add(1)
+	defer l.held.Add(-1)
+	err := fn(ctx)
+	l.got <- err
+	if l.exit {
+		runtime.Goexit()
+	}
+	if l.panicV != nil {
+		panic(l.panicV)
+	}
+	return err
+}
+
+// A policy of another package holds what it took across a hand-over: its
+// fn waits for End's outcome, and End returns what its Execute returned.
+func TestPolicyOfAnotherPackageHoldsUntilEnd(t *testing.T) {
+	l := &lease{got: make(chan error, 1)}
+	bh, err := bulkhead.New(bulkhead.Config{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Holds() {
-		t.Error("Holds = true with a policy of another package")
+	defer bh.Close()
+	p, err := compose.New("x", compose.Policies{Bulkhead: bh, Breaker: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := p.Start(context.Background(), func(context.Context) error { return compose.ErrHandOver })
+	if err != nil || held == nil {
+		t.Fatalf("Start = %v, %v; want a held call", held, err)
+	}
+	if l.held.Load() != 1 || bh.Active() != 1 {
+		t.Fatalf("after the hand-over: lease held %d, bulkhead %d; want 1, 1", l.held.Load(), bh.Active())
+	}
+	cut := errors.New("cut")
+	if err := held.End(cut); err != cut {
+		t.Errorf("End = %v; want %v", err, cut)
+	}
+	if got := <-l.got; got != cut || l.held.Load() != 0 || bh.Active() != 0 {
+		t.Errorf("fn returned %v to the policy; held %d, bulkhead %d after End; want cut, 0, 0", got, l.held.Load(), bh.Active())
+	}
+}
+
+// A panic or runtime.Goexit in a policy of another package under Start
+// goes on up Start's caller before the hand-over, and up End's after; the
+// slots above it are freed either way.
+func TestPolicyOfAnotherPackagePanicsUnderStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		handed bool
+		exit   bool
+	}{{"before", false, false}, {"after", true, false}, {"goexit before", false, true}, {"goexit after", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &lease{got: make(chan error, 1), panicV: "lease", exit: tc.exit}
+			bh, err := bulkhead.New(bulkhead.Config{Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bh.Close()
+			p, err := compose.New("x", compose.Policies{Bulkhead: bh, Breaker: l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn := func(context.Context) error { return nil }
+			if tc.handed {
+				fn = func(context.Context) error { return compose.ErrHandOver }
+			}
+			var recovered any
+			var returned bool
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				defer func() { recovered = recover() }()
+				held, _ := p.Start(context.Background(), fn)
+				if tc.handed {
+					held.End(nil)
+				}
+				returned = true
+			})
+			wg.Wait()
+			switch {
+			case returned:
+				t.Errorf("the caller returned")
+			case tc.exit && recovered != nil, !tc.exit && recovered != "lease":
+				t.Errorf("recovered %v", recovered)
+			}
+			if bh.Active() != 0 || l.held.Load() != 0 {
+				t.Errorf("bulkhead %d, lease %d held after the panic", bh.Active(), l.held.Load())
+			}
+		})
 	}
 }
 

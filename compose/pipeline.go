@@ -27,9 +27,6 @@ import (
 type Pipeline struct {
 	name  string
 	slots []slot
-	// holds: every slot holds a policy of this module, so every one stays
-	// entered across a hand-over (see Start).
-	holds bool
 	// retries: a Retry is in a slot; below it each attempt gets a span.
 	retries bool
 
@@ -106,12 +103,10 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		spanName:    "watertight " + name,
 		attemptName: "watertight " + name + " attempt",
 		pipelineKV:  telemetry.KeyPipeline.String(name),
-		holds:       true,
 	}
 	pl.slots = p.build()
 	for _, s := range pl.slots {
 		pl.retries = pl.retries || s.kind == kindRetry
-		pl.holds = pl.holds && s.kind != kindExecute
 	}
 	pl.spanOpts = []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),
@@ -157,18 +152,15 @@ var ErrHandOver = errors.New("compose: call handed over")
 // [*Held] and a nil error at once, and every policy keeps what it holds
 // (the bulkhead slot, the deadline's context, the breaker's verdict) until
 // Held.End. Otherwise it returns nil and the call's error. A policy of
-// another package in a slot sees the hand-over as the end of fn, a
-// success (see [Pipeline.Holds]). It panics if ctx or fn is nil.
+// another package in a slot runs on a goroutine of its own, and holds what
+// it took until Held.End too; a panic in it goes on up Start's caller
+// before the hand-over, and up End's after. It panics if ctx or fn is nil.
 func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*Held, error) {
 	if fn == nil {
 		panic("compose: nil fn")
 	}
 	return p.run(ctx, fn, true)
 }
-
-// Holds reports whether every slot holds a policy of this module, so that
-// each one holds what it took until [Held.End] after a hand-over.
-func (p *Pipeline) Holds() bool { return p.holds }
 
 func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held, error) {
 	if ctx == nil {

@@ -32,8 +32,9 @@ func (e stopped) Error() string      { return ErrLost.Error() + ": " + e.cause.E
 func (e stopped) Unwrap() error      { return e.cause }
 func (stopped) Is(target error) bool { return target == ErrLost || target == context.Canceled }
 
-// errExited ends a call one of whose attempts called runtime.Goexit.
-var errExited = errors.New("hedge: an attempt called runtime.Goexit")
+// errExited ends a call one of whose attempts called runtime.Goexit (or
+// panicked: the program then crashes as the panic goes on).
+var errExited = errors.New("hedge: an attempt panicked or called runtime.Goexit")
 
 // Hedge decides when a call's attempts start: after a fixed or learned
 // delay, or at once after a failure. Build one with [New] and share it;

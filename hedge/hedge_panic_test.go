@@ -14,7 +14,8 @@ import (
 // A panic in an attempt is not carried to Do's caller, as errgroup does
 // not carry one: the program crashes with it, whether the call has its
 // outcome yet or not. Run in a child process; the child's output says
-// whether Do returned first.
+// whether Do returned first. (Do may return while the panic unwinds, as
+// errgroup's Wait may.)
 func TestHedgeAttemptPanicCrashes(t *testing.T) {
 	if mode := os.Getenv("WATERTIGHT_HEDGE_PANIC"); mode != "" {
 		attemptPanic(mode == "late")
@@ -36,8 +37,6 @@ func TestHedgeAttemptPanicCrashes(t *testing.T) {
 			t.Errorf("%s: no crash with the attempt's panic; output:\n%s", mode, s)
 		case mode == "late" && (returned < 0 || returned > crashed):
 			t.Errorf("late: want the winner returned, then the loser's panic; output:\n%s", s)
-		case mode == "early" && returned >= 0:
-			t.Errorf("early: Do returned before the crash; output:\n%s", s)
 		}
 	}
 }

@@ -156,25 +156,14 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	return x.handOver(ctx, w, resp, prefix)
 }
 
-// handOver gives resp to the caller, and keeps the attempt open until the
-// body ends, or its context.
+// handOver gives resp to the caller: the call is held until the body
+// ends, or the attempt's context.
 func (x *exchange) handOver(ctx context.Context, w *streamWatch, resp *http.Response, prefix []byte) error {
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{})}
 	resp.Body = keepWriter(resp.Body, sb)
 	x.stream = sb
-	if x.sus != nil {
-		x.handed = resp
-		return compose.ErrHandOver
-	}
-	sb.done = make(chan error, 1)
-	x.out <- result{resp: resp}
-	select {
-	case err := <-sb.done:
-		return sb.attemptErr(err, false)
-	case <-ctx.Done():
-		// The base transport aborts the body, whose reads now fail.
-		return sb.attemptErr(nil, true)
-	}
+	x.handed = resp
+	return compose.ErrHandOver
 }
 
 // failed returns err, marked with retry.Permanent if it may not be

@@ -13,8 +13,8 @@ import (
 )
 
 // streamBody is the body of a response handed over. Its end (EOF, a read
-// error, Close) ends the attempt. The final Read or Close returns only
-// once Execute's work is done.
+// error, Close) ends the held call. The final Read or Close returns only
+// once the policies have judged it.
 type streamBody struct {
 	rc       io.ReadCloser
 	prefix   []byte          // read ahead while waiting for the first byte
@@ -22,10 +22,9 @@ type streamBody struct {
 	ctx      context.Context // the attempt's context
 	ended    atomic.Bool
 	closed   atomic.Bool
-	finished chan struct{} // closed once Execute's work is done
+	finished chan struct{} // closed once the held call has ended
 
-	done chan error    // the stream's outcome, to handOver (without held)
-	held *compose.Held // the held pipeline call, if any
+	held *compose.Held // the held pipeline call
 	stop func() bool   // stops ending held with ctx
 
 	// Written before finished is closed.
@@ -67,11 +66,12 @@ func (b *streamBody) Close() error {
 }
 
 // end ends the stream with err (nil: EOF or Close), unless it has ended,
-// and returns once Execute's work is done.
+// and returns once the held call has ended.
 func (b *streamBody) end(err error) {
 	if b.ended.CompareAndSwap(false, true) {
-		if b.held == nil {
-			b.done <- err
+		if b.held == nil { // nothing holds the call: see exchange.run
+			b.w.end()
+			close(b.finished)
 		} else {
 			b.stop()
 			b.resume(b.attemptErr(err, false))

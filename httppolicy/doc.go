@@ -2,10 +2,13 @@
 // a client's requests through a [policy.Policy], usually a
 // *compose.Pipeline. [Handler] runs a server's requests through one.
 //
-// # Client side: one Execute per exchange
+// # Client side: one call per exchange
 //
-// [Transport.RoundTrip] calls Policy.Execute once per request. The call
-// lasts for the whole exchange, body included. The caller gets the
+// [Transport.RoundTrip] runs one call of the Policy per request, on the
+// caller's goroutine: through the Policy's Start if it has one (a
+// *compose.Pipeline, or a type that embeds one), else through a pipeline
+// with the Policy in a slot. The call lasts for the whole exchange, body
+// included. The caller gets the
 // response once its headers are in. The bulkhead slot stays taken, and
 // the deadline's context live, until the body is read to EOF or closed.
 // EOF and an early Close are successes. A failed Read is a failure. The
@@ -14,10 +17,11 @@
 // is handed over, nothing is retried. A pipeline's Attempt bounds each
 // attempt, its stream included: leave it unset, or long, when streaming.
 //
-// A pipeline whose Holds reports true runs on the caller's goroutine;
-// any other policy, on a goroutine of its own. A panic before the
-// hand-over goes up RoundTrip's caller. A panic in a policy hook after it
-// is reported to otel.Handle. Hooks must not call runtime.Goexit.
+// A policy of another package holds what it took (a lease, a slot) until
+// the body ends too: compose runs its Execute on a goroutine of its own.
+// A panic before the hand-over goes up RoundTrip's caller. A panic in a
+// policy after it is reported to otel.Handle. Hooks must not call
+// runtime.Goexit.
 //
 // A body never closed nor read to its end holds the bulkhead slot until
 // the request's context or the Deadline ends: always close it.

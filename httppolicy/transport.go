@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -20,10 +21,10 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// holder is a pipeline that can hand a call over.
-type holder interface {
+// starter is a pipeline that can hand a call over: a *compose.Pipeline,
+// or a type that embeds one.
+type starter interface {
 	Start(ctx context.Context, fn policy.Func) (*compose.Held, error)
-	Holds() bool
 }
 
 var (
@@ -85,7 +86,33 @@ type Transport struct {
 	// the global MeterProvider.
 	MeterProvider metric.MeterProvider
 
-	tel atomic.Pointer[streamTelemetry]
+	tel  atomic.Pointer[streamTelemetry]
+	wrap atomic.Pointer[wrapped]
+}
+
+// wrapped is a Policy that is no pipeline, in a pipeline of its own.
+type wrapped struct {
+	p    policy.Policy
+	pipe *compose.Pipeline
+}
+
+// pipeline returns t.Policy if it can hand a call over; else a pipeline
+// with t.Policy in a slot, built once, that adds no telemetry of its own.
+// Either way, every request runs through one path: Start.
+func (t *Transport) pipeline() (starter, error) {
+	if s, ok := t.Policy.(starter); ok {
+		return s, nil
+	}
+	if w := t.wrap.Load(); w != nil && w.p == t.Policy {
+		return w.pipe, nil
+	}
+	pipe, err := compose.New(cmp.Or(t.Name, "transport"), compose.Policies{Bulkhead: t.Policy},
+		compose.WithTracerProvider(tracenoop.NewTracerProvider()), compose.WithMeterProvider(metricnoop.NewMeterProvider()))
+	if err != nil {
+		return nil, fmt.Errorf("httppolicy: Transport.Policy: %w", err)
+	}
+	t.wrap.Store(&wrapped{t.Policy, pipe})
+	return pipe, nil
 }
 
 // RoundTrip sends req through t.Policy. When the retries end on a failure
@@ -102,20 +129,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeReqBody(req)
 		return nil, err
 	}
+	pipe, err := t.pipeline()
+	if err != nil {
+		closeReqBody(req)
+		return nil, err
+	}
 	x := newExchange(t, req, st)
-	if x.sus != nil {
-		return x.runSync(req.Context())
-	}
-	x.out = make(chan result, 1)
-	go x.run(req.Context())
-	r := <-x.out
-	if r.panicked {
-		if r.panicVal == nil {
-			runtime.Goexit() // recover reports nil for nothing else
-		}
-		panic(r.panicVal)
-	}
-	return r.resp, r.err
+	x.pipe = pipe
+	return x.run(req.Context())
 }
 
 // check returns the stream timeouts of a request, or why it is refused.
@@ -149,13 +170,6 @@ func closeIdle(base http.RoundTripper) {
 	}
 }
 
-type result struct {
-	resp     *http.Response
-	err      error
-	panicked bool
-	panicVal any // nil: runtime.Goexit
-}
-
 // exchange is one RoundTrip.
 type exchange struct {
 	t          *Transport
@@ -166,9 +180,7 @@ type exchange struct {
 	hasBody    bool
 	replayable bool // the body, if any, can be sent again
 	idempotent bool
-	// sus, if set, runs on RoundTrip's goroutine; else run sends on out.
-	sus holder
-	out chan result
+	pipe       starter
 
 	// mu is held by the running attempt, and for good once over.
 	mu   sync.Mutex
@@ -179,7 +191,7 @@ type exchange struct {
 	last     *http.Response // the latest attempt's failure response, body in memory
 	accepted *http.Response // a success whose body is in memory
 	stream   *streamBody    // the body of the response handed over, if any
-	handed   *http.Response // the response handed over, with runSync
+	handed   *http.Response // the response handed over
 }
 
 func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
@@ -196,14 +208,11 @@ func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
 		x.isFailure = DefaultIsFailure
 	}
 	x.replayable = !x.hasBody || req.GetBody != nil
-	if h, ok := t.Policy.(holder); ok && h.Holds() {
-		x.sus = h
-	}
 	return x
 }
 
-// runSync runs the pipeline on RoundTrip's goroutine.
-func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
+// run runs the call through the pipeline on RoundTrip's goroutine.
+func (x *exchange) run(ctx context.Context) (*http.Response, error) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -211,58 +220,32 @@ func (x *exchange) runSync(ctx context.Context) (*http.Response, error) {
 			x.cleanUp()
 		}
 	}()
-	held, err := x.sus.Start(ctx, x.attempt)
+	held, err := x.pipe.Start(ctx, x.attempt)
 	returned = true
 	x.close()
-	if held != nil {
+	switch {
+	case held != nil:
 		x.stream.hold(held)
+		return x.handed, nil
+	case x.stream != nil:
+		// The policy returned before its attempt handed the response
+		// over (it should have waited): nothing holds the call.
 		return x.handed, nil
 	}
 	r := x.outcome(ctx, err)
 	return r.resp, r.err
 }
 
-// run runs the policy on a goroutine of its own, which outlives RoundTrip
-// while the caller reads the body.
-func (x *exchange) run(ctx context.Context) {
-	returned := false
-	defer func() {
-		if !returned {
-			x.abort(recover())
-		}
-	}()
-	err := x.t.Policy.Execute(ctx, x.attempt)
-	returned = true
-	x.close()
-	if x.stream == nil {
-		x.out <- x.outcome(ctx, err)
-		return
-	}
-	x.stream.setCallErr(err)
-	close(x.stream.finished)
-}
-
-// abort ends the exchange after Execute panicked with v (nil:
-// runtime.Goexit). RoundTrip's caller gets the panic if it still waits;
-// else it is reported to otel.Handle.
-func (x *exchange) abort(v any) {
-	x.close()
-	x.cleanUp()
-	if x.stream == nil {
-		x.out <- result{panicked: true, panicVal: v}
-		return
-	}
-	defer close(x.stream.finished)
-	if v != nil {
-		reportPanic("a policy after the response was returned", v, debug.Stack())
-	}
-}
-
 func reportPanic(where string, v any, stack []byte) {
 	otel.Handle(fmt.Errorf("httppolicy: panic in %s: %v\n\n%s", where, v, stack))
 }
 
-// outcome returns what RoundTrip returns when Execute returned err
+type result struct {
+	resp *http.Response
+	err  error
+}
+
+// outcome returns what RoundTrip returns when the call ended with err
 // without a hand-over.
 func (x *exchange) outcome(ctx context.Context, err error) result {
 	defer x.cleanUp()

@@ -791,7 +791,7 @@ func TestTransportRefusesAttemptsAfterExecuteReturned(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if err := kp.fn(ctx); err == nil || !strings.Contains(err.Error(), "exchange is over") {
+	if err := kp.fn(ctx); err == nil || !strings.Contains(err.Error(), "is over") {
 		t.Fatalf("fn after Execute returned: %v, want the exchange over", err)
 	}
 	cancel()
@@ -1096,4 +1096,40 @@ func TestBaseNilResponseNilError(t *testing.T) {
 			})
 		})
 	}
+}
+
+// leasePolicy is a policy of another package that holds a lease while
+// its fn runs, as redisstate's Budget does.
+type leasePolicy struct{ held atomic.Int32 }
+
+func (l *leasePolicy) Execute(ctx context.Context, fn policy.Func) error {
+	l.held.Add(1)
+	defer l.held.Add(-1)
+	return fn(ctx)
+}
+
+// A policy of another package holds its lease through the body handed
+// over, as the built-in policies hold theirs: every request runs through
+// one path.
+func TestPolicyOfAnotherPackageHoldsThroughTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &feedBase{fn: func(n int, req *http.Request) (*http.Response, *feedBody, error) {
+			resp, b := fedResponse(req, 200, "text/event-stream", false, step{0, "data: 1\n\n"}, step{time.Second, "data: 2\n\n"})
+			return resp, b, nil
+		}}
+		l := &leasePolicy{}
+		resp, err := get(t, &httppolicy.Transport{Base: base, Policy: l}, context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := l.held.Load(); n != 1 {
+			t.Fatalf("lease held %d times while the body is read; want 1", n)
+		}
+		readAll(t, resp.Body)
+		resp.Body.Close()
+		synctest.Wait()
+		if n := l.held.Load(); n != 0 {
+			t.Fatalf("lease held %d times after the body ended; want 0", n)
+		}
+	})
 }
