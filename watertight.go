@@ -2,6 +2,7 @@ package watertight
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/pipeopt"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
 	"go.opentelemetry.io/otel/metric"
@@ -47,10 +49,11 @@ type Config struct {
 	Use compose.Policies
 }
 
-// Pipeline is a compose.Pipeline built by [New]. It is a policy.Policy and
-// safe for concurrent use. The zero value is not usable.
+// Pipeline is the pipeline [New] builds: a compose.Pipeline, and the
+// policies New built for it. It is a policy.Policy and safe for concurrent
+// use. The zero value is not usable.
 type Pipeline struct {
-	*compose.Pipeline
+	pipe *compose.Pipeline
 
 	bulkhead  *bulkhead.Bulkhead
 	limiter   *adaptive.Limiter
@@ -95,9 +98,25 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		p.Close()
 		return nil, fmt.Errorf("watertight: %w", err)
 	}
-	p.Pipeline = cp
+	p.pipe = cp
 	return p, nil
 }
+
+// Execute runs fn through the pipeline, as compose.Pipeline's Execute
+// does.
+func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
+	return p.pipe.Execute(ctx, fn)
+}
+
+// Start runs fn through the pipeline for a call that may outlive Start,
+// as compose.Pipeline's Start does: httppolicy.Transport holds a call
+// across its response body with it.
+func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*compose.Held, error) {
+	return p.pipe.Start(ctx, fn)
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.pipe.Name() }
 
 // Bulkhead returns the *bulkhead.Bulkhead in the Bulkhead slot, or nil.
 func (p *Pipeline) Bulkhead() *bulkhead.Bulkhead {
