@@ -87,7 +87,7 @@ func (l *Loop) Attempt() context.Context {
 	if l.n == 1 && l.r.s.Budget != nil {
 		l.r.s.Budget.Deposit()
 	}
-	return &attemptContext{l.ctx, stage.Retry{N: l.n, Call: l.ctx}}
+	return &attemptContext{l.ctx, l.n}
 }
 
 // Next takes the outcome of the attempt running. It reports whether
@@ -108,15 +108,19 @@ type attemptKey struct{}
 // allocate the number's box and check the key's type on every attempt.
 type attemptContext struct {
 	context.Context // the call's
-	r               stage.Retry
+	n               int
 }
+
+// Retry returns the attempt's number and the call's context, as
+// stage.RetryAttempt.
+func (c *attemptContext) Retry() (int, context.Context) { return c.n, c.Context }
 
 func (c *attemptContext) Value(key any) any {
 	switch key {
 	case attemptKey{}:
-		return c.r.N
+		return c.n
 	case stage.RetryKey{}:
-		return &c.r
+		return c
 	}
 	return c.Context.Value(key)
 }

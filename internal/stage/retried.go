@@ -6,15 +6,15 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// RetryKey is the context key under which a retry's attempt answers its
-// [*Retry]. A hedge's attempts do not answer it: each is a call of its own.
+// RetryKey is the context key under which a retry's attempt answers a
+// [RetryAttempt]. A hedge's attempts do not answer it: each is a call of
+// its own.
 type RetryKey struct{}
 
-// Retry is one attempt of a retry: its number, from 1, and the context of
-// the retry's call.
-type Retry struct {
-	N    int
-	Call context.Context
+// RetryAttempt is one attempt of a retry: its number, from 1, and the
+// context of the retry's call.
+type RetryAttempt interface {
+	Retry() (n int, call context.Context)
 }
 
 // Retried reports whether ctx belongs to a retry's attempt after its
@@ -23,6 +23,10 @@ type Retry struct {
 // now makes that call a timeout, not a rejection. A retry above the
 // Deadline that fired (an outer pipeline's) does not count.
 func Retried(ctx context.Context) bool {
-	r, _ := ctx.Value(RetryKey{}).(*Retry)
-	return r != nil && r.N > 1 && policy.TimedOut(r.Call)
+	r, ok := ctx.Value(RetryKey{}).(RetryAttempt)
+	if !ok {
+		return false
+	}
+	n, call := r.Retry()
+	return n > 1 && policy.TimedOut(call)
 }
