@@ -35,8 +35,9 @@
 // program, as in any goroutine. It is not carried to Do's caller, for the
 // reasons errgroup gives: carried, it would be delayed until the call
 // ends, its stack would become a mere value, and a caller that recovers
-// would hide it. An attempt that calls runtime.Goexit ends the call with
-// an error.
+// would hide it. Do may return, with an error, while the panic unwinds, as
+// errgroup's Wait may. An attempt that calls runtime.Goexit ends the call
+// with an error.
 //
 // # Telemetry
 //
