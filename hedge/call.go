@@ -66,14 +66,24 @@ func (h *Hedge) run(ctx context.Context, attempt policy.Func) (int, error) {
 				}
 				return 0, ctx.Err()
 			}
-			// A Deadline's timer: no more hedges, no winner, and the
-			// running attempts decide, as a Deadline waits for fn.
-			done, c.tick = nil, nil
-			c.stopped, c.fired = true, true
-			for _, cancel := range c.cancels {
-				cancel(stopped{context.Cause(ctx)})
-			}
+			done = nil
+			c.fire(ctx)
 		}
+	}
+}
+
+// fire stops the call after a Deadline's timer ended ctx: no more hedges,
+// no winner, and the running attempts, canceled with a cause that matches
+// both ErrLost and the Deadline's, decide the outcome, as a Deadline waits
+// for fn.
+func (c *call) fire(ctx context.Context) {
+	if c.fired {
+		return
+	}
+	c.tick = nil
+	c.stopped, c.fired = true, true
+	for _, cancel := range c.cancels {
+		cancel(stopped{context.Cause(ctx)})
 	}
 }
 
@@ -141,10 +151,12 @@ func (c *call) next(ctx context.Context, afterFailure bool) {
 // ends, with the winner's number or the call's error.
 func (c *call) result(ctx context.Context, r result) (bool, int, error) {
 	c.running--
-	c.reported[r.n-1] = true
+	if policy.TimedOut(ctx) {
+		c.fire(ctx) // before the loop has seen the timer
+	}
 	var err error
 	switch {
-	case r.err == nil && !c.fired && !policy.TimedOut(ctx):
+	case r.err == nil && !c.fired:
 		c.settled(ctx, r, Won)
 		c.end(ctx, r.n)
 		return true, r.n, nil
@@ -184,8 +196,10 @@ func (c *call) result(ctx context.Context, r result) (bool, int, error) {
 }
 
 // settled counts the outcome o of attempt r, a hedge if r.n > 1, and adds
-// a success's latency to a learned delay.
+// a success's latency to a learned delay. An attempt not settled yet when
+// the call ends is counted by end.
 func (c *call) settled(ctx context.Context, r result, o string) {
+	c.reported[r.n-1] = true
 	if est := c.h.est; est != nil && r.err == nil {
 		est.add(time.Since(c.starts[r.n-1]))
 	}

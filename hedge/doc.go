@@ -25,8 +25,11 @@
 //
 // The caller's context ending stops the call at once, with an error
 // matching ctx.Err(). A Deadline's timer ending it (policy.TimedOut) stops
-// new hedges, and the running attempts decide between a rejection and
-// ctx.Err(): no attempt wins after the timer, and a success after it is
+// new hedges, and the running attempts decide: the first report of an
+// attempt that ran fn ends the call, with that attempt's error (ctx.Err()
+// for a success), which the Deadline reports as its timeout; if every
+// running attempt reports a refusal before fn ran, the call ends as that
+// rejection. No attempt wins after the timer: a success after it is
 // dropped.
 //
 // # Panics

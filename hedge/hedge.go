@@ -93,8 +93,9 @@ func Attempt(ctx context.Context) int {
 // Each attempt runs on a goroutine of its own, with ctx's values and
 // deadline; its context ends when Do cancels it, and answers [Attempt]
 // with its number. Do returns as soon as it has the call's outcome,
-// without waiting for the attempts it canceled; after a Deadline's timer,
-// it waits for them (see the package documentation).
+// without waiting for the attempts it canceled. After a Deadline's timer,
+// the outcome waits for a running attempt's report (see the package
+// documentation).
 //
 // Every value Do does not return is dropped: if it holds something to
 // free, such as a response body, fn must free it once

@@ -133,3 +133,39 @@ func TestHedgedSuccessAfterTheDeadlineTimerDoesNotWin(t *testing.T) {
 		t.Errorf("%d of 100 calls: a success after the Deadline's timer won", won)
 	}
 }
+
+// After a Deadline's timer, every loser's cause matches both ErrLost and
+// the Deadline's, even when the call reads an attempt's report before it
+// sees the timer (its goroutine was busy, here in OnHedge).
+func TestLosersCauseMatchesTheDeadlineWhenAReportComesFirst(t *testing.T) {
+	for range 60 {
+		synctest.Test(t, func(t *testing.T) {
+			h, _ := hedge.New(hedge.Config{Delay: 10 * time.Millisecond, MaxHedges: 2,
+				OnHedge: func(_ context.Context, n int, _ bool) {
+					if n == 3 {
+						time.Sleep(2 * time.Second) // busy across the timer and attempt 1's answer
+					}
+				}})
+			d, _ := deadline.New(deadline.Config{Timeout: time.Second})
+			var c2 context.Context
+			err := d.Execute(context.Background(), func(ctx context.Context) error {
+				_, err := hedge.Do(ctx, h, nil, func(ctx context.Context) (int, error) {
+					switch hedge.Attempt(ctx) {
+					case 1:
+						time.Sleep(1500 * time.Millisecond) // deaf; answers after the timer
+						return 1, nil
+					case 2:
+						c2 = ctx
+					}
+					<-ctx.Done()
+					return 0, ctx.Err()
+				})
+				return err
+			})
+			synctest.Wait()
+			if cause := context.Cause(c2); !errors.Is(err, deadline.ErrExceeded) || !errors.Is(cause, hedge.ErrLost) || !errors.Is(cause, deadline.ErrExceeded) {
+				t.Errorf("err %v; attempt 2's cause %v; want a timeout, and a cause matching ErrLost and the Deadline's", err, cause)
+			}
+		})
+	}
+}

@@ -691,3 +691,36 @@ func hedged(h *Hedge, ctx context.Context, fn policy.Func) error {
 	_, err := Do(ctx, h, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
 }
+
+// A hedge whose failure a ShouldRetry that panics is asked about is
+// counted once, as canceled: the call ended with the panic.
+func TestShouldRetryPanicCountsTheHedgeOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+		h := mustHedge(t, Config{Name: "sr", Delay: time.Millisecond, MaxHedges: 1, MeterProvider: mp,
+			ShouldRetry: func(error) bool { panic("ShouldRetry panicked") }})
+		func() {
+			defer func() {
+				if v := recover(); v != "ShouldRetry panicked" {
+					t.Errorf("recovered %v", v)
+				}
+			}()
+			hedged(h, context.Background(), func(ctx context.Context) error {
+				if Attempt(ctx) == 1 {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return errBoom // the hedge fails
+			})
+		}()
+		synctest.Wait()
+		var total int64
+		for _, v := range sums(t, r)[Metric] {
+			total += v
+		}
+		if total != 1 {
+			t.Errorf("%d hedges counted; want the one hedge, once", total)
+		}
+	})
+}
