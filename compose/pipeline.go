@@ -86,9 +86,9 @@ var _ policy.Policy = (*Pipeline)(nil)
 
 // New returns a Pipeline named name (used in span names and the
 // watertight.pipeline.name attribute) over the policies in p. It returns an
-// error if name is empty, if a slot holds a typed nil pointer, an adaptive
-// limit outside the Bulkhead slot, or a hedge, or if the Attempt timeout
-// is longer than the Deadline's.
+// error if name is empty, if a slot holds a typed nil pointer or an
+// adaptive limit outside the Bulkhead slot, or if the Attempt timeout is
+// longer than the Deadline's.
 func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("compose: name must not be empty")
