@@ -136,14 +136,21 @@ func (c *call) execute(ctx context.Context, p policy.Policy, i int) error {
 	})
 	select {
 	case <-hd.handed:
-		*c = *h
-		c.pending = append(c.pending, exit{kind: kindExecute, held: hd})
-		return nil
 	case e := <-hd.done:
-		hd.running.Lock() // for good: an fn p left running ends first
-		*c = *h
-		return e.raise()
+		select {
+		case <-hd.handed:
+			// fn handed the call over as p returned without waiting
+			// for it: End reads p's end again.
+			hd.done <- e
+		default:
+			hd.running.Lock() // for good: an fn p left running ends first
+			*c = *h
+			return e.raise()
+		}
 	}
+	*c = *h
+	c.pending = append(c.pending, exit{kind: kindExecute, held: hd})
+	return nil
 }
 
 // errOver is the error of an attempt that a policy of another package

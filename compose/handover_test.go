@@ -244,3 +244,36 @@ func TestHandedOverSpanEndsAtEnd(t *testing.T) {
 		t.Fatalf("spans %v; want the call's, with End's error", spans)
 	}
 }
+
+// earlyPolicy runs fn on a goroutine of its own and returns once fn is
+// about to hand the call over, without waiting for it (it should wait).
+type earlyPolicy struct{ handing chan struct{} }
+
+func (p earlyPolicy) Execute(ctx context.Context, fn policy.Func) error {
+	go fn(ctx)
+	<-p.handing
+	return nil
+}
+
+// A policy that returns as its fn hands the call over neither deadlocks
+// Start nor loses the hold: Start and End return, whichever of the two
+// compose sees first.
+func TestPolicyReturningAsFnHandsOver(t *testing.T) {
+	for range 200 {
+		pol := earlyPolicy{handing: make(chan struct{})}
+		p, err := compose.New("x", compose.Policies{Breaker: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := p.Start(context.Background(), func(context.Context) error {
+			close(pol.handing)
+			return compose.ErrHandOver
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held != nil {
+			held.End(nil)
+		}
+	}
+}
