@@ -87,13 +87,7 @@ type Transport struct {
 	MeterProvider metric.MeterProvider
 
 	tel  atomic.Pointer[streamTelemetry]
-	wrap atomic.Pointer[wrapped]
-}
-
-// wrapped is a Policy that is no pipeline, in a pipeline of its own.
-type wrapped struct {
-	p    policy.Policy
-	pipe *compose.Pipeline
+	wrap atomic.Pointer[compose.Pipeline] // around a Policy that is no pipeline
 }
 
 // pipeline returns t.Policy if it can hand a call over; else a pipeline
@@ -103,16 +97,18 @@ func (t *Transport) pipeline() (starter, error) {
 	if s, ok := t.Policy.(starter); ok {
 		return s, nil
 	}
-	if w := t.wrap.Load(); w != nil && w.p == t.Policy {
-		return w.pipe, nil
+	// Policy does not change after the first request: no comparison,
+	// which would panic on a Policy of an uncomparable type.
+	if pipe := t.wrap.Load(); pipe != nil {
+		return pipe, nil
 	}
 	pipe, err := compose.New(cmp.Or(t.Name, "transport"), compose.Policies{Bulkhead: t.Policy},
 		compose.WithTracerProvider(tracenoop.NewTracerProvider()), compose.WithMeterProvider(metricnoop.NewMeterProvider()))
 	if err != nil {
 		return nil, fmt.Errorf("httppolicy: Transport.Policy: %w", err)
 	}
-	t.wrap.Store(&wrapped{t.Policy, pipe})
-	return pipe, nil
+	t.wrap.CompareAndSwap(nil, pipe)
+	return t.wrap.Load(), nil
 }
 
 // RoundTrip sends req through t.Policy. When the retries end on a failure

@@ -1133,3 +1133,34 @@ func TestPolicyOfAnotherPackageHoldsThroughTheBody(t *testing.T) {
 		}
 	})
 }
+
+// funcPolicy is a policy of another package written as a func type, as
+// http.HandlerFunc is to http.Handler: its values are not comparable.
+type funcPolicy func(ctx context.Context, fn policy.Func) error
+
+func (f funcPolicy) Execute(ctx context.Context, fn policy.Func) error { return f(ctx, fn) }
+
+// slicePolicy is a policy of another package holding a slice.
+type slicePolicy struct{ tags []string }
+
+func (slicePolicy) Execute(ctx context.Context, fn policy.Func) error { return fn(ctx) }
+
+// A Policy of an uncomparable type serves every request, not the first
+// alone.
+func TestTransportWithAnUncomparablePolicy(t *testing.T) {
+	for name, p := range map[string]policy.Policy{
+		"func":  funcPolicy(func(ctx context.Context, fn policy.Func) error { return fn(ctx) }),
+		"slice": slicePolicy{tags: []string{"a"}},
+	} {
+		base := &fakeBase{fn: func(int, *http.Request) (*http.Response, error) { return response(200, "hello"), nil }}
+		tr := &httppolicy.Transport{Base: base, Policy: p}
+		for i := range 2 {
+			resp, err := get(t, tr, context.Background())
+			if err != nil {
+				t.Fatalf("%s: request %d: %v", name, i, err)
+			}
+			readAll(t, resp.Body)
+			resp.Body.Close()
+		}
+	}
+}
