@@ -26,7 +26,8 @@ func (sentinel) Timeout() bool { return true }
 
 // ExceededError is the error of a call cut short by a [Deadline]'s timer.
 // It matches [ErrExceeded], [policy.ErrTimeout] and
-// [context.DeadlineExceeded], and unwraps to fn's error. The zero value is a valid error.
+// [context.DeadlineExceeded], and unwraps to fn's error. The zero value is
+// a valid error.
 type ExceededError struct {
 	Name     string        // the Deadline's Config.Name
 	Duration time.Duration // the Deadline's Config.Timeout
@@ -68,11 +69,5 @@ func (e *ExceededError) ErrorType() string { return telemetry.TypeTimeout }
 // even with a Deadline's error as its cause. It is safe for concurrent
 // use.
 func Fired(ctx context.Context) bool {
-	if ctx.Err() == nil {
-		return false
-	}
-	if at, ok := ctx.Deadline(); !ok || time.Now().Before(at) {
-		return false
-	}
-	return errors.Is(context.Cause(ctx), ErrExceeded)
+	return policy.TimedOut(ctx) && errors.Is(context.Cause(ctx), ErrExceeded)
 }

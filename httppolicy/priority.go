@@ -21,8 +21,7 @@ const PriorityHeader = "Watertight-Priority"
 // as HTTP matches header names.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
-	keys := priorityKeys(r.Header)
-	if p == policy.PriorityDefault && keys == 0 {
+	if p == policy.PriorityDefault && !hasPriorityKey(r.Header) {
 		return
 	}
 	r.Header = r.Header.Clone()
@@ -30,25 +29,13 @@ func withPriority(r *http.Request) {
 		r.Header = make(http.Header)
 	}
 	for k := range r.Header {
-		if keys > 0 && strings.EqualFold(k, PriorityHeader) {
+		if strings.EqualFold(k, PriorityHeader) {
 			delete(r.Header, k)
 		}
 	}
 	if p != policy.PriorityDefault {
 		r.Header.Set(PriorityHeader, p.String())
 	}
-}
-
-// priorityKeys returns the number of h's keys that name the
-// [PriorityHeader], in any spelling.
-func priorityKeys(h http.Header) int {
-	n := 0
-	for k := range h {
-		if strings.EqualFold(k, PriorityHeader) {
-			n++
-		}
-	}
-	return n
 }
 
 // priorityValue returns the value of h's [PriorityHeader], under any
@@ -61,6 +48,17 @@ func priorityValue(h http.Header) (string, bool) {
 		}
 	}
 	return v, n == 1
+}
+
+// hasPriorityKey reports whether h has a key that names the
+// [PriorityHeader], in any spelling.
+func hasPriorityKey(h http.Header) bool {
+	for k := range h {
+		if strings.EqualFold(k, PriorityHeader) {
+			return true
+		}
+	}
+	return false
 }
 
 // priorityOf returns the priority of a request to a Handler: the client's,

@@ -228,42 +228,36 @@ func (x *exchange) run(ctx context.Context) (*http.Response, error) {
 		// over (it should have waited): nothing holds the call.
 		return x.handed, nil
 	}
-	r := x.outcome(ctx, err)
-	return r.resp, r.err
+	return x.outcome(ctx, err)
 }
 
 func reportPanic(where string, v any, stack []byte) {
 	otel.Handle(fmt.Errorf("httppolicy: panic in %s: %v\n\n%s", where, v, stack))
 }
 
-type result struct {
-	resp *http.Response
-	err  error
-}
-
 // outcome returns what RoundTrip returns when the call ended with err
 // without a hand-over.
-func (x *exchange) outcome(ctx context.Context, err error) result {
+func (x *exchange) outcome(ctx context.Context, err error) (*http.Response, error) {
 	defer x.cleanUp()
 	if err == nil && x.accepted != nil {
 		resp := x.accepted
 		x.accepted = nil
-		return result{resp: resp}
+		return resp, nil
 	}
 	if se, ok := errors.AsType[*StatusError](err); ok {
 		if cerr := ctx.Err(); cerr != nil {
-			return result{err: cerr}
+			return nil, cerr
 		}
 		if se.Response != nil && se.Response == x.last {
 			x.last = nil
-			return result{resp: se.Response}
+			return se.Response, nil
 		}
 	}
 	if err == nil {
 		err = errNoRun
 	}
 	// Without a retry policy, an attempt's marker is still on the error.
-	return result{err: retry.Unmark(err)}
+	return nil, retry.Unmark(err)
 }
 
 // cleanUp closes what the caller does not get, and req.Body if no attempt

@@ -368,7 +368,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 // ran; but after a retry's attempt that ran fn, the call is the Deadline's
 // timeout, and the wait ends with ctx.Err().
 func (l *Limiter) ended(ctx context.Context, rej *telemetry.Rejection) error {
-	if policy.TimedOut(ctx) && !stage.Retried(ctx) {
+	if stage.WaitRefused(ctx) {
 		return l.reject(ctx, rej)
 	}
 	return ctx.Err()

@@ -132,7 +132,7 @@ func Unmark(err error) error {
 			}
 			err = p.Err
 		default:
-			if isPermanent(err) {
+			if IsPermanent(err) {
 				return &settled{err}
 			}
 			return err
@@ -149,11 +149,7 @@ func (e *settled) Unwrap() error { return e.err }
 // IsPermanent reports whether err carries a marker of [Permanent] (or of
 // backoff's) that a Retry would honour: one in err's chain, outside an
 // error [Unmark] settled.
-func IsPermanent(err error) bool { return isPermanent(err) }
-
-// isPermanent reports whether a marker is in err's chain, outside a
-// settled error.
-func isPermanent(err error) bool {
+func IsPermanent(err error) bool {
 	for err != nil {
 		switch e := err.(type) {
 		case *permanentError, *backoff.PermanentError:
@@ -162,7 +158,7 @@ func isPermanent(err error) bool {
 			return false
 		case interface{ Unwrap() []error }:
 			for _, x := range e.Unwrap() {
-				if isPermanent(x) {
+				if IsPermanent(x) {
 					return true
 				}
 			}

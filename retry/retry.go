@@ -162,7 +162,7 @@ func (l *Loop) next(err error) (bool, error) {
 			return false, e
 		}
 		return false, Unmark(err)
-	case ctx.Err() != nil, isPermanent(err):
+	case ctx.Err() != nil, IsPermanent(err):
 		return false, Unmark(err)
 	case r.s.ShouldRetry != nil && !r.s.ShouldRetry(err):
 		return false, err

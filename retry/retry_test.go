@@ -339,8 +339,8 @@ func TestPermanentMarker(t *testing.T) {
 	if Permanent(p) != p {
 		t.Error("Permanent(Permanent(err)) is a second marker")
 	}
-	if !isPermanent(fmt.Errorf("a: %w", fmt.Errorf("b: %w", p))) || isPermanent(cause) {
-		t.Error("isPermanent does not find the marker deep in the chain, or finds one where there is none")
+	if !IsPermanent(fmt.Errorf("a: %w", fmt.Errorf("b: %w", p))) || IsPermanent(cause) {
+		t.Error("IsPermanent does not find the marker deep in the chain, or finds one where there is none")
 	}
 }
 
@@ -351,7 +351,7 @@ func sameOrSettled(got, want error) bool {
 	if got == want {
 		return true
 	}
-	return isPermanent(want) && errors.Is(got, want) && got.Error() == want.Error() && !isPermanent(got)
+	return IsPermanent(want) && errors.Is(got, want) && got.Error() == want.Error() && !IsPermanent(got)
 }
 
 func TestUnmark(t *testing.T) {

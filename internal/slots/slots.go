@@ -224,7 +224,7 @@ func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
 // of this wait, not a timeout; unless a retry's earlier attempt ran fn,
 // and the call is the Deadline's timeout.
 func ended(ctx context.Context) (Outcome, error) {
-	if policy.TimedOut(ctx) && !stage.Retried(ctx) {
+	if stage.WaitRefused(ctx) {
 		return RejectedWaitTimeout, nil
 	}
 	return CtxDone, ctx.Err()

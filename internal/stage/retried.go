@@ -17,16 +17,19 @@ type RetryAttempt interface {
 	Retry() (n int, call context.Context)
 }
 
-// Retried reports whether ctx belongs to a retry's attempt after its
-// first, in a call that a timer of this module has ended: fn ran in an
-// earlier attempt of the call the timer ended, so a wait the timer ends
-// now makes that call a timeout, not a rejection. A retry above the
-// Deadline that fired (an outer pipeline's) does not count.
-func Retried(ctx context.Context) bool {
-	r, ok := ctx.Value(RetryKey{}).(RetryAttempt)
-	if !ok {
+// WaitRefused reports whether a wait that ended with ctx is the waiting
+// policy's rejection: a timer of this module ended ctx (policy.TimedOut),
+// and fn never ran in the call that timer ended. After an earlier attempt
+// of a retry below that timer ran fn, the call is the timer's timeout. A
+// retry above the timer (an outer pipeline's) does not count.
+func WaitRefused(ctx context.Context) bool {
+	if !policy.TimedOut(ctx) {
 		return false
 	}
+	r, ok := ctx.Value(RetryKey{}).(RetryAttempt)
+	if !ok {
+		return true
+	}
 	n, call := r.Retry()
-	return n > 1 && policy.TimedOut(call)
+	return n <= 1 || !policy.TimedOut(call)
 }
