@@ -33,7 +33,7 @@ func TestRateLimitSection(t *testing.T) {
 		cfg  watertight.Config
 		want time.Duration
 	}{
-		{watertight.Config{Retry: &retry.Config{}, RateLimit: &ratelimit.Config{}}, retry.DefaultMaxInterval},
+		{watertight.Config{Retry: &retry.Config{}, RateLimit: &ratelimit.Config{}}, 10 * time.Second},
 		{watertight.Config{RateLimit: &ratelimit.Config{}}, ratelimit.DefaultMaxHold},
 		{watertight.Config{Retry: &retry.Config{}, RateLimit: &ratelimit.Config{MaxWait: time.Second}}, time.Second},
 	} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/breaker"
@@ -36,7 +37,7 @@ type Config struct {
 	Retry *retry.Config
 	// RateLimit admits each attempt at the pace the dependency allows.
 	// With a Retry section, a zero MaxWait takes its MaxInterval
-	// (retry.DefaultMaxInterval if that is 0).
+	// (10s if that is 0, as in retry.Config).
 	RateLimit *ratelimit.Config
 	// Breaker stops calling a failing dependency; it sees every attempt.
 	Breaker *breaker.Config
@@ -218,7 +219,7 @@ func (p *Pipeline) sections(cfg Config, name string, mp metric.MeterProvider, po
 		cc := *c
 		fill(&cc.Name, &cc.MeterProvider, name)
 		if cc.MaxWait == 0 && cfg.Retry != nil {
-			cc.MaxWait = cmp.Or(cfg.Retry.MaxInterval, retry.DefaultMaxInterval)
+			cc.MaxWait = cmp.Or(cfg.Retry.MaxInterval, 10*time.Second)
 		}
 		l, err := ratelimit.New(cc)
 		if err != nil {

@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -27,9 +28,7 @@ func mustPipeline(t testing.TB, p compose.Policies) *compose.Pipeline {
 	return pl
 }
 
-func noWait() retry.Schedule {
-	return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-}
+func noWait() backoff.BackOff { return &backoff.ZeroBackOff{} }
 
 // heldStream runs one call through p as httppolicy's Transport runs a
 // streamed answer: its headers after hdr, then its slot held until body is

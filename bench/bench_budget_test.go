@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func wtRetryBudget(tb testing.TB) *retry.Retry {
 	return must[*retry.Retry](tb)(retry.New(retry.Config{
 		Name:        "r",
 		MaxAttempts: maxAttempts,
-		NewSchedule: func() retry.Schedule { return retry.ScheduleFunc(noWait) },
+		NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 		Budget:      b,
 	}))
 }

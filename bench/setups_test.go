@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"testing"
@@ -89,7 +90,7 @@ func wtRetry(tb testing.TB, mp metric.MeterProvider) *retry.Retry {
 	return must[*retry.Retry](tb)(retry.New(retry.Config{
 		Name:          "r",
 		MaxAttempts:   maxAttempts,
-		NewSchedule:   func() retry.Schedule { return retry.ScheduleFunc(noWait) },
+		NewSchedule:   func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 		MeterProvider: mp,
 	}))
 }

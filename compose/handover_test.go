@@ -1,6 +1,7 @@
 package compose_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"runtime"
@@ -28,9 +29,7 @@ func handOverPipeline(t *testing.T, failures uint32) (*compose.Pipeline, *bulkhe
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := retry.New(retry.Config{MaxAttempts: 3, NewSchedule: func() retry.Schedule {
-		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-	}})
+	rt, err := retry.New(retry.Config{MaxAttempts: 3, NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 	if err != nil {
 		t.Fatal(err)
 	}

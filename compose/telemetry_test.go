@@ -1,6 +1,7 @@
 package compose_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"testing"
@@ -49,9 +50,7 @@ func attrOf(kvs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
 
 func TestSpans(t *testing.T) {
 	sr, tp := newTracing(t)
-	rt, err := retry.New(retry.Config{MaxAttempts: 3, NewSchedule: func() retry.Schedule {
-		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-	}})
+	rt, err := retry.New(retry.Config{MaxAttempts: 3, NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 	c.running++
 	go c.run(context.WithValue(actx, attemptKey{}, n), n)
 	c.tick = nil
-	if d := h.Delay(); n <= h.s.MaxHedges && d >= 0 {
+	if d := h.delay(); n <= h.s.MaxHedges && d >= 0 {
 		if c.timer == nil {
 			c.timer = time.NewTimer(d)
 		} else {
@@ -157,29 +157,29 @@ func (c *call) result(ctx context.Context, r result) (bool, int, error) {
 	var err error
 	switch {
 	case r.err == nil && !c.fired:
-		c.settled(ctx, r, Won)
+		c.settled(ctx, r, won)
 		c.end(ctx, r.n)
 		return true, r.n, nil
 	case r.err == nil:
-		c.settled(ctx, r, Canceled)
+		c.settled(ctx, r, canceled)
 		err = ctx.Err() // after a Deadline's timer, which no attempt wins
 	case errors.Is(r.err, policy.ErrRejected):
-		c.settled(ctx, r, Failed)
+		c.settled(ctx, r, failed)
 		c.rejection, c.stopped = r.err, true
 	case ctx.Err() != nil:
-		c.settled(ctx, r, Canceled)
+		c.settled(ctx, r, canceled)
 		err = retry.Unmark(r.err)
 		if c.last != nil && !errors.Is(r.err, retry.Unmark(c.last)) {
 			err = fmt.Errorf("%s: %w after attempt %d: %w", c.h.rec.prefix, err, c.lastN, retry.Unmark(c.last))
 		}
 	case retry.IsPermanent(r.err):
-		c.settled(ctx, r, Failed)
+		c.settled(ctx, r, failed)
 		err = retry.Unmark(r.err)
 	case c.h.s.ShouldRetry != nil && !c.h.s.ShouldRetry(r.err):
-		c.settled(ctx, r, Failed)
+		c.settled(ctx, r, failed)
 		err = r.err
 	default:
-		c.settled(ctx, r, Failed)
+		c.settled(ctx, r, failed)
 		c.last, c.lastN = r.err, r.n
 		c.failures++
 		c.next(ctx, true)
@@ -213,7 +213,7 @@ func (c *call) final(ctx context.Context) error {
 	if c.last == nil {
 		return retry.Unmark(c.rejection) // fn never ran
 	}
-	e := &retry.ExhaustedError{Kind: Kind, Name: c.h.s.Name, Attempts: c.failures, Reason: retry.ReasonMaxAttempts, Err: retry.Unmark(c.last)}
+	e := &retry.ExhaustedError{Kind: kind, Name: c.h.s.Name, Attempts: c.failures, Reason: retry.ReasonMaxAttempts, Err: retry.Unmark(c.last)}
 	switch {
 	case c.rejection != nil:
 		e.Reason = retry.ReasonRejected
@@ -237,9 +237,9 @@ func (c *call) end(ctx context.Context, winner int) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	o := Canceled
+	o := canceled
 	if winner != 0 {
-		o = Lost
+		o = lost
 	}
 	for i, cancel := range c.cancels {
 		n := i + 1

@@ -10,16 +10,14 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// Defaults for the zero values of [Config] fields.
+// The values of zero [Config] fields, and the largest MaxHedges.
 const (
-	DefaultMaxHedges = 1
-	DefaultQuantile  = 0.9
-	DefaultMinDelay  = time.Millisecond
-	DefaultWindow    = 1000
+	defaultMaxHedges = 1
+	defaultQuantile  = 0.9
+	defaultMinDelay  = time.Millisecond
+	defaultWindow    = 1000
+	maxHedgesLimit   = 100
 )
-
-// MaxHedgesLimit is the largest [Config.MaxHedges].
-const MaxHedgesLimit = 100
 
 // minSamples is how many latencies a learned delay needs.
 const minSamples = 20
@@ -33,7 +31,7 @@ type Config struct {
 	Name string
 
 	// MaxHedges is the number of attempts that may start beside the first.
-	// Zero means 1; otherwise it must be in [1, MaxHedgesLimit].
+	// Zero means 1; otherwise it must be in [1, 100].
 	MaxHedges int
 
 	// Delay, with Quantile zero, is the fixed delay between the starts of
@@ -83,28 +81,28 @@ type Config struct {
 func (cfg Config) resolve() (Config, error) {
 	s := cfg
 	if s.MaxHedges == 0 {
-		s.MaxHedges = DefaultMaxHedges
+		s.MaxHedges = defaultMaxHedges
 	}
-	if s.MaxHedges < 1 || s.MaxHedges > MaxHedgesLimit {
-		return s, fmt.Errorf("hedge: Config.MaxHedges must be in [1, %d], got %d", MaxHedgesLimit, cfg.MaxHedges)
+	if s.MaxHedges < 1 || s.MaxHedges > maxHedgesLimit {
+		return s, fmt.Errorf("hedge: Config.MaxHedges must be in [1, %d], got %d", maxHedgesLimit, cfg.MaxHedges)
 	}
 	if s.Delay < 0 {
 		return s, fmt.Errorf("hedge: Config.Delay must be >= 0, got %v", cfg.Delay)
 	}
 	if s.Quantile == 0 && s.Delay == 0 {
-		s.Quantile = DefaultQuantile
+		s.Quantile = defaultQuantile
 	}
 	if s.Quantile != 0 && !(s.Quantile > 0 && s.Quantile < 1) { // NaN fails too
 		return s, fmt.Errorf("hedge: Config.Quantile must be in (0, 1), got %v", cfg.Quantile)
 	}
 	if s.MinDelay == 0 {
-		s.MinDelay = DefaultMinDelay
+		s.MinDelay = defaultMinDelay
 	}
 	if s.MinDelay < 0 {
 		return s, fmt.Errorf("hedge: Config.MinDelay must be > 0, got %v", cfg.MinDelay)
 	}
 	if s.Window == 0 {
-		s.Window = DefaultWindow
+		s.Window = defaultWindow
 	}
 	if s.Window < minSamples || s.Window > 100000 {
 		return s, fmt.Errorf("hedge: Config.Window must be in [%d, 100000], got %d", minSamples, cfg.Window)

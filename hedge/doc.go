@@ -44,8 +44,15 @@
 //
 // # Telemetry
 //
-// A Hedge counts each hedge (an attempt after the first) in [Metric] by
-// outcome, and adds an [Event] to the span in ctx as it starts. An
-// exhaustion adds 1 to watertight.retry.exhausted, with Kind "hedge". It
-// starts no span.
+// A Hedge counts each hedge (an attempt after the first) in the counter
+// watertight.hedges, with its outcome in watertight.hedge.outcome: "won"
+// (its success is the call's), "lost" (another attempt won while it ran),
+// "canceled" (the call ended otherwise while it ran) or "failed" (it
+// failed before the call ended). As a hedge starts, it adds the event
+// watertight.hedge to the span in ctx, with the attempt number and
+// watertight.hedge.after_failure, true when a failure, not the delay,
+// started it. An exhaustion adds 1 to watertight.retry.exhausted, with
+// watertight.policy.kind "hedge". Both counters carry
+// watertight.policy.kind and watertight.policy.name. A Hedge starts no
+// span.
 package hedge

@@ -26,20 +26,20 @@ func FuzzConfig(f *testing.F) {
 			MinDelay: time.Duration(minDelay), Window: window}
 		mh, q, md, w := maxHedges, quantile, minDelay, window
 		if mh == 0 {
-			mh = hedge.DefaultMaxHedges
+			mh = 1
 		}
 		if q == 0 && delay == 0 {
-			q = hedge.DefaultQuantile
+			q = 0.9
 		}
 		if md == 0 {
-			md = int64(hedge.DefaultMinDelay)
+			md = int64(time.Millisecond)
 		}
 		if w == 0 {
-			w = hedge.DefaultWindow
+			w = 1000
 		}
 		want := ""
 		switch {
-		case mh < 1 || mh > hedge.MaxHedgesLimit:
+		case mh < 1 || mh > 100:
 			want = "MaxHedges"
 		case delay < 0:
 			want = "Delay"
@@ -64,8 +64,8 @@ func FuzzConfig(f *testing.F) {
 		if q != 0 && delay == 0 {
 			wantDelay = -1
 		}
-		if d := h.Delay(); d != wantDelay || h.MaxHedges() != mh {
-			t.Fatalf("Delay = %v, MaxHedges = %d; want %v, %d", d, h.MaxHedges(), wantDelay, mh)
+		if d, m := hedge.Settings(h); d != wantDelay || m != mh {
+			t.Fatalf("delay = %v, MaxHedges = %d; want %v, %d", d, m, wantDelay, mh)
 		}
 		if _, err := hedge.Do(context.Background(), h, nil, func(context.Context) (int, error) { return 1, nil }); err != nil {
 			t.Fatalf("Do = %v", err)

@@ -15,12 +15,12 @@ import (
 // outcomes, such as a breaker, should exclude an attempt with this cause.
 // It matches context.Canceled. The winner's context is canceled too, once
 // Do returns, with the cause context.Canceled.
-var ErrLost error = lost{}
+var ErrLost error = lostError{}
 
-type lost struct{}
+type lostError struct{}
 
-func (lost) Error() string        { return "hedge: lost: the call ended with another attempt" }
-func (lost) Is(target error) bool { return target == context.Canceled }
+func (lostError) Error() string        { return "hedge: lost: the call ended with another attempt" }
+func (lostError) Is(target error) bool { return target == context.Canceled }
 
 // stopped is the cause with which a call cancels its attempts when a
 // Deadline's timer ends it: it matches ErrLost, as no attempt wins after
@@ -59,13 +59,9 @@ func New(cfg Config) (*Hedge, error) {
 	return h, nil
 }
 
-// MaxHedges returns the number of attempts a call may start beside the
-// first.
-func (h *Hedge) MaxHedges() int { return h.s.MaxHedges }
-
-// Delay returns the delay in force: the fixed Delay, or the one learned.
+// delay returns the delay in force: the fixed Delay, or the one learned.
 // A negative value means no hedge starts on delay yet.
-func (h *Hedge) Delay() time.Duration {
+func (h *Hedge) delay() time.Duration {
 	if h.est == nil {
 		return h.s.Delay
 	}

@@ -46,7 +46,7 @@ func TestConfigValidation(t *testing.T) {
 		{"zero", Config{}, "", ""},
 		{"fixed", Config{Delay: time.Millisecond}, "", ""},
 		{"quantile with an initial delay", Config{Delay: time.Second, Quantile: 0.5}, "", ""},
-		{"MaxHedges limit", Config{MaxHedges: MaxHedgesLimit}, "", ""},
+		{"MaxHedges limit", Config{MaxHedges: maxHedgesLimit}, "", ""},
 		{"Window 20", Config{Window: 20}, "", ""},
 		{"MaxHedges -1", Config{MaxHedges: -1}, "Config.MaxHedges", "must be in [1, 100], got -1"},
 		{"MaxHedges 101", Config{MaxHedges: 101}, "Config.MaxHedges", "must be in [1, 100], got 101"},
@@ -209,7 +209,7 @@ func TestHedgeFailureStartsNextAtOnce(t *testing.T) {
 			t.Errorf("attempts started at %v, want [0 2ms 17ms]", got)
 		}
 		var ee *retry.ExhaustedError
-		if !errors.As(err, &ee) || ee.Kind != Kind || ee.Reason != retry.ReasonMaxAttempts || ee.Attempts != 3 || !errors.Is(err, last) || !errors.Is(err, retry.ErrExhausted) {
+		if !errors.As(err, &ee) || ee.Kind != kind || ee.Reason != retry.ReasonMaxAttempts || ee.Attempts != 3 || !errors.Is(err, last) || !errors.Is(err, retry.ErrExhausted) {
 			t.Fatalf("err = %#v; want an exhaustion of 3 attempts wrapping the last error", err)
 		}
 		if want := `hedge "x": gave up after 3 attempts: 503`; err.Error() != want {
@@ -365,7 +365,7 @@ func TestHedgeBudget(t *testing.T) {
 func TestHedgeLearnedDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := mustHedge(t, Config{Quantile: 0.9, MinDelay: 5 * time.Millisecond, Window: 100})
-		if d := h.Delay(); d >= 0 {
+		if d := h.delay(); d >= 0 {
 			t.Errorf("Delay before any latency = %v, want none", d)
 		}
 		call := func(lat time.Duration) {
@@ -376,23 +376,23 @@ func TestHedgeLearnedDelay(t *testing.T) {
 		for i := range 19 {
 			call(time.Duration(i+1) * time.Millisecond)
 		}
-		if d := h.Delay(); d >= 0 {
+		if d := h.delay(); d >= 0 {
 			t.Errorf("Delay after 19 latencies = %v, want none", d)
 		}
 		call(20 * time.Millisecond)
-		if d := h.Delay(); d != 18*time.Millisecond {
+		if d := h.delay(); d != 18*time.Millisecond {
 			t.Errorf("Delay after 1..20ms = %v, want the p90, 18ms", d)
 		}
 		// 100 fast calls replace the window: the floor.
 		for range 100 {
 			call(time.Millisecond)
 		}
-		if d := h.Delay(); d != 5*time.Millisecond {
+		if d := h.delay(); d != 5*time.Millisecond {
 			t.Errorf("Delay after 100 x 1ms = %v, want the floor, 5ms", d)
 		}
 		// With a Delay to start with.
 		h2 := mustHedge(t, Config{Quantile: 0.5, Delay: 7 * time.Millisecond})
-		if d := h2.Delay(); d != 7*time.Millisecond {
+		if d := h2.delay(); d != 7*time.Millisecond {
 			t.Errorf("initial Delay = %v, want 7ms", d)
 		}
 	})
@@ -414,7 +414,7 @@ func TestHedgeCensoredLatencies(t *testing.T) {
 		// Samples: the winners' 10ms, the losers' lower bounds of 20ms and
 		// more, as many: the 60th percentile is above 10ms. Without them it
 		// would be 10ms.
-		if d := h.Delay(); d <= 10*time.Millisecond {
+		if d := h.delay(); d <= 10*time.Millisecond {
 			t.Errorf("Delay = %v; want above the winners' 10ms", d)
 		}
 	})
@@ -441,13 +441,13 @@ func TestHedgeTelemetry(t *testing.T) {
 		cancel()
 		synctest.Wait()
 		got := sums(t, reader)
-		kind, name := telemetry.KeyKind.String(Kind), telemetry.KeyName.String("h")
+		kind, name := telemetry.KeyKind.String(kind), telemetry.KeyName.String("h")
 		for _, o := range hedgeOutcomes {
-			if v := got[Metric][attribute.NewSet(kind, name, KeyOutcome.String(o))]; v != 1 {
+			if v := got[metricHedges][attribute.NewSet(kind, name, keyOutcome.String(o))]; v != 1 {
 				t.Errorf("hedges{outcome=%s} = %d, want 1", o, v)
 			}
 		}
-		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, retry.KeyReason.String(retry.ReasonMaxAttempts))]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
+		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, telemetry.KeyRetryReason.String(retry.ReasonMaxAttempts))]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 			t.Errorf("exhausted = %v, want 1 with reason max_attempts", got[telemetry.MetricExhausted])
 		}
 	})
@@ -565,7 +565,7 @@ func TestHedgeProperties(t *testing.T) {
 			}
 			bal := b.Available()
 			perSecond := max(minPerSecond, 0)
-			reserve := retry.DefaultBudgetWindow.Seconds() * perSecond
+			reserve := (10 * time.Second).Seconds() * perSecond
 			paid := reserve + ratio*float64(calls.Load()) + perSecond*time.Since(start).Seconds()
 			if bal < 0 || float64(hedged.Load()) > paid+1e-6 {
 				rt.Fatalf("balance %v, %d hedges for %v paid", bal, hedged.Load(), paid)
@@ -716,7 +716,7 @@ func TestShouldRetryPanicCountsTheHedgeOnce(t *testing.T) {
 		}()
 		synctest.Wait()
 		var total int64
-		for _, v := range sums(t, r)[Metric] {
+		for _, v := range sums(t, r)[metricHedges] {
 			total += v
 		}
 		if total != 1 {

@@ -1,6 +1,7 @@
 package hedge_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"strings"
@@ -179,7 +180,7 @@ func TestBudgetInPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := retry.New(retry.Config{Budget: b, MaxAttempts: 5, MeterProvider: noop.NewMeterProvider(),
-			NewSchedule: func() retry.Schedule { return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true }) }})
+			NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ var errBoom = errors.New("boom")
 func always(err error) func(int) error { return func(int) error { return err } }
 
 // hedgeOutcomes are the outcomes of a hedge.
-var hedgeOutcomes = [...]string{Won, Lost, Canceled, Failed}
+var hedgeOutcomes = [...]string{won, lost, canceled, failed}
 
 func mustBudget(t testing.TB, cfg retry.BudgetConfig) *retry.Budget {
 	t.Helper()

@@ -10,32 +10,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watertight/watertight/internal/telemetry"
-	"github.com/watertight/watertight/retry"
 )
 
-// Kind is the watertight.policy.kind of a Hedge.
-const Kind = "hedge"
-
-// Outcomes of a hedge (an attempt after a call's first), in [KeyOutcome].
+// The telemetry names of a Hedge, which the package documentation lists.
 const (
-	Won      = "won"      // its success is the call's
-	Lost     = "lost"     // another attempt won while it ran
-	Canceled = "canceled" // the call ended otherwise while it ran
-	Failed   = "failed"   // it failed before the call ended
+	kind            = "hedge"
+	metricHedges    = "watertight.hedges"
+	keyOutcome      = attribute.Key("watertight.hedge.outcome")
+	eventHedge      = "watertight.hedge"
+	keyAfterFailure = attribute.Key("watertight.hedge.after_failure")
 )
 
-// Telemetry names of a Hedge.
+// Outcomes of a hedge (an attempt after a call's first), in keyOutcome.
 const (
-	// Metric counts hedges by outcome.
-	Metric = "watertight.hedges"
-	// KeyOutcome is the outcome of a hedge on watertight.hedges.
-	KeyOutcome = attribute.Key("watertight.hedge.outcome")
-	// Event is the span event of a hedge's start, with its attempt number
-	// and KeyAfterFailure.
-	Event = "watertight.hedge"
-	// KeyAfterFailure is true when a failure, not the delay, started the
-	// hedge.
-	KeyAfterFailure = attribute.Key("watertight.hedge.after_failure")
+	won      = "won"      // its success is the call's
+	lost     = "lost"     // another attempt won while it ran
+	canceled = "canceled" // the call ended otherwise while it ran
+	failed   = "failed"   // it failed before the call ended
 )
 
 // recorder holds the telemetry of one Hedge.
@@ -50,16 +41,16 @@ type recorder struct {
 func newRecorder(mp metric.MeterProvider, name string) recorder {
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
-		prefix:    Kind,
+		prefix:    kind,
 		exhausted: in.Exhausted,
-		kind:      telemetry.KeyKind.String(Kind),
+		kind:      telemetry.KeyKind.String(kind),
 		name:      telemetry.KeyName.String(name),
 	}
 	if name != "" {
 		rec.prefix += " " + strconv.Quote(name)
 	}
 	var err error
-	rec.hedges, err = in.Meter.Int64Counter(Metric, metric.WithUnit("{attempt}"),
+	rec.hedges, err = in.Meter.Int64Counter(metricHedges, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
 	if err != nil {
 		otel.Handle(err)
@@ -67,19 +58,19 @@ func newRecorder(mp metric.MeterProvider, name string) recorder {
 	return rec
 }
 
-// started adds the Event of hedge n to the span in ctx, if it is recording.
+// started adds the event of hedge n to the span in ctx, if it is recording.
 func (rec *recorder) started(ctx context.Context, n int, afterFailure bool) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(Event, trace.WithAttributes(rec.kind, rec.name, telemetry.KeyAttempt.Int(n), KeyAfterFailure.Bool(afterFailure)))
+		span.AddEvent(eventHedge, trace.WithAttributes(rec.kind, rec.name, telemetry.KeyAttempt.Int(n), keyAfterFailure.Bool(afterFailure)))
 	}
 }
 
 // exhaust counts a call given up on for reason.
 func (rec *recorder) exhaust(ctx context.Context, reason string) {
-	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, retry.KeyReason.String(reason)))
+	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, telemetry.KeyRetryReason.String(reason)))
 }
 
 // outcome counts a hedge's outcome.
 func (rec *recorder) outcome(ctx context.Context, o string) {
-	rec.hedges.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, KeyOutcome.String(o)))
+	rec.hedges.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, keyOutcome.String(o)))
 }

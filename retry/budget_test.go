@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"fmt"
@@ -192,7 +193,7 @@ func TestBudgetRefusesRetry(t *testing.T) {
 		}
 		kind, name := telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm")
 		got := sums(t, reader)
-		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, KeyReason.String(ReasonBudget))]; v != 2 || len(got[telemetry.MetricExhausted]) != 1 {
+		if v := got[telemetry.MetricExhausted][attribute.NewSet(kind, name, telemetry.KeyRetryReason.String(ReasonBudget))]; v != 2 || len(got[telemetry.MetricExhausted]) != 1 {
 			t.Errorf("exhausted = %v, want 2 with reason budget", got[telemetry.MetricExhausted])
 		}
 		if v := got[telemetry.MetricAttempts][attribute.NewSet(kind, name)]; v != 1 {
@@ -256,13 +257,13 @@ func TestExhaustedReasonAttribute(t *testing.T) {
 			return policy.NewRejectedError("breaker", "b", "open", nil)
 		})
 		stopped := mustNew(t, Config{Name: "x", MeterProvider: mp,
-			NewSchedule: func() Schedule { return ScheduleFunc(func() (time.Duration, bool) { return 0, false }) }})
+			NewSchedule: func() backoff.BackOff { return &backoff.StopBackOff{} }})
 		run(ctx, stopped, always(errBoom)) // stopped
 		spent := mustNew(t, Config{Name: "x", MeterProvider: mp, Budget: mustBudget(t, BudgetConfig{MinPerSecond: NoMinimum})})
 		run(ctx, spent, always(errBoom)) // budget
 		got := sums(t, reader)[telemetry.MetricExhausted]
 		for _, reason := range reasons {
-			set := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("x"), KeyReason.String(reason))
+			set := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("x"), telemetry.KeyRetryReason.String(reason))
 			if got[set] != 1 {
 				t.Errorf("exhausted{reason=%s} = %d, want 1", reason, got[set])
 			}
@@ -436,7 +437,7 @@ func TestBudgetProperties(t *testing.T) {
 							started.Add(1)
 							defer ended.Add(1)
 							n++
-							if n > r.MaxAttempts() {
+							if n > r.s.MaxAttempts {
 								overrun.Add(1)
 							}
 							if n == panicAt {

@@ -6,16 +6,17 @@ import (
 	"math"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Defaults for the zero values of [Config] fields.
+// The values of zero [Config] fields.
 const (
-	DefaultMaxAttempts     = 3
-	DefaultInitialInterval = 100 * time.Millisecond
-	DefaultMaxInterval     = 10 * time.Second
-	DefaultMultiplier      = 2.0
-	DefaultJitter          = 0.5
+	defaultMaxAttempts     = 3
+	defaultInitialInterval = 100 * time.Millisecond
+	defaultMaxInterval     = 10 * time.Second
+	defaultMultiplier      = 2.0
+	defaultJitter          = 0.5
 )
 
 // NoJitter, as [Config.Jitter], turns off the randomisation of waits.
@@ -58,9 +59,14 @@ type Config struct {
 
 	// NewSchedule, if set, replaces the exponential schedule
 	// (InitialInterval, Multiplier and Jitter). It is called once per
-	// call, at the first failure that needs a scheduled wait. It must not
-	// return nil: the call panics. It may be called concurrently.
-	NewSchedule func() Schedule
+	// call, at the first failure that needs a scheduled wait, and the
+	// schedule it returns is used by that call alone. Each NextBackOff
+	// gives the wait before the next attempt, capped at MaxInterval;
+	// backoff.Stop ends the call with [ReasonStopped], and any other
+	// negative wait means none. An error's RetryAfter takes
+	// precedence, and NextBackOff is not called for it. NewSchedule must
+	// not return nil: the call panics. It may be called concurrently.
+	NewSchedule func() backoff.BackOff
 
 	// Budget, if set, bounds the retries of every Retry that shares it.
 	// Nil means no budget.
@@ -80,19 +86,19 @@ type Config struct {
 func (cfg Config) resolve() (Config, error) {
 	s := cfg
 	if s.MaxAttempts == 0 {
-		s.MaxAttempts = DefaultMaxAttempts
+		s.MaxAttempts = defaultMaxAttempts
 	}
 	if s.MaxAttempts < 1 {
 		return s, fmt.Errorf("retry: Config.MaxAttempts must be >= 1, got %d", cfg.MaxAttempts)
 	}
 	if s.InitialInterval == 0 {
-		s.InitialInterval = DefaultInitialInterval
+		s.InitialInterval = defaultInitialInterval
 	}
 	if s.InitialInterval < 0 {
 		return s, fmt.Errorf("retry: Config.InitialInterval must be > 0, got %v", cfg.InitialInterval)
 	}
 	if s.MaxInterval == 0 {
-		s.MaxInterval = DefaultMaxInterval
+		s.MaxInterval = defaultMaxInterval
 	}
 	if s.MaxInterval < 0 {
 		return s, fmt.Errorf("retry: Config.MaxInterval must be > 0, got %v", cfg.MaxInterval)
@@ -101,14 +107,14 @@ func (cfg Config) resolve() (Config, error) {
 		return s, fmt.Errorf("retry: Config.MaxInterval (%v) must be >= Config.InitialInterval (%v)", s.MaxInterval, s.InitialInterval)
 	}
 	if s.Multiplier == 0 {
-		s.Multiplier = DefaultMultiplier
+		s.Multiplier = defaultMultiplier
 	}
 	if !(s.Multiplier >= 1) || math.IsInf(s.Multiplier, 0) { // NaN fails too
 		return s, fmt.Errorf("retry: Config.Multiplier must be a finite number >= 1, got %v", cfg.Multiplier)
 	}
 	switch {
 	case s.Jitter == 0:
-		s.Jitter = DefaultJitter
+		s.Jitter = defaultJitter
 	case s.Jitter == NoJitter:
 		s.Jitter = 0
 	case !(s.Jitter >= 0 && s.Jitter <= 1): // NaN fails too

@@ -24,7 +24,7 @@
 //	Config.ShouldRetry(err) == false           stop                           err
 //	n >= MaxAttempts                           stop, exhausted                *ExhaustedError
 //	RetryAfter() > MaxInterval                 stop, exhausted, no wait       *ExhaustedError
-//	the Schedule stops                         stop, exhausted                *ExhaustedError
+//	the schedule stops (backoff.Stop)          stop, exhausted                *ExhaustedError
 //	now + wait would reach ctx's deadline      stop, exhausted, no wait       *ExhaustedError
 //	Config.Budget refuses the retry            stop, exhausted, no wait       *ExhaustedError, Reason "budget"
 //	otherwise                                  wait, then attempt n+1
@@ -34,8 +34,9 @@
 // error. A Deadline returns it unchanged, not as a timeout: the retry gave
 // up while the call's ctx was live. A policy below that waits (a rate
 // limit) ends a later attempt's wait that a Deadline's timer ends with
-// ctx.Err(), not a rejection: fn ran in the call, which is a timeout. A call's error matches policy.ErrRejected only if fn never ran in
-// that call: a refusal after attempts that ran fn is in the
+// ctx.Err(), not a rejection: fn ran in the call, which is a timeout. A
+// call's error matches policy.ErrRejected only if fn never ran in that
+// call: a refusal after attempts that ran fn is in the
 // ExhaustedError's Rejection field, outside the Unwrap chain. An attempt
 // that timed out on its own deadline, while the call's ctx is live, is
 // retried by default. Inside fn, [Attempt] returns the attempt's number.
@@ -66,6 +67,6 @@
 // Each retry adds 1 to watertight.retry.attempts, and a watertight.retry
 // event (attempt number, wait in seconds) to the span in ctx. Each
 // exhaustion adds 1 to watertight.retry.exhausted, with its Reason in
-// [KeyReason]. Both carry watertight.policy.kind and watertight.policy.name.
+// watertight.retry.reason. Both carry watertight.policy.kind and watertight.policy.name.
 // A Retry starts no span.
 package retry

@@ -29,18 +29,18 @@ const (
 // matches [ErrExhausted] and unwraps to fn's last error. It is not
 // modified once returned, so it may be read concurrently.
 type ExhaustedError struct {
-	Kind        string        // "retry" (also when empty) or "hedge"
-	Name        string        // the policy's Name
-	Attempts    int           // attempts that ran fn and failed
-	Reason      string        // one of the Reason constants
-	Wait        time.Duration // the refused wait, with ReasonDeadline and ReasonRetryAfter
-	MaxInterval time.Duration // the Retry's MaxInterval
-	Err         error         // fn's last error
+	Kind     string // "retry" (also when empty) or "hedge"
+	Name     string // the policy's Name
+	Attempts int    // attempts that ran fn and failed
+	Reason   string // one of the Reason constants
+	Err      error  // fn's last error
 
 	// Rejection is, with ReasonRejected, the *policy.RejectedError in the
 	// refused attempt's error, if any. It is outside the Unwrap chain, so
 	// the ExhaustedError does not match policy.ErrRejected.
 	Rejection *policy.RejectedError
+
+	wait, maxInterval time.Duration // for the message
 }
 
 // Error returns a message such as
@@ -48,7 +48,7 @@ type ExhaustedError struct {
 func (e *ExhaustedError) Error() string {
 	kind := e.Kind
 	if kind == "" {
-		kind = Kind
+		kind = "retry"
 	}
 	msg := label(kind, e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {
@@ -58,9 +58,9 @@ func (e *ExhaustedError) Error() string {
 	case ReasonStopped:
 		msg += ": the schedule stopped"
 	case ReasonDeadline:
-		msg += ": next wait of " + e.Wait.String() + " would pass the deadline"
+		msg += ": next wait of " + e.wait.String() + " would pass the deadline"
 	case ReasonRetryAfter:
-		msg += ": server asked to wait " + e.Wait.String() + ", more than MaxInterval " + e.MaxInterval.String()
+		msg += ": server asked to wait " + e.wait.String() + ", more than MaxInterval " + e.maxInterval.String()
 	case ReasonBudget:
 		msg += ": the retry budget is spent"
 	case ReasonRejected:

@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,8 @@ func ExampleErrExhausted() {
 	r, _ := retry.New(retry.Config{
 		Name:        "db",
 		MaxAttempts: 2,
-		// Retries without waits: a ScheduleFunc that keeps no state.
-		NewSchedule: func() retry.Schedule {
-			return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-		},
+		// Retries without waits.
+		NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} },
 	})
 	err := r.Execute(context.Background(), func(context.Context) error { return errRefused })
 	fmt.Println(err)
@@ -71,22 +70,14 @@ func ExamplePermanent() {
 	// 1 400 bad request true
 }
 
-// A schedule of fixed waits, then stop. NewSchedule makes one per call, so
-// the closure's state (the waits left) belongs to that call alone.
-func ExampleSchedule() {
+// A schedule of fixed waits, then stop, from github.com/cenkalti/backoff/v4.
+// NewSchedule makes one per call, so its state belongs to that call alone.
+func ExampleConfig_newSchedule() {
 	r, _ := retry.New(retry.Config{
 		Name:        "fixed",
 		MaxAttempts: 10,
-		NewSchedule: func() retry.Schedule {
-			waits := []time.Duration{time.Millisecond, 5 * time.Millisecond}
-			return retry.ScheduleFunc(func() (time.Duration, bool) {
-				if len(waits) == 0 {
-					return 0, false // stop
-				}
-				w := waits[0]
-				waits = waits[1:]
-				return w, true
-			})
+		NewSchedule: func() backoff.BackOff {
+			return backoff.WithMaxRetries(backoff.NewConstantBackOff(5*time.Millisecond), 2)
 		},
 		OnRetry: func(_ context.Context, attempt int, _ error, wait time.Duration) {
 			fmt.Printf("attempt %d failed; retrying in %v\n", attempt, wait)
@@ -95,7 +86,7 @@ func ExampleSchedule() {
 	err := r.Execute(context.Background(), func(context.Context) error { return errors.New("unavailable") })
 	fmt.Println(err)
 	// Output:
-	// attempt 1 failed; retrying in 1ms
+	// attempt 1 failed; retrying in 5ms
 	// attempt 2 failed; retrying in 5ms
 	// retry "fixed": gave up after 3 attempts: the schedule stopped: unavailable
 }
@@ -118,9 +109,7 @@ func ExampleBudget() {
 	if err != nil {
 		panic(err)
 	}
-	zeroWaits := func() retry.Schedule {
-		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-	}
+	zeroWaits := func() backoff.BackOff { return &backoff.ZeroBackOff{} }
 	search, _ := retry.New(retry.Config{Name: "search", Budget: budget, NewSchedule: zeroWaits})
 	suggest, _ := retry.New(retry.Config{Name: "suggest", Budget: budget, NewSchedule: zeroWaits})
 	down := errors.New("503 Service Unavailable")

@@ -13,3 +13,9 @@ func (r *Retry) Next(ctx context.Context, n int, err error, state *call) (bool, 
 
 // reasons are the Reasons of an ExhaustedError.
 var reasons = [...]string{ReasonMaxAttempts, ReasonStopped, ReasonDeadline, ReasonRetryAfter, ReasonRejected, ReasonBudget}
+
+// ScheduleFunc gives the external tests scheduleFunc.
+type ScheduleFunc = scheduleFunc
+
+// MaxAttemptsOf returns r's resolved MaxAttempts.
+func MaxAttemptsOf(r *Retry) int { return r.s.MaxAttempts }

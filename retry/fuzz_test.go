@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"math"
@@ -46,16 +47,16 @@ func FuzzConfig(f *testing.F) {
 		// The documented rules, in the documented order.
 		resAttempts, resInitial, resMax, resMult := attempts, initial, maxInterval, multiplier
 		if resAttempts == 0 {
-			resAttempts = retry.DefaultMaxAttempts
+			resAttempts = 3
 		}
 		if resInitial == 0 {
-			resInitial = int64(retry.DefaultInitialInterval)
+			resInitial = int64(100 * time.Millisecond)
 		}
 		if resMax == 0 {
-			resMax = int64(retry.DefaultMaxInterval)
+			resMax = int64(10 * time.Second)
 		}
 		if resMult == 0 {
-			resMult = retry.DefaultMultiplier
+			resMult = 2
 		}
 		var wantField string
 		switch {
@@ -86,8 +87,8 @@ func FuzzConfig(f *testing.F) {
 		if wantField != "" {
 			t.Fatalf("New(%+v) accepted an invalid %s", cfg, wantField)
 		}
-		if r.MaxAttempts() != resAttempts {
-			t.Fatalf("MaxAttempts() = %d; want %d", r.MaxAttempts(), resAttempts)
+		if retry.MaxAttemptsOf(r) != resAttempts {
+			t.Fatalf("MaxAttempts() = %d; want %d", retry.MaxAttemptsOf(r), resAttempts)
 		}
 		if err := r.Execute(context.Background(), func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("Execute = %v", err)
@@ -151,7 +152,7 @@ func FuzzSchedule(f *testing.F) {
 		schedules := 0
 		r, err := retry.New(retry.Config{
 			MaxAttempts: maxAttempts, InitialInterval: 1, MaxInterval: maxWait,
-			NewSchedule: func() retry.Schedule {
+			NewSchedule: func() backoff.BackOff {
 				schedules++
 				calls := 0
 				return retry.ScheduleFunc(func() (time.Duration, bool) {

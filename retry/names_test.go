@@ -6,19 +6,13 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// The telemetry names retry exports are the ones internal/telemetry
-// defines, spelled as dashboards know them; the exhaustion's reason is not
-// the rejection's.
+// The reason attribute the package documentation names is the one
+// internal/telemetry defines, and it is not the rejection's.
 func TestTelemetryNames(t *testing.T) {
-	for _, tc := range []struct{ got, want string }{
-		{string(KeyReason), "watertight.retry.reason"},
-		{Kind, "retry"},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("name %q, want %q", tc.got, tc.want)
-		}
+	if got := string(telemetry.KeyRetryReason); got != "watertight.retry.reason" {
+		t.Errorf("reason key %q, want watertight.retry.reason", got)
 	}
-	if KeyReason == telemetry.KeyReason {
-		t.Errorf("retry.KeyReason is the rejection's reason, %q", KeyReason)
+	if telemetry.KeyRetryReason == telemetry.KeyReason {
+		t.Errorf("the retry's reason is the rejection's, %q", telemetry.KeyReason)
 	}
 }

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/retry"
 )
@@ -21,7 +22,7 @@ func (w *wrapped) Unwrap() error { return w.err }
 // error (still wrapped, so the marker cannot be taken off) retries it as
 // any other error.
 func TestPermanentStopsOnlyTheNearestRetry(t *testing.T) {
-	noWait := func() retry.Schedule { return retry.ScheduleFunc(func() (_ time.Duration, ok bool) { return 0, true }) }
+	noWait := func() backoff.BackOff { return &backoff.ZeroBackOff{} }
 	inner, err := retry.New(retry.Config{Name: "inner", MaxAttempts: 3, NewSchedule: noWait})
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +64,7 @@ func TestUnmarkLeavesTheErrorUnchanged(t *testing.T) {
 	if got.Error() != w.Error() || !errors.Is(got, boom) || !errors.As(got, &as) || as != w {
 		t.Errorf("Unmark(wrapped) = %v; want w's message, matching boom and w", got)
 	}
-	r, err := retry.New(retry.Config{MaxAttempts: 2, NewSchedule: func() retry.Schedule {
-		return retry.ScheduleFunc(func() (time.Duration, bool) { return 0, true })
-	}})
+	r, err := retry.New(retry.Config{MaxAttempts: 2, NewSchedule: func() backoff.BackOff { return &backoff.ZeroBackOff{} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestRejectionAfterAttemptRan(t *testing.T) {
 				}
 				var ee *ExhaustedError
 				if !errors.As(res.err, &ee) || ee.Reason != ReasonRejected || ee.Attempts != tt.failures ||
-					ee.Rejection != tt.wantRej || ee.Name != "llm" || ee.Wait != 0 {
+					ee.Rejection != tt.wantRej || ee.Name != "llm" || ee.wait != 0 {
 					t.Fatalf("ExhaustedError = %+v; want Reason rejected, Attempts %d, Rejection %v", ee, tt.failures, tt.wantRej)
 				}
 				if res.err.Error() != tt.wantMsg {
@@ -84,7 +84,7 @@ func TestRejectionAfterAttemptRan(t *testing.T) {
 					t.Errorf("ErrorType = %q, want %q", got, telemetry.TypeExhausted)
 				}
 				attrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"))
-				exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), KeyReason.String(ReasonRejected))
+				exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), telemetry.KeyRetryReason.String(ReasonRejected))
 				got := sums(t, reader)
 				if v := got[telemetry.MetricExhausted][exhaustedAttrs]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 					t.Errorf("exhausted counter = %v, want 1", got[telemetry.MetricExhausted])

@@ -28,7 +28,7 @@ func New(cfg Config) (*Retry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Retry{s: s, rec: newRecorder(s.MeterProvider, Kind, s.Name), expo: backoff.ExponentialBackOff{
+	return &Retry{s: s, rec: newRecorder(s.MeterProvider, "retry", s.Name), expo: backoff.ExponentialBackOff{
 		InitialInterval:     s.InitialInterval,
 		RandomizationFactor: s.Jitter,
 		Multiplier:          s.Multiplier,
@@ -38,9 +38,6 @@ func New(cfg Config) (*Retry, error) {
 		Clock:               backoff.SystemClock,
 	}}, nil
 }
-
-// MaxAttempts returns the number of tries a call gets, the first included.
-func (r *Retry) MaxAttempts() int { return r.s.MaxAttempts }
 
 // Execute runs fn until it succeeds or the rules stop it, waiting between
 // attempts, and returns nil or the rules' error. Attempt n runs with a
@@ -138,10 +135,9 @@ func Attempt(ctx context.Context) int {
 // call is a call's state between attempts, built at its first retried
 // failure.
 type call struct {
-	last  error // the latest error of an attempt that ran fn
-	sched Schedule
+	last  error           // the latest error of an attempt that ran fn
+	sched backoff.BackOff // built at the first scheduled wait
 	expo  backoff.ExponentialBackOff
-	built bool // expo is set up
 }
 
 // next applies the rules of the package documentation to err, the
@@ -157,7 +153,7 @@ func (l *Loop) next(err error) (bool, error) {
 		// ctx has ended since.
 		if c := l.state; c != nil && c.last != nil && !errors.Is(c.last, policy.ErrRejected) {
 			r.rec.exhaust(ctx, ReasonRejected)
-			e := &ExhaustedError{Name: r.s.Name, Attempts: n - 1, Reason: ReasonRejected, MaxInterval: r.s.MaxInterval, Err: c.last}
+			e := &ExhaustedError{Name: r.s.Name, Attempts: n - 1, Reason: ReasonRejected, Err: c.last}
 			e.Rejection, _ = errors.AsType[*policy.RejectedError](err)
 			return false, e
 		}
@@ -223,34 +219,38 @@ func (l *Loop) wait(err error) (time.Duration, string) {
 		}
 	}
 	c := l.state
-	var wait time.Duration
-	if l.r.s.NewSchedule == nil {
-		if !c.built {
-			c.expo, c.built = l.r.expo, true
-			c.expo.Reset()
-		}
+	if c.sched == nil {
+		c.sched = l.r.schedule(c)
+	}
+	wait := c.sched.NextBackOff()
+	switch {
+	case wait == backoff.Stop:
+		return 0, ReasonStopped
+	case wait < 0 && c.sched == &c.expo:
 		// Near math.MaxInt64, backoff's float conversion overflows to a
 		// negative wait: as long as allowed, not none.
-		if wait = c.expo.NextBackOff(); wait < 0 {
-			wait = l.r.s.MaxInterval
-		}
-	} else {
-		if c.sched == nil {
-			if c.sched = l.r.s.NewSchedule(); c.sched == nil {
-				panic("retry: Config.NewSchedule returned nil")
-			}
-		}
-		w, ok := c.sched.Next()
-		if !ok {
-			return 0, ReasonStopped
-		}
-		wait = max(w, 0)
+		return l.r.s.MaxInterval, ""
 	}
-	return min(wait, l.r.s.MaxInterval), ""
+	return min(max(wait, 0), l.r.s.MaxInterval), ""
+}
+
+// schedule returns a new schedule for call c: Config.NewSchedule's, or the
+// exponential one in c.
+func (r *Retry) schedule(c *call) backoff.BackOff {
+	if r.s.NewSchedule == nil {
+		c.expo = r.expo
+		c.expo.Reset()
+		return &c.expo
+	}
+	s := r.s.NewSchedule()
+	if s == nil {
+		panic("retry: Config.NewSchedule returned nil")
+	}
+	return s
 }
 
 // exhaust counts and returns an exhaustion.
 func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
 	r.rec.exhaust(ctx, reason)
-	return &ExhaustedError{Name: r.s.Name, Attempts: n, Reason: reason, Wait: wait, MaxInterval: r.s.MaxInterval, Err: err}
+	return &ExhaustedError{Name: r.s.Name, Attempts: n, Reason: reason, Err: err, wait: wait, maxInterval: r.s.MaxInterval}
 }

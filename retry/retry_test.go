@@ -72,8 +72,25 @@ func run(ctx context.Context, r *Retry, errFor func(n int) error) runResult {
 
 func always(err error) func(int) error { return func(int) error { return err } }
 
+// scheduleFunc is a schedule of the waits its function gives, until it
+// reports false. Its -1ns, backoff.Stop, is a negative wait as others are.
+type scheduleFunc func() (time.Duration, bool)
+
+func (f scheduleFunc) Reset() {}
+
+func (f scheduleFunc) NextBackOff() time.Duration {
+	w, ok := f()
+	switch {
+	case !ok:
+		return backoff.Stop
+	case w == backoff.Stop:
+		return w - 1
+	}
+	return w
+}
+
 // zeroWaits is a Config.NewSchedule with no waits.
-func zeroWaits() Schedule { return ScheduleFunc(func() (time.Duration, bool) { return 0, true }) }
+func zeroWaits() backoff.BackOff { return &backoff.ZeroBackOff{} }
 
 func equalDurations(a, b []time.Duration) bool {
 	if len(a) != len(b) {
@@ -114,13 +131,13 @@ func TestExponentialScheduleNoJitter(t *testing.T) {
 				if !equalDurations(res.waits, tt.want) {
 					t.Errorf("waits = %v, want %v", res.waits, tt.want)
 				}
-				if res.calls != r.MaxAttempts() || res.idle != 0 {
-					t.Errorf("calls = %d, idle = %v; want %d, 0", res.calls, res.idle, r.MaxAttempts())
+				if res.calls != r.s.MaxAttempts || res.idle != 0 {
+					t.Errorf("calls = %d, idle = %v; want %d, 0", res.calls, res.idle, r.s.MaxAttempts)
 				}
 				if !errors.Is(res.err, ErrExhausted) || !errors.Is(res.err, errBoom) {
 					t.Errorf("err = %v, want ErrExhausted and errBoom", res.err)
 				}
-				want := fmt.Sprintf(`retry "sched": gave up after %d attempts: boom`, r.MaxAttempts())
+				want := fmt.Sprintf(`retry "sched": gave up after %d attempts: boom`, r.s.MaxAttempts)
 				if res.err.Error() != want {
 					t.Errorf("err = %q, want %q", res.err, want)
 				}
@@ -241,7 +258,7 @@ func TestRetryAfterBeyondMaxInterval(t *testing.T) {
 			t.Errorf("err = %q, want %q", res.err, want)
 		}
 		var ee *ExhaustedError
-		if !errors.As(res.err, &ee) || ee.Reason != ReasonRetryAfter || ee.Wait != 30*time.Second || ee.Attempts != 1 {
+		if !errors.As(res.err, &ee) || ee.Reason != ReasonRetryAfter || ee.wait != 30*time.Second || ee.Attempts != 1 {
 			t.Errorf("ExhaustedError = %+v", ee)
 		}
 	})
@@ -568,7 +585,17 @@ type countingSchedule struct {
 	t        testing.TB
 }
 
-func (b *countingSchedule) Next() (time.Duration, bool) {
+func (b *countingSchedule) Reset() {}
+
+func (b *countingSchedule) NextBackOff() time.Duration {
+	w, ok := b.next()
+	if !ok {
+		return backoff.Stop
+	}
+	return w
+}
+
+func (b *countingSchedule) next() (time.Duration, bool) {
 	if !b.busy.CompareAndSwap(false, true) {
 		b.t.Error("schedule used by two calls at once")
 	}
@@ -607,7 +634,7 @@ func TestNewSchedule(t *testing.T) {
 				r := mustNew(t, Config{
 					Name: "nb", MaxAttempts: 10, MaxInterval: time.Second,
 					OnRetry: func(_ context.Context, _ int, _ error, wait time.Duration) { told = append(told, wait) },
-					NewSchedule: func() Schedule {
+					NewSchedule: func() backoff.BackOff {
 						b := &countingSchedule{interval: tt.interval, stopAt: tt.stopAt, t: t}
 						made = append(made, b)
 						return b
@@ -644,14 +671,14 @@ func TestNewSchedule(t *testing.T) {
 	}
 }
 
-// A ScheduleFunc closure made by NewSchedule is a schedule with per-call
-// state: every call starts it afresh.
-func TestScheduleFunc(t *testing.T) {
+// A closure made by NewSchedule is a schedule with per-call state: every
+// call starts it afresh.
+func TestScheduleClosure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
-		r := mustNew(t, Config{MaxAttempts: 10, NewSchedule: func() Schedule {
+		r := mustNew(t, Config{MaxAttempts: 10, NewSchedule: func() backoff.BackOff {
 			waits := []time.Duration{10 * ms, 30 * ms}
-			return ScheduleFunc(func() (time.Duration, bool) {
+			return scheduleFunc(func() (time.Duration, bool) {
 				if len(waits) == 0 {
 					return 0, false
 				}
@@ -672,7 +699,7 @@ func TestScheduleFunc(t *testing.T) {
 }
 
 func TestNewScheduleNilPanics(t *testing.T) {
-	r := mustNew(t, Config{NewSchedule: func() Schedule { return nil }})
+	r := mustNew(t, Config{NewSchedule: func() backoff.BackOff { return nil }})
 	defer func() {
 		if p := recover(); p != "retry: Config.NewSchedule returned nil" {
 			t.Errorf("panic = %v, want one naming retry and NewSchedule", p)
@@ -683,8 +710,8 @@ func TestNewScheduleNilPanics(t *testing.T) {
 
 func TestMaxAttemptsHuge(t *testing.T) {
 	r := mustNew(t, Config{MaxAttempts: math.MaxInt, NewSchedule: zeroWaits})
-	if r.MaxAttempts() != math.MaxInt {
-		t.Fatalf("MaxAttempts() = %d", r.MaxAttempts())
+	if r.s.MaxAttempts != math.MaxInt {
+		t.Fatalf("MaxAttempts() = %d", r.s.MaxAttempts)
 	}
 	res := run(t.Context(), r, func(n int) error {
 		if n == 5 {
@@ -709,7 +736,7 @@ func TestMaxAttempts(t *testing.T) {
 			t.Errorf("MaxAttempts %d: calls = %d, err = %v", n, res.calls, res.err)
 		}
 	}
-	if got := mustNew(t, Config{}).MaxAttempts(); got != DefaultMaxAttempts {
+	if got := mustNew(t, Config{}).s.MaxAttempts; got != defaultMaxAttempts {
 		t.Errorf("default MaxAttempts() = %d, want 3", got)
 	}
 }
@@ -844,7 +871,7 @@ func TestTelemetry(t *testing.T) {
 		if v := got[telemetry.MetricAttempts][attrs]; v != 3 || len(got[telemetry.MetricAttempts]) != 1 {
 			t.Errorf("attempts = %v, want {%v: 3}", got[telemetry.MetricAttempts], attrs.Encoded(attribute.DefaultEncoder()))
 		}
-		exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), KeyReason.String(ReasonMaxAttempts))
+		exhaustedAttrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"), telemetry.KeyRetryReason.String(ReasonMaxAttempts))
 		if v := got[telemetry.MetricExhausted][exhaustedAttrs]; v != 1 || len(got[telemetry.MetricExhausted]) != 1 {
 			t.Errorf("exhausted = %v, want 1", got[telemetry.MetricExhausted])
 		}
@@ -970,7 +997,7 @@ func TestSuccessAllocatesOnlyTheAttemptContext(t *testing.T) {
 }
 
 // Failing attempts allocate nothing beyond their contexts and the call's
-// state, once: the ScheduleFunc is free and the state passes without boxing.
+// state, once: the schedule is free and the state passes without boxing.
 func TestFailurePathAllocations(t *testing.T) {
 	r := mustNew(t, Config{MaxAttempts: 4, NewSchedule: zeroWaits})
 	ctx := t.Context()
@@ -999,7 +1026,7 @@ func TestConcurrentStress(t *testing.T) {
 		var made, retries, ran, exhausted atomic.Int64
 		r, err := New(Config{
 			Name: "stress", MaxAttempts: maxAttempts, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, MeterProvider: mp,
-			NewSchedule: func() Schedule {
+			NewSchedule: func() backoff.BackOff {
 				made.Add(1)
 				return &countingSchedule{interval: time.Duration(rand.IntN(3)) * time.Millisecond, t: t}
 			},
@@ -1079,7 +1106,7 @@ func TestConcurrentStress(t *testing.T) {
 		// kind and name.
 		var total int64
 		for set, v := range got[telemetry.MetricExhausted] {
-			reason, _ := set.Value(KeyReason)
+			reason, _ := set.Value(telemetry.KeyRetryReason)
 			if set.Len() != 3 || !slices.Contains(reasons[:], reason.AsString()) {
 				t.Errorf("exhausted series %v", set.Encoded(attribute.DefaultEncoder()))
 			}

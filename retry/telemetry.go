@@ -11,13 +11,6 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// Kind is the watertight.policy.kind of a Retry.
-const Kind = "retry"
-
-// KeyReason, "watertight.retry.reason", carries the [ExhaustedError]'s
-// Reason on watertight.retry.exhausted.
-const KeyReason = telemetry.KeyRetryReason
-
 // recorder holds the telemetry of one Retry.
 type recorder struct {
 	prefix    string // for error messages: kind and quoted name
@@ -55,5 +48,5 @@ func (rec *recorder) scheduled(ctx context.Context, attempt int, wait time.Durat
 
 // exhaust counts a call given up on for reason.
 func (rec *recorder) exhaust(ctx context.Context, reason string) {
-	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, KeyReason.String(reason)))
+	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, telemetry.KeyRetryReason.String(reason)))
 }
