@@ -131,7 +131,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // samples nothing.
 type Sample struct {
 	l      *Limiter
-	a      *stage.Attempt
+	a      *stage.Sample
 	closed int // the slots reserved above the call's priority
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
@@ -109,7 +110,7 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 	}
 	c.starts = append(c.starts, start)
 	c.running++
-	go c.run(context.WithValue(actx, attemptKey{}, n), n)
+	go c.run(stage.WithHedge(actx, n), n)
 	c.tick = nil
 	if d := h.delay(); n <= h.s.MaxHedges && d >= 0 {
 		if c.timer == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -68,16 +69,16 @@ func (h *Hedge) delay() time.Duration {
 	return h.est.delay()
 }
 
-type attemptKey struct{}
-
 // Attempt returns the 1-based number of the hedged attempt ctx belongs
 // to, or 0. It panics if ctx is nil.
 func Attempt(ctx context.Context) int {
 	if ctx == nil {
 		panic("hedge: nil Context")
 	}
-	n, _ := ctx.Value(attemptKey{}).(int)
-	return n
+	if a := stage.Of(ctx); a != nil {
+		return a.Hedge
+	}
+	return 0
 }
 
 // Do runs fn under p, hedging it, and returns the value of the first

@@ -84,7 +84,7 @@ func (l *Loop) Attempt() context.Context {
 	if l.n == 1 && l.r.s.Budget != nil {
 		l.r.s.Budget.Deposit()
 	}
-	return &attemptContext{l.ctx, l.n}
+	return stage.WithRetry(l.ctx, l.n)
 }
 
 // Next takes the outcome of the attempt running. It reports whether
@@ -99,37 +99,16 @@ func (l *Loop) Next(err error) bool {
 // Err returns the call's error once Next has reported false.
 func (l *Loop) Err() error { return l.err }
 
-type attemptKey struct{}
-
-// attemptContext carries an attempt's number: context.WithValue would
-// allocate the number's box and check the key's type on every attempt.
-type attemptContext struct {
-	context.Context // the call's
-	n               int
-}
-
-// Retry returns the attempt's number and the call's context, as
-// stage.RetryAttempt.
-func (c *attemptContext) Retry() (int, context.Context) { return c.n, c.Context }
-
-func (c *attemptContext) Value(key any) any {
-	switch key {
-	case attemptKey{}:
-		return c.n
-	case stage.RetryKey{}:
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // Attempt returns the 1-based number of the attempt ctx belongs to, or 0.
 // With nested Retries, it is the innermost one's. It panics if ctx is nil.
 func Attempt(ctx context.Context) int {
 	if ctx == nil {
 		panic("retry: nil Context")
 	}
-	n, _ := ctx.Value(attemptKey{}).(int)
-	return n
+	if a := stage.Of(ctx); a != nil {
+		return a.Retry
+	}
+	return 0
 }
 
 // call is a call's state between attempts, built at its first retried

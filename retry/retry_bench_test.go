@@ -26,9 +26,11 @@ func BenchmarkWithValue(b *testing.B) {
 	fn := func(context.Context) error { return nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = fn(context.WithValue(ctx, attemptKey{}, 1))
+		_ = fn(context.WithValue(ctx, benchKey{}, 1))
 	}
 }
+
+type benchKey struct{}
 
 var errBench = errors.New("transient")
 

@@ -6,19 +6,35 @@ import (
 	"time"
 )
 
-// Attempt is one attempt of a call that an adaptive limit samples, carried
-// in the attempt's context: when it began and when the dependency
-// answered. httppolicy's Transport marks the answer (the response
-// headers) with [Answered]; a stream read after that is not latency.
+// Attempt is the record of the attempt a context belongs to, the one
+// carrier of "this attempt" in this module. Each layer that starts an
+// attempt (a retry, a hedge, an adaptive limit) puts a record in the
+// attempt's context that copies the enclosing one and sets its own part.
 type Attempt struct {
+	// Retry and Hedge are the 1-based numbers of the attempt under the
+	// innermost retry and hedge, or 0.
+	Retry, Hedge int
+	// Call is the context of the call whose attempts the innermost retry
+	// runs: [WaitRefused] asks whether its deadline ended it.
+	Call context.Context
+	// sample is the innermost adaptive limit's sample of the attempt.
+	sample *Sample
+}
+
+// Sample is an adaptive limit's sample of an attempt: when it began and
+// when the dependency answered. httppolicy's Transport marks the answer
+// (the response headers) with [Answered]; a stream read after that is not
+// latency.
+type Sample struct {
 	start time.Time
 	// answered is the time from start to the answer plus 1 ns; 0: none
 	// yet; -1: the attempt has ended, and a late mark counts nothing.
 	answered atomic.Int64
-	// count is told +1 at the answer and -1 when an answered attempt ends:
-	// the limiter's count of the calls in flight that have their answer.
+	// count, if set, is told +1 at the answer and -1 when an answered
+	// attempt ends: the limiter's count of the calls in flight that have
+	// their answer.
 	count  func(delta int)
-	parent *Attempt // the attempt of an enclosing call, if any
+	parent *Sample // the sample of an enclosing limit, if any
 }
 
 type attemptKey struct{}
@@ -36,37 +52,78 @@ func (c *attemptContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// Begin starts an attempt now and returns the context it runs with.
-// count, if not nil, is told of the answer (+1) and of the end of an
-// answered attempt (-1).
-func Begin(ctx context.Context, count func(delta int)) (context.Context, *Attempt) {
-	c := &attemptContext{Context: ctx}
-	c.a.start = time.Now()
-	c.a.count = count
-	c.a.parent, _ = ctx.Value(attemptKey{}).(*Attempt)
-	return c, &c.a
+// sampleContext carries an Attempt and its Sample: one allocation.
+type sampleContext struct {
+	attemptContext
+	s Sample
 }
 
-// Answered marks the answer of the attempt ctx belongs to, and of the
-// attempts of enclosing calls. Only the first mark of each counts.
-func Answered(ctx context.Context) {
+// Of returns the record of the attempt ctx belongs to, or nil.
+func Of(ctx context.Context) *Attempt {
 	a, _ := ctx.Value(attemptKey{}).(*Attempt)
-	for ; a != nil; a = a.parent {
-		if a.answered.CompareAndSwap(0, int64(time.Since(a.start))+1) && a.count != nil {
-			a.count(1)
+	return a
+}
+
+// inherit sets c's record to a copy of the one in c's parent context.
+func (c *attemptContext) inherit() {
+	if p := Of(c.Context); p != nil {
+		c.a = *p
+	}
+}
+
+// WithRetry returns the context of attempt n of a retry's call whose
+// context is call.
+func WithRetry(call context.Context, n int) context.Context {
+	c := &attemptContext{Context: call}
+	c.inherit()
+	c.a.Retry, c.a.Call = n, call
+	return c
+}
+
+// WithHedge returns the context of hedged attempt n.
+func WithHedge(ctx context.Context, n int) context.Context {
+	c := &attemptContext{Context: ctx}
+	c.inherit()
+	c.a.Hedge = n
+	return c
+}
+
+// Begin starts an adaptive limit's sample of the attempt ctx belongs to,
+// and returns the context that carries it. count is told of its answer
+// (see Sample).
+func Begin(ctx context.Context, count func(delta int)) (context.Context, *Sample) {
+	c := &sampleContext{attemptContext: attemptContext{Context: ctx}}
+	c.inherit()
+	c.s.start = time.Now()
+	c.s.count = count
+	c.s.parent = c.a.sample
+	c.a.sample = &c.s
+	return c, &c.s
+}
+
+// Answered marks the answer of the attempt ctx belongs to, in its sample
+// and in those of enclosing limits. Only the first mark of each counts.
+func Answered(ctx context.Context) {
+	a := Of(ctx)
+	if a == nil {
+		return
+	}
+	for s := a.sample; s != nil; s = s.parent {
+		if s.answered.CompareAndSwap(0, int64(time.Since(s.start))+1) && s.count != nil {
+			s.count(1)
 		}
 	}
 }
 
-// End ends the attempt at now and returns its latency: up to its answer,
+// End ends the sample at now and returns its latency: up to its answer,
 // if one was marked, else up to now.
-func (a *Attempt) End(now time.Time) time.Duration {
-	v := a.answered.Swap(-1)
+func (s *Sample) End(now time.Time) time.Duration {
+	v := s.answered.Swap(-1)
 	if v <= 0 {
-		return now.Sub(a.start)
+		return now.Sub(s.start)
 	}
-	if a.count != nil {
-		a.count(-1)
+	if s.count != nil {
+		s.count(-1)
 	}
 	return time.Duration(v - 1)
 }

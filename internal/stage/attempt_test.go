@@ -42,3 +42,22 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 		}
 	})
 }
+
+// Each layer's record copies the enclosing one: a hedged attempt inside a
+// retry's attempt 2 keeps the retry's number and call, and a sample below
+// them keeps both.
+func TestAttemptRecordInherits(t *testing.T) {
+	call := context.Background()
+	ctx := stage.WithHedge(stage.WithRetry(call, 2), 3)
+	ctx, _ = stage.Begin(ctx, nil)
+	a := stage.Of(ctx)
+	if a == nil || a.Retry != 2 || a.Hedge != 3 || a.Call != call {
+		t.Fatalf("record %+v; want retry 2, hedge 3, the retry's call", a)
+	}
+	if inner := stage.Of(stage.WithRetry(ctx, 1)); inner.Retry != 1 || inner.Hedge != 3 || inner.Call != ctx {
+		t.Fatalf("inner record %+v; want retry 1 of the inner call, hedge 3", inner)
+	}
+	if stage.Of(call) != nil {
+		t.Fatal("a record in a context that has none")
+	}
+}
