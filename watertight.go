@@ -76,12 +76,13 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 	if name == "" {
 		return nil, errors.New("watertight: name must not be empty")
 	}
-	if err := checkSlots(cfg); err != nil {
+	pols := cfg.Use
+	secs := sections(cfg, name, pipeopt.Apply(opts).MeterProvider, &pols)
+	if err := checkSlots(secs); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{}
-	pols := cfg.Use
-	if err := p.sections(cfg, name, pipeopt.Apply(opts).MeterProvider, &pols); err != nil {
+	if err := p.build(secs); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -166,119 +167,119 @@ func (p *Pipeline) Close() error {
 	return errors.Join(errs...)
 }
 
-// sections builds cfg's sections into pols. p owns what it built, even on
-// error.
-func (p *Pipeline) sections(cfg Config, name string, mp metric.MeterProvider, pols *compose.Policies) error {
-	fill := func(n *string, m *metric.MeterProvider, def string) {
-		if *n == "" {
-			*n = def
-		}
-		if *m == nil {
-			*m = mp
-		}
+// section is one section of a Config: its name, the compose.Policies
+// slot it fills, and how it builds its policy. sections is the one table
+// of them: checkSlots and build read it.
+type section struct {
+	name, slot string
+	set        bool
+	dst        *policy.Policy // the slot in the Policies built
+	build      func() (policy.Policy, error)
+}
+
+// sections returns cfg's sections in slot order, to fill pols. A built
+// section's empty Name takes name (suffix appended), and its nil
+// MeterProvider takes mp.
+func sections(cfg Config, name string, mp metric.MeterProvider, pols *compose.Policies) []section {
+	fill := func(n *string, m *metric.MeterProvider, suffix string) {
+		*n = cmp.Or(*n, name+suffix)
+		*m = cmp.Or(*m, mp)
 	}
-	if c := cfg.Bulkhead; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		bh, err := bulkhead.New(cc)
-		if err != nil {
-			return sectionErr("Bulkhead", "bulkhead", err)
-		}
-		p.owned = append(p.owned, bh)
-		pols.Bulkhead = bh
+	return []section{
+		{"Bulkhead", "Bulkhead", cfg.Bulkhead != nil, &pols.Bulkhead, func() (policy.Policy, error) {
+			c := *cfg.Bulkhead
+			fill(&c.Name, &c.MeterProvider, "")
+			return built(bulkhead.New(c))
+		}},
+		{"Adaptive", "Bulkhead", cfg.Adaptive != nil, &pols.Bulkhead, func() (policy.Policy, error) {
+			c := *cfg.Adaptive
+			fill(&c.Name, &c.MeterProvider, "")
+			return built(adaptive.New(c))
+		}},
+		{"Deadline", "Deadline", cfg.Deadline != nil, &pols.Deadline, func() (policy.Policy, error) {
+			c := *cfg.Deadline
+			fill(&c.Name, &c.MeterProvider, "")
+			return built(deadline.New(c))
+		}},
+		{"Retry", "Retry", cfg.Retry != nil, &pols.Retry, func() (policy.Policy, error) {
+			c := *cfg.Retry
+			fill(&c.Name, &c.MeterProvider, "")
+			return built(retry.New(c))
+		}},
+		{"RateLimit", "RateLimit", cfg.RateLimit != nil, &pols.RateLimit, func() (policy.Policy, error) {
+			c := *cfg.RateLimit
+			fill(&c.Name, &c.MeterProvider, "")
+			if c.MaxWait == 0 && cfg.Retry != nil {
+				c.MaxWait = cmp.Or(cfg.Retry.MaxInterval, 10*time.Second)
+			}
+			return built(ratelimit.New(c))
+		}},
+		{"Breaker", "Breaker", cfg.Breaker != nil, &pols.Breaker, func() (policy.Policy, error) {
+			c := *cfg.Breaker
+			fill(&c.Name, &c.MeterProvider, "")
+			return built(breaker.New(c))
+		}},
+		{"Attempt", "Attempt", cfg.Attempt != nil, &pols.Attempt, func() (policy.Policy, error) {
+			c := *cfg.Attempt
+			fill(&c.Name, &c.MeterProvider, ".attempt")
+			return built(deadline.New(c))
+		}},
 	}
-	if c := cfg.Adaptive; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		l, err := adaptive.New(cc)
-		if err != nil {
-			return sectionErr("Adaptive", "adaptive", err)
-		}
-		p.owned = append(p.owned, l)
-		pols.Bulkhead = l
+}
+
+// built returns p as a policy.Policy, or nil on error: a typed nil would
+// be a filled slot.
+func built[P policy.Policy](p P, err error) (policy.Policy, error) {
+	if err != nil {
+		return nil, err
 	}
-	if c := cfg.Deadline; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		dl, err := deadline.New(cc)
-		if err != nil {
-			return sectionErr("Deadline", "deadline", err)
+	return p, nil
+}
+
+// checkSlots reports a slot set twice: by a section and Config.Use, or by
+// two sections.
+func checkSlots(secs []section) error {
+	by := map[string]string{}
+	for _, s := range secs {
+		switch {
+		case !s.set:
+			continue
+		case *s.dst != nil:
+			return fmt.Errorf("watertight: %s: both %s and Use.%s set%s", s.name, s.name, s.slot, sameSlot(s.name, s.slot))
+		case by[s.slot] != "":
+			return fmt.Errorf("watertight: %s: both %s and %s set%s", s.name, by[s.slot], s.name, sameSlot(s.name, s.slot))
 		}
-		pols.Deadline = dl
-	}
-	if c := cfg.Retry; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		rt, err := retry.New(cc)
-		if err != nil {
-			return sectionErr("Retry", "retry", err)
-		}
-		pols.Retry = rt
-	}
-	if c := cfg.RateLimit; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		if cc.MaxWait == 0 && cfg.Retry != nil {
-			cc.MaxWait = cmp.Or(cfg.Retry.MaxInterval, 10*time.Second)
-		}
-		l, err := ratelimit.New(cc)
-		if err != nil {
-			return sectionErr("RateLimit", "ratelimit", err)
-		}
-		pols.RateLimit = l
-	}
-	if c := cfg.Breaker; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name)
-		br, err := breaker.New(cc)
-		if err != nil {
-			return sectionErr("Breaker", "breaker", err)
-		}
-		p.owned = append(p.owned, br)
-		pols.Breaker = br
-	}
-	if c := cfg.Attempt; c != nil {
-		cc := *c
-		fill(&cc.Name, &cc.MeterProvider, name+".attempt")
-		at, err := deadline.New(cc)
-		if err != nil {
-			return sectionErr("Attempt", "deadline", err)
-		}
-		pols.Attempt = at
+		by[s.slot] = s.name
 	}
 	return nil
 }
 
-// checkSlots reports a slot set twice.
-func checkSlots(cfg Config) error {
-	for _, s := range []struct {
-		slot          string
-		section, used bool
-	}{
-		{"Bulkhead", cfg.Bulkhead != nil, cfg.Use.Bulkhead != nil},
-		{"Deadline", cfg.Deadline != nil, cfg.Use.Deadline != nil},
-		{"Retry", cfg.Retry != nil, cfg.Use.Retry != nil},
-		{"RateLimit", cfg.RateLimit != nil, cfg.Use.RateLimit != nil},
-		{"Breaker", cfg.Breaker != nil, cfg.Use.Breaker != nil},
-		{"Attempt", cfg.Attempt != nil, cfg.Use.Attempt != nil},
-	} {
-		if s.section && s.used {
-			return fmt.Errorf("watertight: %s: both %s and Use.%s set", s.slot, s.slot, s.slot)
-		}
+func sameSlot(name, slot string) string {
+	if name == slot {
+		return ""
 	}
-	switch {
-	case cfg.Adaptive != nil && cfg.Bulkhead != nil:
-		return errors.New("watertight: Adaptive: both Bulkhead and Adaptive set (they take the same slot)")
-	case cfg.Adaptive != nil && cfg.Use.Bulkhead != nil:
-		return errors.New("watertight: Adaptive: both Adaptive and Use.Bulkhead set (they take the same slot)")
-	}
-	return nil
+	return " (they take the same slot)"
 }
 
-// sectionErr puts the section's name in place of the policy package's
-// prefix pkg in err's message, and wraps err.
-func sectionErr(section, pkg string, err error) error {
-	return &configError{msg: "watertight: " + section + ": " + strings.TrimPrefix(err.Error(), pkg+": "), err: err}
+// build builds the sections that are set into their slots. p owns what
+// it built that has a Close, even on error. An error names the section
+// in place of the policy package's prefix, and wraps the policy's.
+func (p *Pipeline) build(secs []section) error {
+	for _, s := range secs {
+		if !s.set {
+			continue
+		}
+		pol, err := s.build()
+		if err != nil {
+			_, msg, _ := strings.Cut(err.Error(), ": ")
+			return &configError{msg: "watertight: " + s.name + ": " + msg, err: err}
+		}
+		if c, ok := pol.(io.Closer); ok {
+			p.owned = append(p.owned, c)
+		}
+		*s.dst = pol
+	}
+	return nil
 }
 
 type configError struct {
