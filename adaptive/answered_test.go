@@ -1,7 +1,6 @@
 package adaptive_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/compose"

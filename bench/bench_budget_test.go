@@ -1,10 +1,11 @@
 package bench
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"testing"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	fsbudget "github.com/failsafe-go/failsafe-go/budget"
 	fshedge "github.com/failsafe-go/failsafe-go/hedgepolicy"

@@ -1,11 +1,12 @@
 package bench
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/failsafe-go/failsafe-go"
 	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"

@@ -1,7 +1,6 @@
 package compose_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"runtime"
@@ -9,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"

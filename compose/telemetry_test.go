@@ -1,12 +1,13 @@
 package compose_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"

@@ -1,7 +1,6 @@
 package hedge_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

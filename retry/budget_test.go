@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 	"unsafe"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"

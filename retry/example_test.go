@@ -1,11 +1,12 @@
 package retry_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/retry"
 )

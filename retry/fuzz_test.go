@@ -1,7 +1,6 @@
 package retry_test
 
 import (
-	"github.com/cenkalti/backoff/v4"
 	"context"
 	"errors"
 	"math"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/watertight/watertight/retry"
 )
