@@ -340,7 +340,7 @@ func (l *Limiter) stepLocked(now, limit, queueLimit, holdEnd time.Time) (time.Du
 	return max(release.Sub(now), 0), l.changed, nil
 }
 
-// sleep waits d, or until wake is closed, or until ctx ends (see ended).
+// sleep waits d, or until wake is closed, or until ctx ends.
 // A wait that wakes at or past ctx's deadline ends as if ctx had ended it:
 // no attempt is admitted at its deadline.
 func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
@@ -357,17 +357,11 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		<-ctx.Done() // its timer is due: let it end ctx, then read why
 	}
-	if ctx.Err() != nil {
-		return l.ended(ctx, rej)
+	if ctx.Err() == nil {
+		return nil
 	}
-	return nil
-}
-
-// ended is the outcome of a wait that ctx ended: ctx.Err() if the caller
-// ended it. A Deadline's timer ending it is the rejection rej, as fn never
-// ran; but after a retry's attempt that ran fn, the call is the Deadline's
-// timeout, and the wait ends with ctx.Err().
-func (l *Limiter) ended(ctx context.Context, rej *telemetry.Rejection) error {
+	// A Deadline's timer refuses the wait, as fn never ran; but after a
+	// retry's attempt that ran fn, the call is the Deadline's timeout.
 	if stage.WaitRefused(ctx) {
 		return l.reject(ctx, rej)
 	}
