@@ -3,7 +3,6 @@ package bulkhead
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -69,14 +68,4 @@ func (c *Config) validate() error {
 		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
 	return slots.CheckReserve("bulkhead", c.Reserve, c.Limit)
-}
-
-// queueCap is the number of waiters allowed, with Unbounded mapped to
-// math.MaxInt: the queue length can never reach it, so "queued >= cap" is
-// the only test needed and nothing can overflow.
-func (c *Config) queueCap() int {
-	if c.MaxQueue == Unbounded {
-		return math.MaxInt
-	}
-	return c.MaxQueue
 }
