@@ -65,17 +65,17 @@ func hasPriorityKey(h http.Header) bool {
 // if it is trusted and sent a known one, else the Handler's own choice. It
 // reports false if neither gives one.
 func (s *handler) priorityOf(r *http.Request) (policy.Priority, bool) {
-	if s.trust != nil && s.trust(r) {
+	if s.cfg.TrustPriority != nil && s.cfg.TrustPriority(r) {
 		if v, ok := priorityValue(r.Header); ok {
 			if p, err := policy.ParsePriority(v); err == nil {
 				return p, true
 			}
 		}
 	}
-	if s.priority == nil {
+	if s.cfg.Priority == nil {
 		return policy.PriorityDefault, false
 	}
-	if p := s.priority(r); p >= policy.PrioritySheddable && p <= policy.PriorityCritical {
+	if p := s.cfg.Priority(r); p >= policy.PrioritySheddable && p <= policy.PriorityCritical {
 		return p, true
 	}
 	return policy.PriorityDefault, true
