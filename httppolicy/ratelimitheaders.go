@@ -101,9 +101,6 @@ func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Dura
 			hold = d
 		}
 	}
-	if len(h) == 0 {
-		return hold
-	}
 	blind := throttled && hold == 0
 	for _, b := range buckets {
 		r, ok := b.resetIn(h, now)
@@ -158,9 +155,6 @@ func first(h http.Header, key string) string {
 
 // parseCount parses a count: decimal digits only, at most math.MaxInt64.
 func parseCount(s string) (int64, bool) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
 	n, err := strconv.ParseUint(s, 10, 63)
 	if err != nil {
 		return 0, false
