@@ -80,9 +80,7 @@ func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Response, err error) error {
 	if resp == nil && err == nil {
 		// A broken base: not retried, and its body closed in its place.
-		if r.Body != nil {
-			r.Body.Close()
-		}
+		closeReqBody(r)
 		x.stopped = true
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
