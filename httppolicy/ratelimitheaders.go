@@ -68,7 +68,12 @@ func (b bucket) resetIn(h http.Header, now time.Time) (time.Duration, bool) {
 	if v == "" || !b.anthropic {
 		return parseReset(v)
 	}
-	return parseResetTime(v, serverClock(h, now))
+	// An Anthropic reset is a time on the server's clock: read it against
+	// the response's valid Date.
+	if t, err := http.ParseTime(first(h, "Date")); err == nil {
+		now = t
+	}
+	return parseResetTime(v, now)
 }
 
 // RateLimitHold returns how long a response with status code status and
@@ -132,17 +137,6 @@ func refill(n, need, limit int64, r time.Duration) time.Duration {
 	// In float64: int64 arithmetic on counts up to 2^63 could overflow.
 	d := time.Duration(math.Ceil(float64(r) * float64(need-n) / float64(limit-n)))
 	return min(max(d, 0), r)
-}
-
-// serverClock returns the response's valid Date, else now: an Anthropic
-// reset is a time on the server's clock.
-func serverClock(h http.Header, now time.Time) time.Time {
-	if v := first(h, "Date"); v != "" {
-		if t, err := http.ParseTime(v); err == nil {
-			return t
-		}
-	}
-	return now
 }
 
 // first returns the first value of the canonical key in h, trimmed.
