@@ -124,7 +124,8 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 }
 
 // accept takes resp, a response that is not a failure. It is handed
-// over unless its body is in memory.
+// over unless its body is in memory: the call is then held until the body
+// ends, or the attempt's context.
 func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Response) error {
 	noBody := resp.Body == nil || resp.Body == http.NoBody
 	var prefix []byte
@@ -151,12 +152,6 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 			return nil
 		}
 	}
-	return x.handOver(ctx, w, resp, prefix)
-}
-
-// handOver gives resp to the caller: the call is held until the body
-// ends, or the attempt's context.
-func (x *exchange) handOver(ctx context.Context, w *streamWatch, resp *http.Response, prefix []byte) error {
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{})}
 	resp.Body = keepWriter(resp.Body, sb)
 	x.stream = sb
