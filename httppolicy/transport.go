@@ -246,11 +246,8 @@ func (x *exchange) outcome(ctx context.Context, err error) (*http.Response, erro
 			return se.Response, nil
 		}
 	}
-	if err == nil {
-		err = errNoRun
-	}
 	// Without a retry policy, an attempt's marker is still on the error.
-	return nil, retry.Unmark(err)
+	return nil, retry.Unmark(cmp.Or(err, errNoRun))
 }
 
 // cleanUp closes what the caller does not get, and req.Body if no attempt
