@@ -19,7 +19,6 @@ import (
 // A Bulkhead is safe for concurrent use by multiple goroutines.
 type Bulkhead struct {
 	slots slots.Slots
-	limit int
 
 	full        *telemetry.Rejection
 	waitTimeout *telemetry.Rejection
@@ -38,7 +37,6 @@ func New(cfg Config) (*Bulkhead, error) {
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	b := &Bulkhead{
-		limit:       cfg.Limit,
 		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
 		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
 		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
@@ -109,7 +107,7 @@ func (b *Bulkhead) Active() int { return b.slots.Active() }
 func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 
 // Limit returns Config.Limit.
-func (b *Bulkhead) Limit() int { return b.limit }
+func (b *Bulkhead) Limit() int { return b.slots.Limit() }
 
 // refused returns the error of an acquire that ended with o and err. A
 // rejection is recorded and passed to OnReject, with no lock held.
