@@ -129,9 +129,7 @@ func (l *Limiter) releaseLocked(now time.Time) bool {
 // ignored.
 func (l *Limiter) HoldFor(d time.Duration) {
 	if d > 0 && d <= maxSignal {
-		l.mu.Lock()
-		l.holdLocked(time.Now(), d)
-		l.mu.Unlock()
+		l.Observe(Answer{Hold: d})
 	}
 }
 
@@ -398,14 +396,12 @@ func (l *Limiter) exit(gated bool, err error) error {
 		}
 		l.mu.Unlock()
 	}
-	if err == nil || !errors.Is(err, policy.ErrThrottled) {
+	ra, ok := errors.AsType[retryAfterError](err)
+	if !ok || ra.RetryAfter() <= 0 || !errors.Is(err, policy.ErrThrottled) {
 		return err
 	}
-	if ra, ok := errors.AsType[retryAfterError](err); ok && ra.RetryAfter() > 0 {
-		l.HoldFor(ra.RetryAfter())
-		return &heldError{err: err}
-	}
-	return err
+	l.HoldFor(ra.RetryAfter())
+	return &heldError{err: err}
 }
 
 // reject records a rejection for r and calls the OnReject hook.
