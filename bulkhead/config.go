@@ -15,9 +15,7 @@ import (
 const Unbounded = -1
 
 // Config configures a [Bulkhead]. The zero value is not valid: Limit must
-// be set. The other fields' zero values mean no name, no waiting (a call
-// that finds every slot taken is rejected at once), the global
-// MeterProvider and no OnReject hook. [New] copies it.
+// be set. [New] copies it.
 type Config struct {
 	// Name names the bulkhead in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
