@@ -21,7 +21,7 @@ const PriorityHeader = "Watertight-Priority"
 // as HTTP matches header names.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
-	if p == policy.PriorityDefault && !hasPriorityKey(r.Header) {
+	if _, n := priorityValues(r.Header); p == policy.PriorityDefault && n == 0 {
 		return
 	}
 	r.Header = r.Header.Clone()
@@ -38,27 +38,16 @@ func withPriority(r *http.Request) {
 	}
 }
 
-// priorityValue returns the value of h's [PriorityHeader], under any
-// spelling of its name, and reports whether it holds exactly one.
-func priorityValue(h http.Header) (string, bool) {
+// priorityValues returns the first value of h's [PriorityHeader], under
+// any spelling of its name, and how many values it holds.
+func priorityValues(h http.Header) (string, int) {
 	v, n := "", 0
 	for k, vs := range h {
 		if strings.EqualFold(k, PriorityHeader) && len(vs) > 0 {
 			v, n = vs[0], n+len(vs)
 		}
 	}
-	return v, n == 1
-}
-
-// hasPriorityKey reports whether h has a key that names the
-// [PriorityHeader], in any spelling.
-func hasPriorityKey(h http.Header) bool {
-	for k := range h {
-		if strings.EqualFold(k, PriorityHeader) {
-			return true
-		}
-	}
-	return false
+	return v, n
 }
 
 // priorityOf returns the priority of a request to a Handler: the client's,
@@ -66,7 +55,7 @@ func hasPriorityKey(h http.Header) bool {
 // reports false if neither gives one.
 func (s *handler) priorityOf(r *http.Request) (policy.Priority, bool) {
 	if s.cfg.TrustPriority != nil && s.cfg.TrustPriority(r) {
-		if v, ok := priorityValue(r.Header); ok {
+		if v, n := priorityValues(r.Header); n == 1 {
 			if p, err := policy.ParsePriority(v); err == nil {
 				return p, true
 			}
