@@ -85,9 +85,7 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
 	closeResp(resp)
-	if te := w.timedOut(); te != nil {
-		err = te // net/http's error says only that the request was canceled
-	}
+	err = w.timedOut(err) // net/http's error says only that the request was canceled
 	return x.failed(err, errors.Is(err, syscall.ECONNREFUSED))
 }
 
