@@ -245,9 +245,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		return dl.Add(-1)
 	}
 	limit, queueLimit, holdEnd := bound(now, l.maxWait), bound(now, l.maxHold), now.Add(l.maxHold)
-	l.mu.Lock()
-	hold := time.Duration(l.end) - now.Sub(l.epoch)
-	l.mu.Unlock()
+	hold := l.Held()
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
 		if rateWait > 0 && rateWait > hold {
