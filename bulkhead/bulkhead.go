@@ -19,7 +19,6 @@ import (
 // A Bulkhead is safe for concurrent use by multiple goroutines.
 type Bulkhead struct {
 	slots slots.Slots
-	limit int
 
 	full        *telemetry.Rejection
 	waitTimeout *telemetry.Rejection
@@ -38,14 +37,17 @@ func New(cfg Config) (*Bulkhead, error) {
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	b := &Bulkhead{
-		limit:       cfg.Limit,
 		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
 		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
 		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
 		onReject:    cfg.OnReject,
 	}
+	queue := cfg.MaxQueue
+	if queue == Unbounded {
+		queue = slots.Unbounded
+	}
 	b.slots.Owner = "bulkhead"
-	b.slots.Init(cfg.Limit, cfg.queueCap(), cfg.MaxWait, cfg.Reserve)
+	b.slots.Init(cfg.Limit, queue, cfg.MaxWait, cfg.Reserve)
 	b.reg = b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
 }
@@ -99,36 +101,28 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 
 // Active returns the number of calls holding a slot now, including a waiter
 // that has been handed a slot and has not yet woken. It is exact.
-func (b *Bulkhead) Active() int {
-	return b.slots.Active()
-}
+func (b *Bulkhead) Active() int { return b.slots.Active() }
 
 // Queued returns the number of callers waiting for a slot now. It is exact.
-func (b *Bulkhead) Queued() int {
-	return b.slots.Queued()
-}
+func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 
 // Limit returns Config.Limit.
-func (b *Bulkhead) Limit() int { return b.limit }
+func (b *Bulkhead) Limit() int { return b.slots.Limit() }
 
-// refused returns the error of an acquire that ended with o and err,
-// having recorded it if it is a rejection.
+// refused returns the error of an acquire that ended with o and err. A
+// rejection is recorded and passed to OnReject, with no lock held.
 func (b *Bulkhead) refused(ctx context.Context, o slots.Outcome, err error) error {
+	r := b.full
 	switch o {
 	case slots.RejectedFull:
-		return b.reject(ctx, b.full)
 	case slots.RejectedWaitTimeout:
-		return b.reject(ctx, b.waitTimeout)
+		r = b.waitTimeout
 	case slots.RejectedShed:
-		return b.reject(ctx, b.shed)
+		r = b.shed
+	default:
+		return err
 	}
-	return err
-}
-
-// reject records a rejection for r and calls the OnReject hook. No lock is
-// held.
-func (b *Bulkhead) reject(ctx context.Context, r *telemetry.Rejection) error {
-	err := r.Record(ctx)
+	err = r.Record(ctx)
 	if b.onReject != nil {
 		b.onReject(ctx, r.Err)
 	}

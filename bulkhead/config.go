@@ -3,7 +3,6 @@ package bulkhead
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -16,9 +15,7 @@ import (
 const Unbounded = -1
 
 // Config configures a [Bulkhead]. The zero value is not valid: Limit must
-// be set. The other fields' zero values mean no name, no waiting (a call
-// that finds every slot taken is rejected at once), the global
-// MeterProvider and no OnReject hook. [New] copies it.
+// be set. [New] copies it.
 type Config struct {
 	// Name names the bulkhead in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.
@@ -69,14 +66,4 @@ func (c *Config) validate() error {
 		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
 	return slots.CheckReserve("bulkhead", c.Reserve, c.Limit)
-}
-
-// queueCap is the number of waiters allowed, with Unbounded mapped to
-// math.MaxInt: the queue length can never reach it, so "queued >= cap" is
-// the only test needed and nothing can overflow.
-func (c *Config) queueCap() int {
-	if c.MaxQueue == Unbounded {
-		return math.MaxInt
-	}
-	return c.MaxQueue
 }

@@ -17,9 +17,8 @@
 // below its own, which is rejected at once with Reason "shed". Config.Reserve
 // keeps slots that only a priority and those above it may take, so that
 // long calls of a low priority can never hold every slot. Without Reserve
-// and without waiters, a priority changes nothing. There is no ageing: under
-// a steady load of higher priorities, a lower one waits until MaxWait or its
-// context ends, and with neither it can wait forever.
+// and without waiters, a priority changes nothing. There is no ageing (see
+// [policy.Priority]).
 //
 // # Outcomes
 //

@@ -52,15 +52,10 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 		panic("deadline: nil fn")
 	}
 	inner, t := d.Start(ctx)
-	finished := false
-	defer func() {
-		if !finished {
-			t.Stop(policy.ErrAborted)
-		}
-	}()
-	err = fn(inner)
-	finished = true
-	return t.Stop(err)
+	// A panic or runtime.Goexit in fn releases the timer too.
+	err = policy.ErrAborted
+	defer func() { err = t.Stop(err) }()
+	return fn(inner)
 }
 
 // Timer is one call's timeout, started by [Deadline.Start]. Its zero value

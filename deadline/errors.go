@@ -64,10 +64,8 @@ func (e *ExceededError) Timeout() bool { return true }
 func (e *ExceededError) ErrorType() string { return telemetry.TypeTimeout }
 
 // Fired reports whether ctx has ended because a Deadline's timer fired:
-// ctx is done, its deadline has passed, and its cause matches
-// [ErrExceeded]. A context canceled before its deadline has not fired,
-// even with a Deadline's error as its cause. It is safe for concurrent
-// use.
+// [policy.TimedOut], with a cause that matches [ErrExceeded]. It is safe
+// for concurrent use.
 func Fired(ctx context.Context) bool {
 	return policy.TimedOut(ctx) && errors.Is(context.Cause(ctx), ErrExceeded)
 }

@@ -80,16 +80,12 @@ func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Response, err error) error {
 	if resp == nil && err == nil {
 		// A broken base: not retried, and its body closed in its place.
-		if r.Body != nil {
-			r.Body.Close()
-		}
+		closeReqBody(r)
 		x.stopped = true
 		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
 	closeResp(resp)
-	if te := w.timedOut(); te != nil {
-		err = te // net/http's error says only that the request was canceled
-	}
+	err = w.timedOut(err) // net/http's error says only that the request was canceled
 	return x.failed(err, errors.Is(err, syscall.ECONNREFUSED))
 }
 
@@ -126,7 +122,8 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 }
 
 // accept takes resp, a response that is not a failure. It is handed
-// over unless its body is in memory.
+// over unless its body is in memory: the call is then held until the body
+// ends, or the attempt's context.
 func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Response) error {
 	noBody := resp.Body == nil || resp.Body == http.NoBody
 	var prefix []byte
@@ -153,12 +150,6 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 			return nil
 		}
 	}
-	return x.handOver(ctx, w, resp, prefix)
-}
-
-// handOver gives resp to the caller: the call is held until the body
-// ends, or the attempt's context.
-func (x *exchange) handOver(ctx context.Context, w *streamWatch, resp *http.Response, prefix []byte) error {
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{})}
 	resp.Body = keepWriter(resp.Body, sb)
 	x.stream = sb

@@ -3,10 +3,13 @@ package httppolicy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime/debug"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/retry"
@@ -96,11 +99,14 @@ func (b *streamBody) resume(err error) {
 	defer close(b.finished)
 	defer func() {
 		if v := recover(); v != nil {
-			reportPanic("a policy after the response was returned", v, debug.Stack())
+			otel.Handle(fmt.Errorf("httppolicy: panic in a policy after the response was returned: %v\n\n%s", v, debug.Stack()))
 		}
 	}()
 	b.w.end()
-	b.setCallErr(b.held.End(err))
+	// The final Read returns the call's error if ctx ended the stream.
+	if err := b.held.End(err); b.byCtx && err != nil {
+		b.callErr = retry.Unmark(err)
+	}
 }
 
 // attemptErr returns what the attempt returns when the stream ends with
@@ -115,14 +121,6 @@ func (b *streamBody) attemptErr(err error, byCtx bool) error {
 		return retry.Permanent(err)
 	}
 	return nil
-}
-
-// setCallErr records err, the call's error, for the final Read if ctx
-// ended the stream.
-func (b *streamBody) setCallErr(err error) {
-	if b.byCtx && err != nil {
-		b.callErr = retry.Unmark(err)
-	}
 }
 
 // bufferBody replaces resp's body by its first MaxFailureBody bytes.

@@ -8,9 +8,9 @@
 // caller's goroutine: through the Policy's Start if it has one (a
 // *compose.Pipeline, or a type that embeds one), else through a pipeline
 // with the Policy in a slot. The call lasts for the whole exchange, body
-// included. The caller gets the
-// response once its headers are in. The bulkhead slot stays taken, and
-// the deadline's context live, until the body is read to EOF or closed.
+// included. The caller gets the response once its headers are in. The
+// bulkhead slot stays taken, and the deadline's context live, until the
+// body is read to EOF or closed.
 // EOF and an early Close are successes. A failed Read is a failure. The
 // end of the attempt's context ends the call too. The final Read and
 // Close return once the policies have judged the call. Once the response
@@ -85,10 +85,9 @@
 // [DefaultIsFailure] says which attempts may be retried.
 //
 // A Transport sends one attempt at a time. To hedge, wrap it in a
-// [Hedging]. Each hedged attempt
-// is then a whole RoundTrip, with its own bulkhead slot: size the
-// bulkhead for 1 + MaxHedges attempts per call. An adaptive limit learns
-// each attempt's time to its response headers.
+// [Hedging]. Each hedged attempt is then a whole RoundTrip, with its own
+// bulkhead slot: size the bulkhead for 1 + MaxHedges attempts per call. An
+// adaptive limit learns each attempt's time to its response headers.
 //
 // # Server side
 //

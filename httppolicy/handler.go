@@ -73,8 +73,7 @@ func Handler(p policy.Policy, h http.Handler, cfg HandlerConfig) http.Handler {
 	if h == nil {
 		panic("httppolicy: nil Handler")
 	}
-	return &handler{p: p, h: h, retryAfter: retryAfterHeader(cfg.RetryAfter), onReject: cfg.OnReject,
-		priority: cfg.Priority, trust: cfg.TrustPriority}
+	return &handler{p: p, h: h, cfg: cfg, retryAfter: retryAfterHeader(cfg.RetryAfter)}
 }
 
 // Middleware returns a function that wraps a handler with [Handler]. It
@@ -98,10 +97,8 @@ func retryAfterHeader(d time.Duration) string {
 type handler struct {
 	p          policy.Policy
 	h          http.Handler
+	cfg        HandlerConfig
 	retryAfter string
-	onReject   func(w http.ResponseWriter, r *http.Request, err error)
-	priority   func(*http.Request) policy.Priority
-	trust      func(*http.Request) bool
 }
 
 func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -116,8 +113,8 @@ func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case !c.ran && errors.Is(err, policy.ErrRejected):
-		if s.onReject != nil {
-			s.onReject(w, r, err)
+		if s.cfg.OnReject != nil {
+			s.cfg.OnReject(w, r, err)
 			return
 		}
 		w.Header().Set("Retry-After", s.retryAfter)

@@ -21,7 +21,7 @@ const PriorityHeader = "Watertight-Priority"
 // as HTTP matches header names.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
-	if p == policy.PriorityDefault && !hasPriorityKey(r.Header) {
+	if _, n := priorityValues(r.Header); p == policy.PriorityDefault && n == 0 {
 		return
 	}
 	r.Header = r.Header.Clone()
@@ -38,44 +38,33 @@ func withPriority(r *http.Request) {
 	}
 }
 
-// priorityValue returns the value of h's [PriorityHeader], under any
-// spelling of its name, and reports whether it holds exactly one.
-func priorityValue(h http.Header) (string, bool) {
+// priorityValues returns the first value of h's [PriorityHeader], under
+// any spelling of its name, and how many values it holds.
+func priorityValues(h http.Header) (string, int) {
 	v, n := "", 0
 	for k, vs := range h {
 		if strings.EqualFold(k, PriorityHeader) && len(vs) > 0 {
 			v, n = vs[0], n+len(vs)
 		}
 	}
-	return v, n == 1
-}
-
-// hasPriorityKey reports whether h has a key that names the
-// [PriorityHeader], in any spelling.
-func hasPriorityKey(h http.Header) bool {
-	for k := range h {
-		if strings.EqualFold(k, PriorityHeader) {
-			return true
-		}
-	}
-	return false
+	return v, n
 }
 
 // priorityOf returns the priority of a request to a Handler: the client's,
 // if it is trusted and sent a known one, else the Handler's own choice. It
 // reports false if neither gives one.
 func (s *handler) priorityOf(r *http.Request) (policy.Priority, bool) {
-	if s.trust != nil && s.trust(r) {
-		if v, ok := priorityValue(r.Header); ok {
+	if s.cfg.TrustPriority != nil && s.cfg.TrustPriority(r) {
+		if v, n := priorityValues(r.Header); n == 1 {
 			if p, err := policy.ParsePriority(v); err == nil {
 				return p, true
 			}
 		}
 	}
-	if s.priority == nil {
+	if s.cfg.Priority == nil {
 		return policy.PriorityDefault, false
 	}
-	if p := s.priority(r); p >= policy.PrioritySheddable && p <= policy.PriorityCritical {
+	if p := s.cfg.Priority(r); p >= policy.PrioritySheddable && p <= policy.PriorityCritical {
 		return p, true
 	}
 	return policy.PriorityDefault, true

@@ -68,7 +68,12 @@ func (b bucket) resetIn(h http.Header, now time.Time) (time.Duration, bool) {
 	if v == "" || !b.anthropic {
 		return parseReset(v)
 	}
-	return parseResetTime(v, serverClock(h, now))
+	// An Anthropic reset is a time on the server's clock: read it against
+	// the response's valid Date.
+	if t, err := http.ParseTime(first(h, "Date")); err == nil {
+		now = t
+	}
+	return parseResetTime(v, now)
 }
 
 // RateLimitHold returns how long a response with status code status and
@@ -100,9 +105,6 @@ func RateLimitHold(status int, h http.Header, now time.Time, cost int) time.Dura
 		if d, ok := ParseRetryAfter(h, now); ok && d <= maxRateLimitSignal {
 			hold = d
 		}
-	}
-	if len(h) == 0 {
-		return hold
 	}
 	blind := throttled && hold == 0
 	for _, b := range buckets {
@@ -137,17 +139,6 @@ func refill(n, need, limit int64, r time.Duration) time.Duration {
 	return min(max(d, 0), r)
 }
 
-// serverClock returns the response's valid Date, else now: an Anthropic
-// reset is a time on the server's clock.
-func serverClock(h http.Header, now time.Time) time.Time {
-	if v := first(h, "Date"); v != "" {
-		if t, err := http.ParseTime(v); err == nil {
-			return t
-		}
-	}
-	return now
-}
-
 // first returns the first value of the canonical key in h, trimmed.
 func first(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
@@ -158,9 +149,6 @@ func first(h http.Header, key string) string {
 
 // parseCount parses a count: decimal digits only, at most math.MaxInt64.
 func parseCount(s string) (int64, bool) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
 	n, err := strconv.ParseUint(s, 10, 63)
 	if err != nil {
 		return 0, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -71,12 +72,7 @@ func (s *sseScanner) isKeepalive(name []byte) bool {
 	if len(name) == 0 {
 		name = []byte("message")
 	}
-	for _, k := range s.keep {
-		if string(name) == k {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.keep, func(k string) bool { return string(name) == k })
 }
 
 // scan reads the next chunk and reports how many events that count it

@@ -71,33 +71,28 @@ func (w *streamWatch) fire(from int32, sentinel error, d time.Duration) {
 	w.cancel(&streamTimeoutError{sentinel: sentinel, name: w.t.Name, timeout: d})
 }
 
-// timedOut returns the timeout error the attempt was canceled with, or
-// nil. The first call that finds it records the timeout.
-func (w *streamWatch) timedOut() error {
+// timedOut returns the timeout error the attempt was canceled with, else
+// err. The first call that finds it records the timeout.
+func (w *streamWatch) timedOut(err error) error {
 	if w == nil {
-		return nil
+		return err
 	}
-	err, ok := context.Cause(w.ctx).(*streamTimeoutError)
+	te, ok := context.Cause(w.ctx).(*streamTimeoutError)
 	if !ok {
-		return nil
+		return err
 	}
 	if w.recorded.CompareAndSwap(false, true) {
 		i := 0
-		if err.sentinel == ErrIdleTimeout {
+		if te.sentinel == ErrIdleTimeout {
 			i = 1
 		}
 		w.t.telemetry()[i].Record(w.parent)
 	}
-	return err
+	return te
 }
 
 // cause returns the error that canceled the attempt.
-func (w *streamWatch) cause() error {
-	if te := w.timedOut(); te != nil {
-		return te
-	}
-	return context.Cause(w.ctx)
-}
+func (w *streamWatch) cause() error { return w.timedOut(context.Cause(w.ctx)) }
 
 // firstByteIn disarms the first byte timer. It reports false if the
 // timer fired first.
@@ -186,10 +181,7 @@ func (w *streamWatch) readFirst(body io.Reader, length int64) (prefix []byte, eo
 		prefix = prefix[:len(prefix)+n]
 		switch {
 		case rerr != nil && rerr != io.EOF:
-			if te := w.timedOut(); te != nil {
-				return nil, false, te
-			}
-			return nil, false, rerr
+			return nil, false, w.timedOut(rerr)
 		case (rerr == io.EOF || counted) && !w.firstByteIn():
 			return nil, false, w.cause()
 		case rerr == io.EOF || counted:
@@ -226,9 +218,7 @@ func (w *streamWatch) read(rc io.Reader, p []byte) (int, error) {
 		}
 	}
 	if err != nil && err != io.EOF {
-		if te := w.timedOut(); te != nil {
-			err = te
-		}
+		err = w.timedOut(err)
 	}
 	return n, err
 }

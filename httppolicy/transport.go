@@ -13,7 +13,6 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/compose"
@@ -121,18 +120,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errNilReq
 	}
 	st, err := t.check(req.Context())
+	var pipe starter
+	if err == nil {
+		pipe, err = t.pipeline()
+	}
 	if err != nil {
 		closeReqBody(req)
 		return nil, err
 	}
-	pipe, err := t.pipeline()
-	if err != nil {
-		closeReqBody(req)
-		return nil, err
-	}
-	x := newExchange(t, req, st)
-	x.pipe = pipe
-	return x.run(req.Context())
+	return newExchange(t, req, st, pipe).run(req.Context())
 }
 
 // check returns the stream timeouts of a request, or why it is refused.
@@ -190,10 +186,11 @@ type exchange struct {
 	handed   *http.Response // the response handed over
 }
 
-func newExchange(t *Transport, req *http.Request, st streamTimeouts) *exchange {
+func newExchange(t *Transport, req *http.Request, st streamTimeouts, pipe starter) *exchange {
 	x := &exchange{
 		t:          t,
 		req:        req,
+		pipe:       pipe,
 		base:       cmp.Or(t.Base, http.DefaultTransport),
 		isFailure:  t.IsFailure,
 		timeouts:   st,
@@ -231,10 +228,6 @@ func (x *exchange) run(ctx context.Context) (*http.Response, error) {
 	return x.outcome(ctx, err)
 }
 
-func reportPanic(where string, v any, stack []byte) {
-	otel.Handle(fmt.Errorf("httppolicy: panic in %s: %v\n\n%s", where, v, stack))
-}
-
 // outcome returns what RoundTrip returns when the call ended with err
 // without a hand-over.
 func (x *exchange) outcome(ctx context.Context, err error) (*http.Response, error) {
@@ -253,11 +246,8 @@ func (x *exchange) outcome(ctx context.Context, err error) (*http.Response, erro
 			return se.Response, nil
 		}
 	}
-	if err == nil {
-		err = errNoRun
-	}
 	// Without a retry policy, an attempt's marker is still on the error.
-	return nil, retry.Unmark(err)
+	return nil, retry.Unmark(cmp.Or(err, errNoRun))
 }
 
 // cleanUp closes what the caller does not get, and req.Body if no attempt

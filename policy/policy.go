@@ -23,19 +23,17 @@ func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error
 	if fn == nil {
 		panic("policy: nil fn")
 	}
-	var out T
+	var out, zero T
 	err := p.Execute(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = fn(ctx)
 		if err != nil {
 			// A policy may turn this failure into a success: drop its value.
-			var zero T
 			out = zero
 		}
 		return err
 	})
 	if err != nil {
-		var zero T
 		return zero, err
 	}
 	return out, nil

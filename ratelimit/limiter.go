@@ -129,9 +129,7 @@ func (l *Limiter) releaseLocked(now time.Time) bool {
 // ignored.
 func (l *Limiter) HoldFor(d time.Duration) {
 	if d > 0 && d <= maxSignal {
-		l.mu.Lock()
-		l.holdLocked(time.Now(), d)
-		l.mu.Unlock()
+		l.Observe(Answer{Hold: d})
 	}
 }
 
@@ -247,9 +245,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		return dl.Add(-1)
 	}
 	limit, queueLimit, holdEnd := bound(now, l.maxWait), bound(now, l.maxHold), now.Add(l.maxHold)
-	l.mu.Lock()
-	hold := time.Duration(l.end) - now.Sub(l.epoch)
-	l.mu.Unlock()
+	hold := l.Held()
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
 		if rateWait > 0 && rateWait > hold {
@@ -340,7 +336,7 @@ func (l *Limiter) stepLocked(now, limit, queueLimit, holdEnd time.Time) (time.Du
 	return max(release.Sub(now), 0), l.changed, nil
 }
 
-// sleep waits d, or until wake is closed, or until ctx ends (see ended).
+// sleep waits d, or until wake is closed, or until ctx ends.
 // A wait that wakes at or past ctx's deadline ends as if ctx had ended it:
 // no attempt is admitted at its deadline.
 func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, rej *telemetry.Rejection) error {
@@ -357,17 +353,11 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		<-ctx.Done() // its timer is due: let it end ctx, then read why
 	}
-	if ctx.Err() != nil {
-		return l.ended(ctx, rej)
+	if ctx.Err() == nil {
+		return nil
 	}
-	return nil
-}
-
-// ended is the outcome of a wait that ctx ended: ctx.Err() if the caller
-// ended it. A Deadline's timer ending it is the rejection rej, as fn never
-// ran; but after a retry's attempt that ran fn, the call is the Deadline's
-// timeout, and the wait ends with ctx.Err().
-func (l *Limiter) ended(ctx context.Context, rej *telemetry.Rejection) error {
+	// A Deadline's timer refuses the wait, as fn never ran; but after a
+	// retry's attempt that ran fn, the call is the Deadline's timeout.
 	if stage.WaitRefused(ctx) {
 		return l.reject(ctx, rej)
 	}
@@ -404,14 +394,12 @@ func (l *Limiter) exit(gated bool, err error) error {
 		}
 		l.mu.Unlock()
 	}
-	if err == nil || !errors.Is(err, policy.ErrThrottled) {
+	ra, ok := errors.AsType[retryAfterError](err)
+	if !ok || ra.RetryAfter() <= 0 || !errors.Is(err, policy.ErrThrottled) {
 		return err
 	}
-	if ra, ok := errors.AsType[retryAfterError](err); ok && ra.RetryAfter() > 0 {
-		l.HoldFor(ra.RetryAfter())
-		return &heldError{err: err}
-	}
-	return err
+	l.HoldFor(ra.RetryAfter())
+	return &heldError{err: err}
 }
 
 // reject records a rejection for r and calls the OnReject hook.

@@ -42,7 +42,7 @@ const classes = 3
 func class(ctx context.Context) int { return int(policy.PriorityOf(ctx)) + 1 }
 
 // Unbounded, as the queue capacity given to [Slots.Init], lets any number of
-// callers wait.
+// callers wait: the queue never reaches it, and no count overflows.
 const Unbounded = math.MaxInt
 
 // Slots is a count of slots held against a limit, with a FIFO queue of
@@ -69,7 +69,7 @@ type Slots struct {
 	// of the classes above it. reserved says whether any is set.
 	closed   [classes]int64
 	reserved bool
-	queueCap int // waiters allowed; Unbounded is math.MaxInt
+	queueCap int // waiters allowed
 	maxWait  time.Duration
 
 	// Owner names the user of these slots in panic messages
@@ -92,9 +92,6 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 		}
 		s.reserved = s.reserved || n > 0
 	}
-	if s.Owner == "" {
-		s.Owner = "slots"
-	}
 }
 
 // Active returns the number of slots held now, including a waiter that has
@@ -114,9 +111,9 @@ func (s *Slots) Limit() int { return int(s.limit.Load()) }
 
 // SetLimit changes the limit to n, which must be >= 1. Raising it hands the
 // new free slots to the waiters at once, as releases would; lowering it
-// revokes no slot:
-// the calls in flight drain to the new limit, their releases freeing slots
-// instead of handing them on until fewer than n are held.
+// revokes no slot: the calls in flight drain to the new limit, their
+// releases freeing slots instead of handing them on until fewer than n are
+// held.
 func (s *Slots) SetLimit(n int) {
 	s.mu.Lock()
 	s.limit.Store(int64(n))
@@ -302,10 +299,10 @@ func (s *Slots) wake(w *waiter) {
 	w.ready <- struct{}{} // buffered, and sent once: never blocks
 }
 
-// Release frees one slot held by the caller: to the first waiter of the
-// highest class waiting, if the limit allows, else back to the pool. It panics if no slot at all
-// is held ("<Owner>: slot released twice"); a second release while other
-// calls hold slots cannot be told apart and frees one of theirs.
+// Release frees one slot held by the caller, as handOffLocked says. It
+// panics if no slot at all is held ("<Owner>: slot released twice"); a
+// second release while other calls hold slots cannot be told apart and
+// frees one of theirs.
 func (s *Slots) Release() {
 	if s.queued.Load() == 0 {
 		// Fast path: nobody waits, so the slot goes back to the pool.

@@ -4,6 +4,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/watertight/watertight/internal/nilcheck"
 )
 
 // Instruments are the synchronous instruments of one policy or pipeline.
@@ -22,6 +24,15 @@ type Instruments struct {
 // durationBuckets are the bucket boundaries of watertight.call.duration,
 // in seconds: the SDK's default suits milliseconds.
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+
+// MeterOf returns the watertight meter of mp, or of the global
+// MeterProvider if mp is nil or holds a nil pointer.
+func MeterOf(mp metric.MeterProvider) metric.Meter {
+	if mp == nil || nilcheck.Pointer(mp) {
+		mp = otel.GetMeterProvider()
+	}
+	return mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
+}
 
 // NewInstruments returns the instruments of [MeterOf] mp.
 func NewInstruments(mp metric.MeterProvider) *Instruments {
