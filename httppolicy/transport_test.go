@@ -803,13 +803,13 @@ func TestTransportRefusesAttemptsAfterExecuteReturned(t *testing.T) {
 	}
 }
 
-// earlyReturnPolicy runs fn on a goroutine of its own and returns at once,
-// without waiting for it.
-type earlyReturnPolicy struct{}
+// earlyReturnPolicy runs fn on a goroutine of its own and returns once
+// fn has sent its request, without waiting for fn to return.
+type earlyReturnPolicy struct{ sent chan struct{} }
 
-func (earlyReturnPolicy) Execute(ctx context.Context, fn policy.Func) error {
+func (p earlyReturnPolicy) Execute(ctx context.Context, fn policy.Func) error {
 	go fn(ctx)
-	time.Sleep(5 * time.Millisecond) // fn has started
+	<-p.sent
 	return nil
 }
 
@@ -819,12 +819,14 @@ func (earlyReturnPolicy) Execute(ctx context.Context, fn policy.Func) error {
 // Real time: the Transport waits on a mutex, which synctest's clock does
 // not count as blocked.
 func TestTransportWaitsForAnAttemptThePolicyLeftRunning(t *testing.T) {
+	sent := make(chan struct{})
 	base := &fakeBase{fn: func(int, *http.Request) (*http.Response, error) {
+		close(sent)
 		time.Sleep(20 * time.Millisecond)
 		return response(200, "hello"), nil
 	}}
 	req, _ := http.NewRequest("GET", "http://dep.test/", nil)
-	resp, err := (&httppolicy.Transport{Base: base, Policy: earlyReturnPolicy{}}).RoundTrip(req)
+	resp, err := (&httppolicy.Transport{Base: base, Policy: earlyReturnPolicy{sent}}).RoundTrip(req)
 	if err != nil {
 		t.Fatalf("RoundTrip: %v, want the attempt's response", err)
 	}
