@@ -17,7 +17,8 @@ import (
 
 // Limiter limits the calls to one dependency that run at once, with a
 // limit it learns from their latency. Create one with [New]; the zero value
-// is not usable. A Limiter is safe for concurrent use.
+// is not usable. A Limiter is safe for concurrent use. With
+// testing/synctest, build it in the bubble that uses it.
 type Limiter struct {
 	slots         slots.Slots     // the admission core, shared with package bulkhead
 	answers       atomic.Int64    // calls in flight whose answer was marked
@@ -31,7 +32,6 @@ type Limiter struct {
 	reach       atomic.Int64 // most of that plus the slots closed to the sample's priority
 	closeAt     atomic.Int64 // when the window may close, in ns since base
 	openedAt    atomic.Int64 // when the window opened, in ns since base
-	shift       atomic.Int64 // added to the clock's readings (see clock)
 	slowAbove   atomic.Int64 // 3 x noLoad in ns, or 0 before it is measured
 	capAt       atomic.Int64 // a window's sample counts at most this, in ns; 0: uncapped
 	excess      atomic.Int64 // the window's samples' µs above capAt

@@ -12,22 +12,6 @@ import (
 	"github.com/watertight/watertight/adaptive"
 )
 
-// busy runs 8 callers of 10 ms calls for dur, so that windows are not quiet.
-func busy(l *adaptive.Limiter, dur time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), dur)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				l.Execute(ctx, func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
-}
-
 // drive runs workers closed-loop callers whose calls take lat() for dur, and
 // reads the admission limit every 100 ms: how many readings found it below
 // the learned limit (a probe's cap).
@@ -51,69 +35,6 @@ func drive(l *adaptive.Limiter, workers int, dur time.Duration, lat func() time.
 	stop()
 	wg.Wait()
 	return capped, readings
-}
-
-// A limiter built outside any bubble (a package-level one) that starts a
-// probe inside a testing/synctest bubble, then is used and closed outside it,
-// and in a second bubble. Nothing of the limiter may belong to a bubble (a
-// bubble's timer stopped from outside it is a fatal error of the runtime),
-// and it keeps learning.
-func TestLimiterOutlivesBubbles(t *testing.T) {
-	l, err := adaptive.New(adaptive.Config{MaxQueue: adaptive.Unbounded, ProbeInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		synctest.Test(t, func(t *testing.T) {
-			busy(l, 40*time.Second) // many periodic probes start in the bubble
-			if st := l.State(); !st.Measured || st.NoLoad < 10*time.Millisecond || st.NoLoad > 12*time.Millisecond {
-				t.Errorf("bubble %d: %+v; want noLoad of about 10ms measured", i+1, st)
-			}
-		})
-	}
-	busy(l, 300*time.Millisecond) // real time, real calls
-	l.Close()
-	if got := l.Limit(); got < 1 || got > 200 {
-		t.Errorf("Limit = %d after the bubbles", got)
-	}
-}
-
-// A probe in progress when a bubble ends must not stay in force in the next
-// bubble, whose clock starts where the first one's did: the first admission
-// there sees the clock change and abandons it.
-func TestProbeLeftByABubble(t *testing.T) {
-	l, err := adaptive.New(adaptive.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	synctest.Test(t, func(t *testing.T) {
-		ctx, stop := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					if l.Execute(ctx, func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil }) != nil {
-						time.Sleep(time.Millisecond)
-					}
-				}
-			})
-		}
-		for !(l.State().Probing && l.State().Probes >= 2) {
-			time.Sleep(time.Millisecond)
-		}
-		stop()
-		wg.Wait()
-	})
-	synctest.Test(t, func(t *testing.T) {
-		time.Sleep(10 * time.Second)
-		if got := burst(l, 15, 20*time.Millisecond); got != 0 {
-			t.Errorf("burst of 15 in the next bubble: %d rejected (Limit %d); want 0", got, l.Limit())
-		}
-		if l.State().Probing {
-			t.Errorf("the first bubble's probe still runs: %+v", l.State())
-		}
-	})
 }
 
 // A dependency slower than the 1 s a stalled probe is given (an LLM API, a

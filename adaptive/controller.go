@@ -16,10 +16,8 @@ const (
 	maxProbeFailures = 20                    // failures that abandon a probe
 	minProbeAge      = time.Second           // a probe is abandoned after max(this, 20 x latency) without progress
 	probeAgeFactor   = 20
-	quietSamples     = 16                        // a quiet window has at most this many samples
-	clockSlack       = 10 * time.Second          // a reading this far behind the latest comes from another clock
-	clockJump        = 10 * 365 * 24 * time.Hour // and so does one this far ahead
-	fallSpan         = 2 * time.Second           // a fall of more than a third within this re-probes
+	quietSamples     = 16              // a quiet window has at most this many samples
+	fallSpan         = 2 * time.Second // a fall of more than a third within this re-probes
 	latencyFloor     = 10 * time.Microsecond
 	slowFactor       = 3    // samples above slowFactor x noLoad are slow
 	quietWeight      = 0.25 // how far a quiet window moves the no-load mean towards its own
@@ -53,7 +51,6 @@ type controller struct {
 	early       bool          // the probe in progress, or the last, was started by a fall
 	measured    bool          // noLoad and base hold a measurement
 	failedInRow int           // probes abandoned in a row while nothing was measured
-	lastNow     int64         // the latest clock reading (see clock)
 
 	// The probe in progress, if Limiter.probing.
 	progressAt    int64 // when the probe last progressed: started, drained, or took a sample
@@ -113,25 +110,8 @@ func (c *controller) remember(now int64) (fell bool) {
 	return high-c.limit > high/3
 }
 
-// since returns t on the controller's clock: ns since l.base, shifted.
-func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) + l.shift.Load() }
-
-// clock returns t on the controller's clock, and reports whether it came
-// from another clock (a testing/synctest bubble's). Time then continues
-// from the latest reading. l.mu is held.
-func (l *Limiter) clock(t time.Time) (now int64, rebased bool) {
-	c := &l.ctl
-	now = l.since(t)
-	if now < c.lastNow-int64(clockSlack) || now > c.lastNow+int64(clockJump) {
-		l.shift.Add(c.lastNow - now)
-		now = c.lastNow
-		l.closeAt.Store(now + c.windowLen())
-		l.openedAt.Store(now)
-		rebased = true
-	}
-	c.lastNow = max(c.lastNow, now)
-	return now, rebased
-}
+// since returns t on the controller's clock: ns since l.base.
+func (l *Limiter) since(t time.Time) int64 { return int64(t.Sub(l.base)) }
 
 // observe takes one attempt's outcome: a latency sample d, or a failure,
 // of a call to which closed slots were reserved for higher priorities.
@@ -160,7 +140,7 @@ func (l *Limiter) observe(d time.Duration, failed bool, end time.Time, closed in
 		raise(&l.peak, a)
 		raise(&l.reach, a+int64(closed))
 	}
-	if now := l.since(end); now >= l.closeAt.Load() || now < l.openedAt.Load()-int64(clockSlack) || overfull(w) {
+	if l.since(end) >= l.closeAt.Load() || overfull(w) {
 		l.closeWindow(end)
 	}
 }
@@ -187,7 +167,7 @@ func (l *Limiter) closeWindow(end time.Time) {
 		return
 	}
 	defer l.mu.Unlock()
-	now, _ := l.clock(end)
+	now := l.since(end)
 	if l.probing.Load() {
 		return
 	}
@@ -387,10 +367,8 @@ func (l *Limiter) checkProbe() {
 		return
 	}
 	c := &l.ctl
-	now, rebased := l.clock(time.Now())
+	now := l.since(time.Now())
 	switch {
-	case rebased:
-		l.restartProbe(now)
 	case c.closed:
 		if l.awaiting() <= c.before || now-c.progressAt > c.stallAge() {
 			l.finishProbe(now)
@@ -406,7 +384,7 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	awaiting := max(active-l.answered(), 0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now, rebased := l.clock(end)
+	now := l.since(end)
 	if !l.probing.Load() {
 		return // the probe ended meanwhile
 	}
@@ -414,10 +392,6 @@ func (l *Limiter) observeProbe(d time.Duration, failed bool, end time.Time) {
 	// A slow dependency's first answer is progress.
 	if !failed {
 		c.longest = max(c.longest, d)
-	}
-	if rebased {
-		l.restartProbe(now)
-		return
 	}
 	if !c.closed && now-c.progressAt > c.stallLimit(active-1) {
 		l.endProbe(now)
@@ -473,15 +447,6 @@ func (l *Limiter) finishProbe(now int64) {
 	}
 	l.capAt.Store(int64(slow))
 	l.endProbe(now)
-}
-
-// restartProbe restarts a probe begun on another clock. l.mu is held.
-func (l *Limiter) restartProbe(now int64) {
-	l.endProbe(now)
-	if !l.ctl.measured {
-		l.ctl.failedInRow--
-	}
-	l.startProbe(now)
 }
 
 // measure sets noLoad, base and cbase from the probe's samples, and returns

@@ -92,8 +92,8 @@
 // ProbeInterval). While nothing has been measured, each probe that ended
 // so doubles the wait for the next, up to 8 x ProbeInterval.
 //
-// A Limiter used inside and outside a testing/synctest bubble at once is
-// not supported.
+// With testing/synctest, build a Limiter in the bubble that uses it: its
+// clock starts when it is built, and a bubble's clock is another one.
 //
 // # Limitations
 //

@@ -325,11 +325,11 @@ func (b *Breaker) OpenUntil(t time.Time) {
 	m.epoch = b.epochs.Add(1)
 	to := Open
 	if time.Now().UnixNano() >= m.until {
-		// gobreaker turns m half-open strictly after its 1 ns timeout.
+		// gobreaker turns m half-open once its clock is past the trip by
+		// more than its 1 ns Timeout. A synctest bubble's clock moves only
+		// when asleep.
 		to = HalfOpen
-		for m.State() == gobreaker.StateOpen {
-			time.Sleep(time.Nanosecond)
-		}
+		time.Sleep(2 * time.Nanosecond)
 	}
 	b.mu.Lock()
 	b.cb.Store(m)

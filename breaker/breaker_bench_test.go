@@ -119,6 +119,20 @@ func BenchmarkRejectOpenUntil(b *testing.B) {
 	}
 }
 
+// BenchmarkOpenUntilPast starts the half-open period at once, as a shared
+// breaker's replica does when it learns of an open period already over.
+func BenchmarkOpenUntilPast(b *testing.B) {
+	br, err := New(Config{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		br.OpenUntil(time.Now())
+	}
+}
+
 // BenchmarkRejectOpenClock rejects by the clock, as an open breaker does.
 func BenchmarkRejectOpenClock(b *testing.B) {
 	br, err := New(Config{Name: "bench", ConsecutiveFailures: 1})

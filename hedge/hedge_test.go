@@ -565,7 +565,7 @@ func TestHedgeProperties(t *testing.T) {
 			}
 			bal := b.Available()
 			perSecond := max(minPerSecond, 0)
-			reserve := (10 * time.Second).Seconds() * perSecond
+			reserve := 10 * perSecond // the default Window: 10 s
 			paid := reserve + ratio*float64(calls.Load()) + perSecond*time.Since(start).Seconds()
 			if bal < 0 || float64(hedged.Load()) > paid+1e-6 {
 				rt.Fatalf("balance %v, %d hedges for %v paid", bal, hedged.Load(), paid)

@@ -3,20 +3,16 @@ package retry
 import (
 	"fmt"
 	"math"
-	"math/bits"
-	"math/rand/v2"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Defaults for the zero values of [BudgetConfig] fields, those of
-// Finagle's RetryBudget.
+// The defaults of [BudgetConfig]'s zero fields, those of Finagle's
+// RetryBudget.
 const (
-	DefaultBudgetRatio        = 0.2
-	DefaultBudgetMinPerSecond = 10.0
-	DefaultBudgetWindow       = 10 * time.Second
+	defaultBudgetRatio        = 0.2
+	defaultBudgetMinPerSecond = 10.0
+	defaultBudgetWindow       = 10 * time.Second
 )
 
 // NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond
@@ -45,21 +41,21 @@ type BudgetConfig struct {
 func (cfg BudgetConfig) resolve() (BudgetConfig, error) {
 	s := cfg
 	if s.Ratio == 0 {
-		s.Ratio = DefaultBudgetRatio
+		s.Ratio = defaultBudgetRatio
 	}
 	if !(s.Ratio > 0) || math.IsInf(s.Ratio, 0) { // NaN fails too
 		return s, fmt.Errorf("retry: BudgetConfig.Ratio must be a finite number > 0, got %v", cfg.Ratio)
 	}
 	switch {
 	case s.MinPerSecond == 0:
-		s.MinPerSecond = DefaultBudgetMinPerSecond
+		s.MinPerSecond = defaultBudgetMinPerSecond
 	case s.MinPerSecond == NoMinimum:
 		s.MinPerSecond = 0
 	case !(s.MinPerSecond >= 0) || math.IsInf(s.MinPerSecond, 0): // NaN fails too
 		return s, fmt.Errorf("retry: BudgetConfig.MinPerSecond must be a finite number >= 0 or NoMinimum, got %v", cfg.MinPerSecond)
 	}
 	if s.Window == 0 {
-		s.Window = DefaultBudgetWindow
+		s.Window = defaultBudgetWindow
 	}
 	if s.Window < time.Millisecond {
 		return s, fmt.Errorf("retry: BudgetConfig.Window must be >= 1ms, got %v", cfg.Window)
@@ -77,47 +73,24 @@ func (cfg BudgetConfig) resolve() (BudgetConfig, error) {
 // A retry is granted only when the balance holds a whole one, so the
 // balance is never negative. It never exceeds 2^53.
 //
-// A deposit counts as made at the last update of the balance before it.
-// Reads update the balance, and so does the first deposit of each tick. A
-// tick is Window/64, at least 1ms and at most 1s. So a deposit counts as
-// made at most one tick early, and the balance is never more than the
-// formula gives.
+// Deposit, TryWithdraw and Available each take a mutex and bring the
+// balance up to now, so every deposit and retry counts at the time it was
+// made. The deposits of one instant join the balance as their count x
+// Ratio, so that rounding does not shave what they pay for.
 //
 // The zero Budget is not usable: build one with [NewBudget]. A Budget is
 // safe for concurrent use. With testing/synctest, build it in the bubble
 // that uses it.
 type Budget struct {
-	// base counts deposits until two collide, and the stripes after. Each
-	// is on cache lines of its own.
-	base    budgetStripe
-	striped atomic.Bool
-	idle    atomic.Bool // the next deposit updates the balance
-	stripes []budgetStripe
-	mask    uint32 // len(stripes) - 1
-
 	s       BudgetConfig // resolved
 	start   time.Time
 	reserve float64 // Window x MinPerSecond, in retries
-	tick    time.Duration
-	timer   *time.Timer // marks idle a tick after the first deposit of a tick
 
 	mu      sync.Mutex
-	balance float64 // as of at
-	seen    int64   // deposits already in balance
-	at      time.Duration
+	balance float64       // as of at, without made
+	at      time.Duration // since start
+	made    int64         // deposits made at at
 }
-
-// budgetStripe is a counter of deposits, alone on two cache lines.
-type budgetStripe struct {
-	n atomic.Int64
-	_ [120]byte
-}
-
-// stripeToken is a processor's stripe. sync.Pool keeps one per processor,
-// so each keeps depositing on the same stripe.
-type stripeToken struct{ idx uint32 }
-
-var stripeTokens = sync.Pool{New: func() any { return &stripeToken{idx: rand.Uint32()} }}
 
 // budgetMaxBalance caps the balance, so that absurd settings cannot make
 // it infinite, and then NaN.
@@ -130,54 +103,20 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Four stripes per processor, a power of two, at most 64.
-	n := 1 << bits.Len(uint(min(4*runtime.GOMAXPROCS(0), 64)-1))
-	b := &Budget{
-		stripes: make([]budgetStripe, n),
-		mask:    uint32(n - 1),
-		s:       s,
-		start:   time.Now(),
-		reserve: min(s.Window.Seconds()*s.MinPerSecond, budgetMaxBalance),
-		tick:    min(max(s.Window/64, time.Millisecond), time.Second),
-	}
-	b.balance = b.reserve
-	b.idle.Store(true)
-	b.timer = time.AfterFunc(b.tick, func() { b.idle.Store(true) })
-	b.timer.Stop()
-	return b, nil
+	reserve := min(s.Window.Seconds()*s.MinPerSecond, budgetMaxBalance)
+	return &Budget{s: s, start: time.Now(), reserve: reserve, balance: reserve}, nil
 }
 
 // Deposit records one call. A [Retry] or a hedge.Hedge with this Budget calls
 // it as each call starts. Call it for calls made outside them that should
 // pay for retries.
 func (b *Budget) Deposit() {
-	if b.idle.Load() {
-		b.mu.Lock()
-		if b.idle.Load() {
-			b.update()
-			b.idle.Store(false)
-			b.timer.Reset(b.tick)
-		}
-		b.mu.Unlock()
+	b.mu.Lock()
+	if now := time.Since(b.start); now > b.at {
+		b.update(now)
 	}
-	if !b.striped.Load() {
-		if v := b.base.n.Load(); b.base.n.CompareAndSwap(v, v+1) {
-			return
-		}
-		b.striped.Store(true) // processors contend for base
-	}
-	t := stripeTokens.Get().(*stripeToken)
-	b.stripes[t.idx&b.mask].n.Add(1)
-	stripeTokens.Put(t)
-}
-
-// calls returns the deposits made so far.
-func (b *Budget) calls() int64 {
-	n := b.base.n.Load()
-	for i := range b.stripes {
-		n += b.stripes[i].n.Load()
-	}
-	return n
+	b.made++
+	b.mu.Unlock()
 }
 
 // TryWithdraw takes one retry from the balance and returns true, or
@@ -186,7 +125,7 @@ func (b *Budget) calls() int64 {
 // retry made outside them, and do not retry if it returns false.
 func (b *Budget) TryWithdraw() bool {
 	b.mu.Lock()
-	b.update()
+	b.update(time.Since(b.start))
 	ok := b.balance >= 1
 	if ok {
 		b.balance--
@@ -198,22 +137,19 @@ func (b *Budget) TryWithdraw() bool {
 // Available returns the retries the balance holds now.
 func (b *Budget) Available() float64 {
 	b.mu.Lock()
-	b.update()
+	b.update(time.Since(b.start))
 	v := b.balance
 	b.mu.Unlock()
 	return v
 }
 
-// update brings the balance to now: the new deposits join it as made at
-// b.at, then its distance from the reserve decays. b.mu must be held.
-func (b *Budget) update() {
-	now := time.Since(b.start)
-	calls := b.calls()
-	bal := min(b.balance+float64(calls-b.seen)*b.s.Ratio, budgetMaxBalance)
-	b.seen = calls
+// update brings the balance to now: the deposits made at b.at join it,
+// then its distance from the reserve decays. b.mu must be held.
+func (b *Budget) update(now time.Duration) {
+	b.balance = min(b.balance+float64(b.made)*b.s.Ratio, budgetMaxBalance)
+	b.made = 0
 	if dt := now - b.at; dt > 0 {
 		b.at = now
-		bal = b.reserve + (bal-b.reserve)*math.Exp(-float64(dt)/float64(b.s.Window))
+		b.balance = b.reserve + (b.balance-b.reserve)*math.Exp(-float64(dt)/float64(b.s.Window))
 	}
-	b.balance = bal
 }

@@ -3,15 +3,12 @@ package retry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -110,10 +107,10 @@ func TestBudgetSteadyStateAndDecay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := mustBudget(t, BudgetConfig{})
 		// 100 calls a second for 100 s (10 time constants).
-		for range 10000 {
+		for i := range 10000 {
 			b.Deposit()
 			time.Sleep(10 * time.Millisecond)
-			if b.calls()%500 == 0 {
+			if (i+1)%500 == 0 {
 				b.Available() // a few updates along the way, as retries would
 			}
 		}
@@ -296,8 +293,7 @@ func TestBudgetShared(t *testing.T) {
 }
 
 // A call that succeeds at once deposits and allocates nothing more than
-// without a budget. Only the first deposit, made when no tick was due,
-// takes the lock to tick; the others, within a tick, are summed by no one.
+// without a budget.
 func TestBudgetSuccessPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := mustBudget(t, BudgetConfig{})
@@ -310,14 +306,9 @@ func TestBudgetSuccessPath(t *testing.T) {
 		if with != without {
 			t.Errorf("allocs with a budget = %v, without = %v", with, without)
 		}
-		if got := b.calls(); got != 101 { // AllocsPerRun runs once more to warm up
-			t.Errorf("deposits = %d, want 101", got)
-		}
-		b.mu.Lock()
-		seen := b.seen
-		b.mu.Unlock()
-		if seen != 0 || b.idle.Load() {
-			t.Errorf("deposits summed on the success path = %d, idle = %v; want 0, false", seen, b.idle.Load())
+		// AllocsPerRun runs once more to warm up: 101 deposits of 0.2.
+		if got, want := b.Available(), 100+101*0.2; math.Abs(got-want) > 1e-9 {
+			t.Errorf("Available = %v, want %v", got, want)
 		}
 	})
 }
@@ -508,67 +499,30 @@ func TestBudgetHugeSettings(t *testing.T) {
 
 // Deposits from many goroutines at once are all counted, and all pay:
 // with no time passed, a Ratio of 1 and no floor, each deposit is one
-// whole retry. On a fresh Budget (one shared counter until deposits
-// collide, then the stripes) and on one already striped.
+// whole retry.
 func TestBudgetConcurrentDeposits(t *testing.T) {
-	for _, striped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("striped=%v", striped), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
-				b.striped.Store(striped)
-				const goroutines, each = 16, 2000
-				var wg sync.WaitGroup
-				for range goroutines {
-					wg.Go(func() {
-						for range each {
-							b.Deposit()
-						}
-					})
-				}
-				wg.Wait()
-				if got := b.calls(); got != goroutines*each {
-					t.Fatalf("deposits = %d, want %d", got, goroutines*each)
-				}
-				if striped && b.base.n.Load() != 0 {
-					t.Errorf("a striped Budget counted %d deposits on its shared counter", b.base.n.Load())
-				}
-				if got := b.Available(); got != goroutines*each {
-					t.Errorf("Available = %v, want %d", got, goroutines*each)
-				}
-				for range goroutines * each {
-					if !b.TryWithdraw() {
-						t.Fatal("TryWithdraw refused a retry that was paid for")
-					}
-				}
-				if b.TryWithdraw() {
-					t.Error("TryWithdraw granted a retry nothing paid for")
+	synctest.Test(t, func(t *testing.T) {
+		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
+		const goroutines, each = 16, 2000
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for range each {
+					b.Deposit()
 				}
 			})
-		})
-	}
-}
-
-// Deposits one at a time never collide: they stay on the shared counter,
-// and the stripes are left alone.
-func TestBudgetSerialDepositsNotStriped(t *testing.T) {
-	b := mustBudget(t, BudgetConfig{})
-	for range 1000 {
-		b.Deposit()
-	}
-	if b.striped.Load() || b.base.n.Load() != 1000 {
-		t.Errorf("striped = %v, shared counter = %d; want false, 1000", b.striped.Load(), b.base.n.Load())
-	}
-}
-
-// The deposits are spread over a power of two of stripes, four per
-// processor, at most 64, each on cache lines of its own.
-func TestBudgetStripes(t *testing.T) {
-	b := mustBudget(t, BudgetConfig{})
-	n := len(b.stripes)
-	if n&(n-1) != 0 || n < min(4*runtime.GOMAXPROCS(0), 64) || n > 64 || int(b.mask) != n-1 {
-		t.Errorf("%d stripes (mask %#x) with GOMAXPROCS %d", n, b.mask, runtime.GOMAXPROCS(0))
-	}
-	if size := unsafe.Sizeof(budgetStripe{}); size < 128 {
-		t.Errorf("a stripe takes %d bytes, want at least 128", size)
-	}
+		}
+		wg.Wait()
+		if got := b.Available(); got != goroutines*each {
+			t.Errorf("Available = %v, want %d", got, goroutines*each)
+		}
+		for range goroutines * each {
+			if !b.TryWithdraw() {
+				t.Fatal("TryWithdraw refused a retry that was paid for")
+			}
+		}
+		if b.TryWithdraw() {
+			t.Error("TryWithdraw granted a retry nothing paid for")
+		}
+	})
 }

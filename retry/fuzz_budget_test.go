@@ -26,16 +26,16 @@ func FuzzBudgetConfig(f *testing.F) {
 		cfg := retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond, Window: time.Duration(window)}
 		want := ""
 		r, floor, w := ratio, minPerSecond, time.Duration(window)
-		if r == 0 {
-			r = retry.DefaultBudgetRatio
+		if r == 0 { // BudgetConfig's documented defaults
+			r = 0.2
 		}
 		if floor == 0 {
-			floor = retry.DefaultBudgetMinPerSecond
+			floor = 10
 		} else if floor == retry.NoMinimum {
 			floor = 0
 		}
 		if w == 0 {
-			w = retry.DefaultBudgetWindow
+			w = 10 * time.Second
 		}
 		switch {
 		case !(r > 0) || math.IsInf(r, 0):

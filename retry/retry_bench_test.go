@@ -98,8 +98,8 @@ func BenchmarkBackoffRetryZero(b *testing.B) {
 	}
 }
 
-// The success path with a Budget: one atomic add (the deposit) more than
-// BenchmarkExecuteSuccess, no clock read.
+// The success path with a Budget: one deposit (the mutex, a clock read and
+// the decay) more than BenchmarkExecuteSuccess.
 func BenchmarkExecuteSuccessBudget(b *testing.B) {
 	bud, _ := NewBudget(BudgetConfig{})
 	r, _ := New(Config{MeterProvider: noop.NewMeterProvider(), Budget: bud})
@@ -112,7 +112,7 @@ func BenchmarkExecuteSuccessBudget(b *testing.B) {
 }
 
 // The success path from every P at once, without and with one shared
-// Budget: the deposit is the one word every caller writes.
+// Budget: the deposit's mutex is the one lock every caller takes.
 func BenchmarkExecuteSuccessParallel(b *testing.B) {
 	r, _ := New(Config{MeterProvider: noop.NewMeterProvider()})
 	fn := func(context.Context) error { return nil }
@@ -150,10 +150,9 @@ func BenchmarkBudgetDepositWithdraw(b *testing.B) {
 	}
 }
 
-// Budget.Deposit beside the naive reference it replaced, one shared word
-// (an atomic add on one cache line that every core writes), alone and
-// from 32 x GOMAXPROCS goroutines (where Deposit turns to its stripes): run with -bench BudgetDeposit and
-// compare with `benchstat -col /impl`.
+// Budget.Deposit beside one atomic add on a shared word, the least a
+// shared count costs, alone and from 32 x GOMAXPROCS goroutines: run with
+// -bench BudgetDeposit and compare with `benchstat -col /impl`.
 func BenchmarkBudgetDeposit(b *testing.B) {
 	budget, _ := NewBudget(BudgetConfig{})
 	var shared struct {

@@ -348,16 +348,17 @@ func (r report) targets() {
 		r.check(n+" 1000 vs 2 goroutines", "throughput >= half (ns/op <= 2x)",
 			fmt.Sprintf("%s -> %s ns/op (%s)", fmtNum(lo), fmtNum(hi), ratio(hi, lo)), hi <= 2*lo)
 	}
-	// A retry budget's success path is one atomic add (a deposit): checked,
-	// as the breaker's, on the median of the per-round differences.
+	// A retry budget's success path is one deposit (the Budget's mutex, a
+	// clock read, the decay): checked, as the breaker's, on the median of
+	// the per-round differences, against 1% of a 25 µs network call.
 	for _, n := range []string{"RetryBudget", "RetryBudgetParallel"} {
 		on, off := "Benchmark"+n+"/lib=watertight/budget=on", "Benchmark"+n+"/lib=watertight/budget=off"
 		if r.samples(on) == 0 {
 			continue
 		}
 		d := r.pairedDiff(on, off)
-		r.check(n+": a retry with a budget, success path", "<= plain retry + 20 ns (median of the per-round differences)",
-			fmt.Sprintf("%+.0f ns per round (medians: %s vs %s ns)", d, fmtNum(r.get(on, "ns/op")), fmtNum(r.get(off, "ns/op"))), d <= 20)
+		r.check(n+": a retry with a budget, success path", "<= plain retry + 250 ns (median of the per-round differences)",
+			fmt.Sprintf("%+.0f ns per round (medians: %s vs %s ns)", d, fmtNum(r.get(on, "ns/op")), fmtNum(r.get(off, "ns/op"))), d <= 250)
 	}
 	r.simTargets()
 	r.attTargets()
