@@ -1,6 +1,9 @@
 package telemetry
 
 import (
+	"slices"
+	"sync"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -95,4 +98,38 @@ func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 func BreakerStateGauge(m metric.Meter) metric.Int64ObservableGauge {
 	return handle(m.Int64ObservableGauge(MetricState, metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state, as a state set: 1 for the state in watertight.breaker.state that the breaker is in, 0 for the others.")))
+}
+
+// Observers is the registration of a policy's observable instruments. Its
+// zero value holds none.
+type Observers struct {
+	once sync.Once
+	reg  metric.Registration // nil if registration failed
+}
+
+// Register registers f as the callback of insts, unless one is nil. An
+// error goes to otel.Handle, as telemetry never fails a constructor.
+func (o *Observers) Register(m metric.Meter, f metric.Callback, insts ...metric.Observable) {
+	if slices.Contains(insts, nil) {
+		return
+	}
+	reg, err := m.RegisterCallback(f, insts...)
+	if err != nil {
+		otel.Handle(err)
+		return
+	}
+	o.reg = reg
+}
+
+// Close unregisters the instruments, once; an error goes to otel.Handle.
+// It is safe for concurrent use and returns nil.
+func (o *Observers) Close() error {
+	o.once.Do(func() {
+		if o.reg != nil {
+			if err := o.reg.Unregister(); err != nil {
+				otel.Handle(err)
+			}
+		}
+	})
+	return nil
 }
