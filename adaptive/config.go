@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -87,9 +88,7 @@ type Config struct {
 // first invalid field.
 func (c Config) resolve() (Config, error) {
 	r := c
-	if r.MinLimit == 0 {
-		r.MinLimit = DefaultMinLimit
-	}
+	r.MinLimit = cmp.Or(r.MinLimit, DefaultMinLimit)
 	if r.MinLimit < 1 {
 		return r, fmt.Errorf("adaptive: Config.MinLimit must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
 	}
@@ -112,15 +111,11 @@ func (c Config) resolve() (Config, error) {
 	if c.MaxWait < 0 {
 		return r, fmt.Errorf("adaptive: Config.MaxWait must be >= 0, got %v", c.MaxWait)
 	}
-	if r.Tolerance == 0 {
-		r.Tolerance = DefaultTolerance
-	}
+	r.Tolerance = cmp.Or(r.Tolerance, DefaultTolerance)
 	if math.IsNaN(r.Tolerance) || math.IsInf(r.Tolerance, 0) || r.Tolerance < 1 {
 		return r, fmt.Errorf("adaptive: Config.Tolerance must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
 	}
-	if r.ProbeInterval == 0 {
-		r.ProbeInterval = DefaultProbeInterval
-	}
+	r.ProbeInterval = cmp.Or(r.ProbeInterval, DefaultProbeInterval)
 	if r.ProbeInterval < 0 {
 		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
