@@ -7,17 +7,11 @@ import "github.com/watertight/watertight/policy"
 const Kind = "bulkhead"
 
 // Reasons a bulkhead gives in [policy.RejectedError.Reason] and in the
-// watertight.rejection.reason attribute.
+// watertight.rejection.reason attribute (see the Outcomes table).
 const (
-	// ReasonFull: every slot was taken and the queue was full (or MaxQueue
-	// is 0).
-	ReasonFull = "full"
-	// ReasonWaitTimeout: the call waited Config.MaxWait without being given
-	// a slot.
-	ReasonWaitTimeout = "wait_timeout"
-	// ReasonShed: the call waited, and a call of a higher priority took its
-	// place in the full queue.
-	ReasonShed = "shed"
+	ReasonFull        = "full"         // every slot taken and the queue full
+	ReasonWaitTimeout = "wait_timeout" // MaxWait passed without a slot
+	ReasonShed        = "shed"         // a higher priority took its place in the full queue
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Bulkhead]

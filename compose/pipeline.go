@@ -147,14 +147,13 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 var ErrHandOver = errors.New("compose: call handed over")
 
 // Start runs fn through the pipeline as Execute does, for a call that may
-// outlive Start: an HTTP response whose body the caller reads after
-// RoundTrip returns. If fn returns [ErrHandOver], Start returns a non-nil
-// [*Held] and a nil error at once, and every policy keeps what it holds
-// (the bulkhead slot, the deadline's context, the breaker's verdict) until
-// Held.End. Otherwise it returns nil and the call's error. A policy of
-// another package in a slot runs on a goroutine of its own, and holds what
-// it took until Held.End too; a panic in it goes on up Start's caller
-// before the hand-over, and up End's after. It panics if ctx or fn is nil.
+// outlive Start (see Hand-over in the package documentation). If fn
+// returns [ErrHandOver], Start returns a non-nil [*Held] and a nil error at
+// once, and every policy keeps what it holds (the bulkhead slot, the
+// deadline's context, the breaker's verdict) until Held.End. Otherwise it
+// returns nil and the call's error. A panic in a policy of another package
+// goes on up Start's caller before the hand-over, and up End's after. It
+// panics if ctx or fn is nil.
 func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*Held, error) {
 	if fn == nil {
 		panic("compose: nil fn")
