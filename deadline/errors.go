@@ -3,7 +3,6 @@ package deadline
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/watertight/watertight/internal/telemetry"
@@ -37,11 +36,7 @@ type ExceededError struct {
 // Error returns a message such as
 // `deadline "search": 2s timeout exceeded: context deadline exceeded`.
 func (e *ExceededError) Error() string {
-	msg := "deadline"
-	if e.Name != "" {
-		msg += " " + strconv.Quote(e.Name)
-	}
-	msg += ": " + e.Duration.String() + " timeout exceeded"
+	msg := telemetry.Label("deadline", e.Name) + ": " + e.Duration.String() + " timeout exceeded"
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"strconv"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -41,13 +40,10 @@ type recorder struct {
 func newRecorder(mp metric.MeterProvider, name string) recorder {
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
-		prefix:    kind,
+		prefix:    telemetry.Label(kind, name),
 		exhausted: in.Exhausted,
 		kind:      telemetry.KeyKind.String(kind),
 		name:      telemetry.KeyName.String(name),
-	}
-	if name != "" {
-		rec.prefix += " " + strconv.Quote(name)
 	}
 	var err error
 	rec.hedges, err = in.Meter.Int64Counter(metricHedges, metric.WithUnit("{attempt}"),

@@ -2,7 +2,6 @@ package httppolicy
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/watertight/watertight/deadline"
@@ -40,10 +39,7 @@ type streamTimeoutError struct {
 // Error returns a message such as
 // `httppolicy "llm": no first byte within 10s: httppolicy: first byte timeout exceeded`.
 func (e *streamTimeoutError) Error() string {
-	msg := "httppolicy"
-	if e.name != "" {
-		msg += " " + strconv.Quote(e.name)
-	}
+	msg := telemetry.Label("httppolicy", e.name)
 	if e.sentinel == ErrFirstByteTimeout {
 		msg += ": no first byte within "
 	} else {

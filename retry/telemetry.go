@@ -24,7 +24,7 @@ type recorder struct {
 func newRecorder(mp metric.MeterProvider, kind, name string) recorder {
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
-		prefix:    label(kind, name),
+		prefix:    telemetry.Label(kind, name),
 		attempts:  in.Attempts,
 		exhausted: in.Exhausted,
 		kind:      telemetry.KeyKind.String(kind),
