@@ -97,11 +97,8 @@
 //
 // # Priority
 //
-// A request's priority (policy.Priority) comes from HandlerConfig.Priority,
-// a function of the request. The priority a client sends in the
-// [PriorityHeader] is used only when HandlerConfig.TrustPriority says the
-// client is trusted, and only if it is a known one: an untrusted client
-// cannot raise its own priority. The policy and the handler see the
-// priority in the context. A Transport with PropagatePriority sends the
-// priority of each request's context to the next hop.
+// A [Handler] gives each request the priority (policy.Priority) of
+// HandlerConfig.Priority, or the [PriorityHeader]'s of a client that
+// HandlerConfig.TrustPriority trusts. A Transport with PropagatePriority
+// sends the priority of each request's context to the next hop.
 package httppolicy

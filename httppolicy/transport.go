@@ -110,11 +110,9 @@ func (t *Transport) pipeline() (starter, error) {
 	return t.wrap.Load(), nil
 }
 
-// RoundTrip sends req through t.Policy. When the retries end on a failure
-// status, it returns that last response with a nil error, or the context's
-// error if req's context is done. The response's body holds the policy's
-// resources until it is read to EOF or closed. RoundTrip closes req.Body,
-// even on error, and does not modify req.
+// RoundTrip sends req through t.Policy, with the outcomes the package
+// documentation lists. It closes req.Body, even on error, and does not
+// modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq
