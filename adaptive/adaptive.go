@@ -66,11 +66,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
-	queue := cfg.MaxQueue
-	if queue == Unbounded {
-		queue = slots.Unbounded
-	}
-	l.slots.Init(cfg.InitialLimit, queue, cfg.MaxWait, cfg.Reserve)
+	l.slots.Init(cfg.InitialLimit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
 	l.startProbe(0)
 	l.registerObservers(in.Meter, cfg.Name)
 	return l, nil

@@ -105,11 +105,8 @@ func (c Config) resolve() (Config, error) {
 	if r.InitialLimit < r.MinLimit || r.InitialLimit > r.MaxLimit {
 		return r, fmt.Errorf("adaptive: Config.InitialLimit must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
 	}
-	if c.MaxQueue < Unbounded {
-		return r, fmt.Errorf("adaptive: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
-	}
-	if c.MaxWait < 0 {
-		return r, fmt.Errorf("adaptive: Config.MaxWait must be >= 0, got %v", c.MaxWait)
+	if err := slots.CheckConfig("adaptive", c.MaxQueue, c.MaxWait, c.Reserve, r.MaxLimit); err != nil {
+		return r, err
 	}
 	r.Tolerance = cmp.Or(r.Tolerance, DefaultTolerance)
 	if math.IsNaN(r.Tolerance) || math.IsInf(r.Tolerance, 0) || r.Tolerance < 1 {
@@ -119,5 +116,5 @@ func (c Config) resolve() (Config, error) {
 	if r.ProbeInterval < 0 {
 		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
-	return r, slots.CheckReserve("adaptive", c.Reserve, r.MaxLimit)
+	return r, nil
 }

@@ -30,12 +30,8 @@ func New(cfg Config) (*Bulkhead, error) {
 	b := &Bulkhead{
 		rej: telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}.Slots(ErrFull),
 	}
-	queue := cfg.MaxQueue
-	if queue == Unbounded {
-		queue = slots.Unbounded
-	}
 	b.slots.Owner = "bulkhead"
-	b.slots.Init(cfg.Limit, queue, cfg.MaxWait, cfg.Reserve)
+	b.slots.Init(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
 	b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
 }

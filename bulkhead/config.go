@@ -59,11 +59,5 @@ func (c *Config) validate() error {
 	if c.Limit < 1 {
 		return fmt.Errorf("bulkhead: Config.Limit must be >= 1, got %d", c.Limit)
 	}
-	if c.MaxQueue < 0 && c.MaxQueue != Unbounded {
-		return fmt.Errorf("bulkhead: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
-	}
-	if c.MaxWait < 0 {
-		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
-	}
-	return slots.CheckReserve("bulkhead", c.Reserve, c.Limit)
+	return slots.CheckConfig("bulkhead", c.MaxQueue, c.MaxWait, c.Reserve, c.Limit)
 }

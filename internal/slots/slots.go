@@ -41,8 +41,9 @@ const classes = 3
 // class returns the class of the priority ctx carries.
 func class(ctx context.Context) int { return int(policy.PriorityOf(ctx)) + 1 }
 
-// Unbounded, as the queue capacity given to [Slots.Init], lets any number of
-// callers wait: the queue never reaches it, and no count overflows.
+// Unbounded, as the queue capacity given to [Slots.Init] (or any negative
+// capacity), lets any number of callers wait: the queue never reaches it,
+// and no count overflows.
 const Unbounded = math.MaxInt
 
 // Slots is a count of slots held against a limit, with a FIFO queue of
@@ -78,13 +79,16 @@ type Slots struct {
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
-// (>= 0, or [Unbounded]), how long one may wait (0: until its ctx is done)
+// ([Unbounded] if negative), how long one may wait (0: until its ctx is done)
 // and, by priority, the slots kept for calls of that priority or above (see
 // [CheckReserve]). The arguments are not checked: the policies validate
 // their Config.
 func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
 	s.limit.Store(int64(limit))
 	s.queueCap = queueCap
+	if queueCap < 0 {
+		s.queueCap = Unbounded
+	}
 	s.maxWait = maxWait
 	for p, n := range reserve {
 		for c := range int(p) + 1 {
@@ -352,10 +356,23 @@ func (s *Slots) grantLocked() {
 	}
 }
 
-// CheckReserve returns an error naming pkg's Config.Reserve if r is not a
+// CheckConfig returns an error naming the first invalid field of pkg's
+// Config, whose MaxQueue must be >= 0 or -1 (Unbounded), MaxWait >= 0 and
+// Reserve valid for a limit of limit.
+func CheckConfig(pkg string, maxQueue int, maxWait time.Duration, reserve map[policy.Priority]int, limit int) error {
+	if maxQueue < -1 {
+		return fmt.Errorf("%s: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", pkg, maxQueue)
+	}
+	if maxWait < 0 {
+		return fmt.Errorf("%s: Config.MaxWait must be >= 0, got %v", pkg, maxWait)
+	}
+	return checkReserve(pkg, reserve, limit)
+}
+
+// checkReserve returns an error naming pkg's Config.Reserve if r is not a
 // valid reserve for a limit of limit. The keys are checked in order, so
 // the error is the same from run to run.
-func CheckReserve(pkg string, r map[policy.Priority]int, limit int) error {
+func checkReserve(pkg string, r map[policy.Priority]int, limit int) error {
 	sum := 0 // < limit: the check below never overflows
 	for _, p := range slices.Sorted(maps.Keys(r)) {
 		n := r[p]
