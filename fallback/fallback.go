@@ -94,10 +94,7 @@ type Error struct {
 // openai: <err>; anthropic: <err>`.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("fallback")
-	if e.Name != "" {
-		fmt.Fprintf(&b, " %q", e.Name)
-	}
+	b.WriteString(telemetry.Label("fallback", e.Name))
 	switch e.Stop {
 	case StopExhausted:
 		fmt.Fprintf(&b, ": all %d alternatives failed", len(e.Tried))
