@@ -152,7 +152,7 @@ func (s *Sample) End(err error) {
 }
 
 // Release frees the permit's slot, after the End of its attempts, and
-// makes p zero. The zero Permit's Release does nothing.
+// makes p zero.
 func (p *Permit) Release() {
 	if l := p.l; l != nil {
 		p.l = nil

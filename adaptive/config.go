@@ -25,9 +25,8 @@ const (
 	DefaultProbeInterval = 30 * time.Second
 )
 
-// Config configures a [Limiter]. Its zero value is valid: a limit that
-// starts at 20 and moves between 1 and 200, no waiting, a tolerance of
-// 1.25 and a probe every 30 s. [New] copies it.
+// Config configures a [Limiter]. Its zero value is valid: each field says
+// its default. [New] copies it.
 type Config struct {
 	// Name names the limiter in errors and telemetry (the
 	// watertight.policy.name attribute). Empty is allowed.

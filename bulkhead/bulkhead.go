@@ -11,9 +11,7 @@ import (
 // Bulkhead limits the number of calls to one dependency that run at once,
 // and lets a bounded number of further calls wait for a slot: highest
 // priority first, first come first served within a priority. Create one
-// with [New]; the zero value is not usable.
-//
-// A Bulkhead is safe for concurrent use by multiple goroutines.
+// with [New]; the zero value is not usable. It is safe for concurrent use.
 type Bulkhead struct {
 	slots slots.Slots
 	rej   telemetry.SlotRejections
@@ -60,8 +58,7 @@ type Permit struct{ b *Bulkhead }
 
 // Release frees the slot, handing it to the oldest waiter of the highest
 // priority waiting if that priority may take it (see Config.Reserve), and
-// makes p zero. Release of the zero Permit does nothing, so a deferred
-// Release is safe after a failed Acquire or an earlier Release.
+// makes p zero: a deferred Release is safe after a failed Acquire.
 func (p *Permit) Release() {
 	if b := p.b; b != nil {
 		p.b = nil

@@ -22,9 +22,8 @@ func (b *Bulkhead) registerObservers(m metric.Meter, name string) {
 	}, active, queued)
 }
 
-// Close unregisters the bulkhead's observable instruments (active and
-// queued), so that a bulkhead out of use stops being reported and can be
-// garbage collected. It is idempotent and always returns nil. The bulkhead
-// keeps working after Close, and still counts rejections. Close is safe
-// for concurrent use.
+// Close unregisters the bulkhead's active and queued counters, so that a
+// bulkhead out of use stops being reported and can be garbage collected.
+// The bulkhead keeps working, and still counts rejections. Close is
+// idempotent, safe for concurrent use, and returns nil.
 func (b *Bulkhead) Close() error { return b.obs.Close() }

@@ -23,10 +23,8 @@ const (
 // NoJitter, as [Config.Jitter], turns off the randomisation of waits.
 const NoJitter = -1.0
 
-// Config configures a [Retry]. The zero value is valid: 3 attempts,
-// waits of 100ms, 200ms, ... randomised by ±50% and capped at 10s, and
-// every error retried but those the package rules stop on. [New] copies
-// it.
+// Config configures a [Retry]. The zero value is valid: each field says
+// its default. [New] copies it.
 type Config struct {
 	// Name names the policy in errors and telemetry. Empty is allowed.
 	Name string
