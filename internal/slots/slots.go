@@ -231,12 +231,10 @@ func ended(ctx context.Context) (Outcome, error) {
 	return CtxDone, ctx.Err()
 }
 
-// abandon takes w out of the queue after its ctx ended. A release may have
-// handed w the slot between ctx ending and abandon taking the mutex: w.granted
-// tells, and the mutex makes the answer final. If so, w holds a slot it will
-// not use, and passes it on exactly as a release does (to the next waiter,
-// or back to the pool), so that no slot is lost and nobody jumps the queue.
-// Otherwise w is unlinked in O(1), and no release can reach it afterwards.
+// abandon takes w out of the queue after its ctx ended. If a release
+// handed w the slot first (w.granted, final under the mutex), w passes it
+// on as a release does, so that no slot is lost and nobody jumps the
+// queue. Otherwise w is unlinked in O(1), out of every release's reach.
 func (s *Slots) abandon(w *waiter) {
 	s.mu.Lock()
 	if w.granted {
@@ -248,10 +246,9 @@ func (s *Slots) abandon(w *waiter) {
 }
 
 // expire takes w out of the queue after MaxWait passed, and returns its
-// outcome. If a release handed w the slot before expire took the mutex, w
-// got its slot within MaxWait, so it keeps the slot and runs: rejecting it
-// now would waste a slot that was fairly its. If w was shed first, it is
-// shed. Otherwise w is unlinked in O(1) and will never be handed a slot.
+// outcome. A w handed the slot before expire took the mutex got it within
+// MaxWait, fairly: it keeps it and runs. A w shed first is shed. Otherwise
+// w is unlinked in O(1).
 func (s *Slots) expire(w *waiter) Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
