@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -203,14 +202,11 @@ func (c *call) held(err error) (*Held, error) {
 }
 
 func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time, timed bool, err error) {
-	var errType string
-	if err != nil {
-		errType = telemetry.ErrorType(err)
-	}
 	if timed {
 		opts := p.okOpts
 		if err != nil {
 			var ok bool
+			errType := telemetry.ErrorType(err)
 			if opts, ok = p.errOpts[errType]; !ok {
 				opts = p.recordOptions(errType)
 			}
@@ -218,11 +214,7 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 		p.duration.Record(ctx, time.Since(start).Seconds(), opts...)
 	}
 	if span != nil {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(telemetry.KeyError.String(errType))
-		}
-		span.End()
+		endSpan(span, err)
 	}
 }
 
