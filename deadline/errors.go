@@ -46,8 +46,7 @@ func (e *ExceededError) Error() string {
 // Unwrap returns fn's error.
 func (e *ExceededError) Unwrap() error { return e.Err }
 
-// Is reports whether target is [ErrExceeded], [policy.ErrTimeout] or
-// [context.DeadlineExceeded].
+// Is reports whether target is one of the errors e matches.
 func (e *ExceededError) Is(target error) bool {
 	return target == ErrExceeded || target == policy.ErrTimeout || target == context.DeadlineExceeded
 }
