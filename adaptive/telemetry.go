@@ -9,7 +9,6 @@ import (
 	"github.com/watertight/watertight/internal/telemetry"
 )
 
-// registerObservers registers the active, queued and limit instruments.
 func (l *Limiter) registerObservers(m metric.Meter, name string) {
 	active, queued := telemetry.SlotCounters(m)
 	limit := telemetry.LimitGauge(m)

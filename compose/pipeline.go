@@ -218,7 +218,6 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 	}
 }
 
-// attemptOptions returns the span options of attempt n.
 func attemptOptions(n int) []trace.SpanStartOption {
 	return []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindInternal),

@@ -66,7 +66,6 @@ func (rec *recorder) exhaust(ctx context.Context, reason string) {
 	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, telemetry.KeyRetryReason.String(reason)))
 }
 
-// outcome counts a hedge's outcome.
 func (rec *recorder) outcome(ctx context.Context, o string) {
 	rec.hedges.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, keyOutcome.String(o)))
 }

@@ -145,7 +145,6 @@ func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
 	l.broadcastLocked()
 }
 
-// openLocked opens the gate.
 func (l *Limiter) openLocked(now time.Time) {
 	l.gate = false
 	if l.end <= int64(now.Sub(l.epoch)) {

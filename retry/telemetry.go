@@ -34,7 +34,6 @@ func newRecorder(mp metric.MeterProvider, kind, name string) recorder {
 	return rec
 }
 
-// event adds a span event to the span in ctx, if it is recording.
 func (rec *recorder) event(ctx context.Context, name string, attempt int, kv attribute.KeyValue) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(name, trace.WithAttributes(rec.kind, rec.name, telemetry.KeyAttempt.Int(attempt), kv))

@@ -38,7 +38,6 @@ const (
 // classes is the number of priorities; class c is policy.Priority(c-1).
 const classes = 3
 
-// class returns the class of the priority ctx carries.
 func class(ctx context.Context) int { return int(policy.PriorityOf(ctx)) + 1 }
 
 // Unbounded, as the queue capacity given to [Slots.Init] (or any negative
