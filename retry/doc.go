@@ -43,30 +43,24 @@
 //
 // # Permanent errors
 //
-// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge takes
-// the marker off every error it returns (see [Unmark]), so a marker stops
-// the nearest one only. The markers of github.com/cenkalti/backoff/v4's
-// Permanent work the same way.
+// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge
+// takes the marker off every error it returns (see [Unmark]), so a marker
+// stops the nearest one only. The markers of
+// github.com/cenkalti/backoff/v4's Permanent work the same way.
 //
 // # Budgets
 //
-// A [Budget] bounds the retries of the Retries and Hedges that share it.
-// Each call deposits Ratio of a retry, and each retry withdraws one. The
-// budget is asked last, so a call that ends for another reason spends
+// A [Budget] bounds the retries of the Retries and hedge.Hedges that share
+// it. Each call deposits Ratio of a retry, and each retry withdraws one.
+// The budget is asked last, so a call that ends for another reason spends
 // nothing. When everything fails, attempts per call settle at about
 // 1 + Ratio + MinPerSecond/(calls per second), or fewer.
-//
-// # Hedging
-//
-// Package hedge runs hedged calls: attempts side by side rather than one
-// after another. It shares a [Budget] with the Retries, and gives up with
-// an [*ExhaustedError] of Kind "hedge".
 //
 // # Telemetry
 //
 // Each retry adds 1 to watertight.retry.attempts, and a watertight.retry
 // event (attempt number, wait in seconds) to the span in ctx. Each
 // exhaustion adds 1 to watertight.retry.exhausted, with its Reason in
-// watertight.retry.reason. Both carry watertight.policy.kind and watertight.policy.name.
-// A Retry starts no span.
+// watertight.retry.reason. Both carry watertight.policy.kind and
+// watertight.policy.name. A Retry starts no span.
 package retry
