@@ -3,7 +3,6 @@ package hedge
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -45,12 +44,8 @@ func newRecorder(mp metric.MeterProvider, name string) recorder {
 		kind:      telemetry.KeyKind.String(kind),
 		name:      telemetry.KeyName.String(name),
 	}
-	var err error
-	rec.hedges, err = in.Meter.Int64Counter(metricHedges, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
-	if err != nil {
-		otel.Handle(err)
-	}
+	rec.hedges = telemetry.Counter(in.Meter, metricHedges, "{attempt}",
+		"Hedged attempts (attempts started beside a call's first), by outcome.")
 	return rec
 }
 

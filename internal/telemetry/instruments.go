@@ -40,20 +40,22 @@ func MeterOf(mp metric.MeterProvider) metric.Meter {
 // NewInstruments returns the instruments of [MeterOf] mp.
 func NewInstruments(mp metric.MeterProvider) *Instruments {
 	m := MeterOf(mp)
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		return handle(m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
-	}
 	return &Instruments{
 		Meter:       m,
-		Rejections:  counter(MetricRejections, "{call}", "Calls refused before they ran, by policy and reason."),
-		Timeouts:    counter(MetricTimeouts, "{call}", "Calls cut short by a watertight deadline."),
-		Attempts:    counter(MetricAttempts, "{attempt}", "Retry attempts after the first."),
-		Exhausted:   counter(MetricExhausted, "{call}", "Calls on which a retry policy gave up."),
-		Transitions: counter(MetricTransitions, "{transition}", "Circuit breaker state changes."),
+		Rejections:  Counter(m, MetricRejections, "{call}", "Calls refused before they ran, by policy and reason."),
+		Timeouts:    Counter(m, MetricTimeouts, "{call}", "Calls cut short by a watertight deadline."),
+		Attempts:    Counter(m, MetricAttempts, "{attempt}", "Retry attempts after the first."),
+		Exhausted:   Counter(m, MetricExhausted, "{call}", "Calls on which a retry policy gave up."),
+		Transitions: Counter(m, MetricTransitions, "{transition}", "Circuit breaker state changes."),
 		CallDuration: handle(m.Float64Histogram(MetricCallDuration, metric.WithUnit("s"),
 			metric.WithDescription("Duration of calls through a watertight pipeline."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
 	}
+}
+
+// Counter returns the counter name of m. An error goes to otel.Handle.
+func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
+	return handle(m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
 }
 
 // handle reports err, if any, to otel.Handle and returns v.
