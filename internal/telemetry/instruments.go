@@ -12,8 +12,8 @@ import (
 )
 
 // Instruments are the synchronous instruments of one policy or pipeline.
-// An instrument that fails to be created is reported to otel.Handle and
-// left a working no-op.
+// An instrument that fails to be created, here or by the functions of this
+// file, is reported to otel.Handle and left a working no-op.
 type Instruments struct {
 	Meter        metric.Meter
 	Rejections   metric.Int64Counter
@@ -53,7 +53,7 @@ func NewInstruments(mp metric.MeterProvider) *Instruments {
 	}
 }
 
-// Counter returns the counter name of m. An error goes to otel.Handle.
+// Counter returns the counter name of m.
 func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 	return handle(m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
 }
@@ -78,8 +78,7 @@ func PolicyAttrs(kind, name string) []attribute.KeyValue {
 }
 
 // SlotCounters returns the watertight.bulkhead.active and
-// watertight.bulkhead.queued observable up-down counters of m. Errors go
-// to otel.Handle.
+// watertight.bulkhead.queued observable up-down counters of m.
 func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCounter) {
 	return handle(m.Int64ObservableUpDownCounter(MetricActive, metric.WithUnit("{call}"),
 			metric.WithDescription("Calls holding a bulkhead slot."))),
@@ -88,15 +87,13 @@ func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCo
 }
 
 // LimitGauge returns the watertight.adaptive.limit observable gauge of m.
-// An error goes to otel.Handle.
 func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 	return handle(m.Int64ObservableGauge(MetricLimit, metric.WithUnit("{call}"),
 		metric.WithDescription("The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while.")))
 }
 
 // BreakerStateGauge returns the watertight.breaker.state observable gauge
-// of m, a state set: one point per state (KeyState), 1 for the current
-// state. An error goes to otel.Handle.
+// of m, a state set: one point per state (KeyState), 1 for the current one.
 func BreakerStateGauge(m metric.Meter) metric.Int64ObservableGauge {
 	return handle(m.Int64ObservableGauge(MetricState, metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state, as a state set: 1 for the state in watertight.breaker.state that the breaker is in, 0 for the others.")))
