@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"time"
@@ -46,11 +47,7 @@ type ExhaustedError struct {
 // Error returns a message such as
 // `retry "llm": gave up after 3 attempts: <last error>`.
 func (e *ExhaustedError) Error() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "retry"
-	}
-	msg := telemetry.Label(kind, e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
+	msg := telemetry.Label(cmp.Or(e.Kind, "retry"), e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {
 		msg += "s"
 	}
