@@ -28,8 +28,7 @@ const (
 // Config configures a [Limiter]. Its zero value is valid: each field says
 // its default. [New] copies it.
 type Config struct {
-	// Name names the limiter in errors and telemetry (the
-	// watertight.policy.name attribute). Empty is allowed.
+	// Name names the limiter in errors and telemetry. Empty is allowed.
 	Name string
 
 	// MinLimit and MaxLimit bound the limit. 0 means the default (1 and
@@ -73,8 +72,7 @@ type Config struct {
 	// values are invalid. Probes are at least 20 windows apart.
 	ProbeInterval time.Duration
 
-	// MeterProvider provides the meter of the instruments. If nil, the
-	// global MeterProvider is used.
+	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
 	// OnReject, if not nil, is called once for every rejection, holding no

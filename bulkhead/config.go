@@ -17,8 +17,7 @@ const Unbounded = -1
 // Config configures a [Bulkhead]. The zero value is not valid: Limit must
 // be set. [New] copies it.
 type Config struct {
-	// Name names the bulkhead in errors and telemetry (the
-	// watertight.policy.name attribute). Empty is allowed.
+	// Name names the bulkhead in errors and telemetry. Empty is allowed.
 	Name string
 
 	// Limit is the number of calls that may run at once. It is required and
@@ -43,8 +42,7 @@ type Config struct {
 	// open to every call. Nil reserves nothing.
 	Reserve map[policy.Priority]int
 
-	// MeterProvider provides the meter for the rejection counter and the
-	// active and queued gauges. If nil, the global MeterProvider is used.
+	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
 	// OnReject, if not nil, is called once for every rejection, after the
