@@ -45,10 +45,9 @@ type Config struct {
 	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
-	// OnReject, if not nil, is called once for every rejection, after the
-	// bulkhead has released its lock, on the rejected caller's goroutine,
-	// with the caller's ctx and the error Execute returns. It must
-	// not modify the error.
+	// OnReject, if not nil, is called once for every rejection, holding no
+	// lock, on the rejected caller's goroutine, with its ctx and the error
+	// Execute returns. It must not modify the error.
 	OnReject func(ctx context.Context, err *policy.RejectedError)
 }
 
