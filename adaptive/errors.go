@@ -2,8 +2,7 @@ package adaptive
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every adaptive limiter, and the Kind
-// of its [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Limiter.
 const Kind = "adaptive"
 
 // Reasons a [Limiter] gives in [policy.RejectedError.Reason] and in the

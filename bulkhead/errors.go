@@ -2,8 +2,7 @@ package bulkhead
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every bulkhead, and the Kind of its
-// [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Bulkhead.
 const Kind = "bulkhead"
 
 // Reasons a bulkhead gives in [policy.RejectedError.Reason] and in the

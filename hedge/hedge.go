@@ -93,9 +93,8 @@ func Attempt(ctx context.Context) int {
 //
 // Every value Do does not return is dropped: if it holds something to
 // free, such as a response body, fn must free it once
-// errors.Is(context.Cause(ctx), ErrLost). Each dropped value's context
-// ends with that cause; the returned value's never does. Do panics if
-// ctx, h or fn is nil.
+// errors.Is(context.Cause(ctx), ErrLost), which the returned value's
+// context never matches. Do panics if ctx, h or fn is nil.
 func Do[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(context.Context) (T, error)) (T, error) {
 	switch {
 	case ctx == nil:

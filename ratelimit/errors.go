@@ -2,8 +2,7 @@ package ratelimit
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every Limiter, and the Kind of its
-// [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Limiter.
 const Kind = "ratelimit"
 
 // Reasons a Limiter gives in [policy.RejectedError.Reason] and in the
