@@ -14,6 +14,5 @@ const (
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Limiter]
-// returns. Such a rejection also matches [policy.ErrRejected], and is a
-// *[policy.RejectedError].
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrFull = policy.NewSentinel("adaptive: full")

@@ -14,7 +14,5 @@ const (
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Bulkhead]
-// returns, whatever its reason; it also matches [policy.ErrRejected]. Use
-// errors.As with a *[policy.RejectedError] to learn the bulkhead's name and
-// the reason.
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrFull = policy.NewSentinel("bulkhead: full")

@@ -13,6 +13,5 @@ const (
 )
 
 // ErrLimited is matched, with errors.Is, by every rejection a [Limiter]
-// returns. Such a rejection also matches [policy.ErrRejected], and is a
-// *[policy.RejectedError].
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrLimited = policy.NewSentinel("ratelimit: limited")
