@@ -98,9 +98,8 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 		}
 		h.rec.started(ctx, n, afterFailure)
 	}
-	// The attempt keeps ctx's values and deadline, not its cancellation:
-	// the call passes the end on, with the cause that tells the attempt
-	// whether its value is dropped.
+	// The attempt keeps ctx's values and deadline, not its cancellation: the
+	// call ends it, with a cause that says whether its value is dropped.
 	actx, cancel := context.WithCancelCause(uncanceled{context.WithoutCancel(ctx), ctx})
 	c.cancels = append(c.cancels, cancel)
 	c.reported = append(c.reported, false)
