@@ -111,8 +111,7 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 }
 
 // Start runs fn through the pipeline for a call that may outlive Start,
-// as compose.Pipeline's Start does: httppolicy.Transport holds a call
-// across its response body with it.
+// as compose.Pipeline's Start does.
 func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*compose.Held, error) {
 	return p.pipe.Start(ctx, fn)
 }
