@@ -70,10 +70,8 @@ type Transport struct {
 	// IdleTimeout, if positive, bounds how long Reads of the body handed
 	// over wait for data that counts. It must not be negative. In an event
 	// stream with a Content-Encoding (one the caller asked for with its own
-	// Accept-Encoding), keepalives cannot be told from events: every byte
-	// counts, so a stream of keepalives alone is never cut. Leave
-	// Accept-Encoding unset (net/http then decodes the body) or ask for
-	// identity where that matters.
+	// Accept-Encoding), every byte counts: keepalives alone never cut it.
+	// Leave Accept-Encoding unset, or ask for identity, where that matters.
 	IdleTimeout time.Duration
 	// KeepaliveEvents are the event types the stream timeouts do not
 	// count. Nil means ["ping"]; an empty slice, none.
