@@ -251,7 +251,8 @@ func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 func (c *call) attempt(ctx context.Context, i int) error {
 	x := exit{kind: kindAttempt}
 	if c.attempts != nil && c.p.retries {
-		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, attemptOptions(retry.Attempt(ctx))...)
+		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(telemetry.KeyAttempt.Int(retry.Attempt(ctx))))
 	}
 	ctx, x.sample = c.learner.Begin(ctx)
 	return c.under(ctx, i, &x)

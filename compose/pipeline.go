@@ -217,10 +217,3 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 		endSpan(span, err)
 	}
 }
-
-func attemptOptions(n int) []trace.SpanStartOption {
-	return []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(telemetry.KeyAttempt.Int(n)),
-	}
-}
