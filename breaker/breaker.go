@@ -140,7 +140,7 @@ func (b *Breaker) changed(m *machine, to State) {
 // Execute runs fn if the breaker lets the call through, and returns fn's
 // error unchanged. Otherwise it returns a rejection matching [ErrOpen]
 // without calling fn. It panics if ctx or fn is nil.
-func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
+func (b *Breaker) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("breaker: nil fn")
 	}
@@ -148,15 +148,9 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	if err != nil {
 		return err
 	}
-	finished := false
-	defer func() {
-		if !finished {
-			p.Done(policy.ErrAborted)
-		}
-	}()
-	err = fn(ctx)
-	finished = true
-	return p.Done(err)
+	err = policy.ErrAborted // if fn panics or calls runtime.Goexit
+	defer func() { err = p.Done(err) }()
+	return fn(ctx)
 }
 
 // Permit is a call the [Breaker] let through. Its Done must be called: a

@@ -124,15 +124,9 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 // run runs attempt n, and reports its error. A panic in it goes on up its
 // goroutine; a runtime.Goexit ends the call.
 func (c *call) run(ctx context.Context, n int) {
-	normal := false
-	defer func() {
-		if !normal {
-			c.results <- result{n: n, err: retry.Permanent(errExited)}
-		}
-	}()
-	err := c.attempt(ctx)
-	normal = true
-	c.results <- result{n: n, err: err}
+	err := retry.Permanent(errExited) // if the attempt panics or calls runtime.Goexit
+	defer func() { c.results <- result{n: n, err: err} }()
+	err = c.attempt(ctx)
 }
 
 // next starts the next hedge if the rules allow.
