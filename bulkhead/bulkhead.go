@@ -9,8 +9,7 @@ import (
 )
 
 // Bulkhead limits the number of calls to one dependency that run at once,
-// and lets a bounded number of further calls wait for a slot: highest
-// priority first, first come first served within a priority. Create one
+// and lets a bounded number of further calls wait for a slot. Create one
 // with [New]; the zero value is not usable. It is safe for concurrent use.
 type Bulkhead struct {
 	slots slots.Slots

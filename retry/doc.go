@@ -30,16 +30,15 @@
 //	otherwise                                  wait, then attempt n+1
 //	ctx ends during the wait                   stop                           matches ctx.Err() and err
 //
-// An [*ExhaustedError] matches [ErrExhausted] and unwraps to fn's last
-// error. A Deadline returns it unchanged, not as a timeout: the retry gave
-// up while the call's ctx was live. A policy below that waits (a rate
-// limit) ends a later attempt's wait that a Deadline's timer ends with
+// A Deadline returns an [*ExhaustedError] unchanged, not as a timeout: the
+// retry gave up while the call's ctx was live. A policy below that waits (a
+// rate limit) ends a later attempt's wait that a Deadline's timer ends with
 // ctx.Err(), not a rejection: fn ran in the call, which is a timeout. A
 // call's error matches policy.ErrRejected only if fn never ran in that
-// call: a refusal after attempts that ran fn is in the
-// ExhaustedError's Rejection field, outside the Unwrap chain. An attempt
-// that timed out on its own deadline, while the call's ctx is live, is
-// retried by default. Inside fn, [Attempt] returns the attempt's number.
+// call: a refusal after attempts that ran fn is in the ExhaustedError's
+// Rejection field, outside the Unwrap chain. An attempt that timed out on
+// its own deadline, while the call's ctx is live, is retried by default.
+// Inside fn, [Attempt] returns the attempt's number.
 //
 // # Permanent errors
 //
