@@ -67,19 +67,18 @@ func WithStreamTimeouts(ctx context.Context, firstByte, idle time.Duration) cont
 	return context.WithValue(ctx, streamTimeoutsKey{}, streamTimeouts{firstByte, idle})
 }
 
-// streamTelemetry is the timeout records of one Transport: first byte,
-// then idle.
-type streamTelemetry [2]*telemetry.Timeout
+// streamTelemetry is the timeout records of one Transport, by sentinel.
+type streamTelemetry map[error]*telemetry.Timeout
 
 // telemetry returns t's timeout records, built on first use.
-func (t *Transport) telemetry() *streamTelemetry {
+func (t *Transport) telemetry() streamTelemetry {
 	if st := t.tel.Load(); st != nil {
-		return st
+		return *st
 	}
 	in := telemetry.NewInstruments(t.MeterProvider)
 	t.tel.CompareAndSwap(nil, &streamTelemetry{
-		telemetry.NewTimeout(in, "first_byte", t.Name),
-		telemetry.NewTimeout(in, "idle", t.Name),
+		ErrFirstByteTimeout: telemetry.NewTimeout(in, "first_byte", t.Name),
+		ErrIdleTimeout:      telemetry.NewTimeout(in, "idle", t.Name),
 	})
-	return t.tel.Load()
+	return *t.tel.Load()
 }
