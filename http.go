@@ -17,18 +17,14 @@ type HTTPOptions struct {
 	// IsFailure is httppolicy.Transport.IsFailure (nil: 5xx, 408, 429).
 	IsFailure func(*http.Response) bool
 
-	// RetryUnsafe and PropagatePriority are the httppolicy.Transport
-	// fields of the same names.
+	// RetryUnsafe, PropagatePriority, FirstByteTimeout, IdleTimeout and
+	// KeepaliveEvents are the httppolicy.Transport fields of the same
+	// names. A timeout must be >= 0; 0 turns it off.
 	RetryUnsafe       bool
 	PropagatePriority bool
-
-	// FirstByteTimeout, IdleTimeout and KeepaliveEvents are the
-	// httppolicy.Transport fields of the same names. A timeout must be
-	// >= 0; 0 turns it off. IdleTimeout does not tell keepalives from
-	// events in an encoded event stream: see httppolicy.Transport.
-	FirstByteTimeout time.Duration
-	IdleTimeout      time.Duration
-	KeepaliveEvents  []string
+	FirstByteTimeout  time.Duration
+	IdleTimeout       time.Duration
+	KeepaliveEvents   []string
 
 	// Base, if set, sends each attempt in place of the connection pool
 	// NewHTTPClient builds: bring your own transport (TLS, proxy or

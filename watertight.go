@@ -111,8 +111,7 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 }
 
 // Start runs fn through the pipeline for a call that may outlive Start,
-// as compose.Pipeline's Start does: httppolicy.Transport holds a call
-// across its response body with it.
+// as compose.Pipeline's Start does.
 func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*compose.Held, error) {
 	return p.pipe.Start(ctx, fn)
 }
@@ -177,9 +176,8 @@ type section struct {
 	build      func() (policy.Policy, error)
 }
 
-// sections returns cfg's sections in slot order, to fill pols. A built
-// section's empty Name takes name (suffix appended), and its nil
-// MeterProvider takes mp.
+// sections returns cfg's sections in slot order, to fill pols, named and
+// metered as New says, with mp.
 func sections(cfg Config, name string, mp metric.MeterProvider, pols *compose.Policies) []section {
 	fill := func(n *string, m *metric.MeterProvider, suffix string) {
 		*n = cmp.Or(*n, name+suffix)

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
@@ -48,13 +46,8 @@ type Limiter struct {
 	drops   atomic.Int64 // times the admission limit was lowered (for tests)
 	learned atomic.Int64 // ctl.held, read without the lock
 
-	full        *telemetry.Rejection
-	waitTimeout *telemetry.Rejection
-	shed        *telemetry.Rejection
-	onReject    func(ctx context.Context, err *policy.RejectedError)
-
-	closeOnce sync.Once
-	reg       metric.Registration // nil if registration failed
+	rej telemetry.SlotRejections
+	obs telemetry.Observers
 }
 
 // New returns a Limiter configured by cfg, or an error naming the first
@@ -66,23 +59,16 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	l := &Limiter{
-		base:        time.Now(),
-		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
-		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
-		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
-		onReject:    cfg.OnReject,
+		base: time.Now(),
+		rej:  telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}.Slots(ErrFull),
 	}
 	l.ctl.init(cfg)
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
-	queue := cfg.MaxQueue
-	if queue == Unbounded {
-		queue = slots.Unbounded
-	}
-	l.slots.Init(cfg.InitialLimit, queue, cfg.MaxWait, cfg.Reserve)
+	l.slots.Init(cfg.InitialLimit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
 	l.startProbe(0)
-	l.reg = l.registerObservers(in.Meter, cfg.Name)
+	l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
 }
 
@@ -121,7 +107,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		l.probeCheck()
 	}
 	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
-		return Permit{}, l.refused(ctx, o, err)
+		return Permit{}, l.rej.Refused(ctx, o, err)
 	}
 	return Permit{l: l}, nil
 }
@@ -166,7 +152,7 @@ func (s *Sample) End(err error) {
 }
 
 // Release frees the permit's slot, after the End of its attempts, and
-// makes p zero. The zero Permit's Release does nothing.
+// makes p zero.
 func (p *Permit) Release() {
 	if l := p.l; l != nil {
 		p.l = nil
@@ -188,22 +174,3 @@ func (l *Limiter) Active() int { return l.slots.Active() }
 
 // Queued returns the number of callers waiting to be admitted now.
 func (l *Limiter) Queued() int { return l.slots.Queued() }
-
-// refused returns the error of an admission that ended with o and err.
-func (l *Limiter) refused(ctx context.Context, o slots.Outcome, err error) error {
-	r := l.full
-	switch o {
-	case slots.RejectedFull:
-	case slots.RejectedWaitTimeout:
-		r = l.waitTimeout
-	case slots.RejectedShed:
-		r = l.shed
-	default:
-		return err
-	}
-	err = r.Record(ctx)
-	if l.onReject != nil {
-		l.onReject(ctx, r.Err)
-	}
-	return err
-}

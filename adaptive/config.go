@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -24,12 +25,10 @@ const (
 	DefaultProbeInterval = 30 * time.Second
 )
 
-// Config configures a [Limiter]. Its zero value is valid: a limit that
-// starts at 20 and moves between 1 and 200, no waiting, a tolerance of
-// 1.25 and a probe every 30 s. [New] copies it.
+// Config configures a [Limiter]. Its zero value is valid: each field says
+// its default. [New] copies it.
 type Config struct {
-	// Name names the limiter in errors and telemetry (the
-	// watertight.policy.name attribute). Empty is allowed.
+	// Name names the limiter in errors and telemetry. Empty is allowed.
 	Name string
 
 	// MinLimit and MaxLimit bound the limit. 0 means the default (1 and
@@ -73,8 +72,7 @@ type Config struct {
 	// values are invalid. Probes are at least 20 windows apart.
 	ProbeInterval time.Duration
 
-	// MeterProvider provides the meter of the instruments. If nil, the
-	// global MeterProvider is used.
+	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
 	// OnReject, if not nil, is called once for every rejection, holding no
@@ -87,9 +85,7 @@ type Config struct {
 // first invalid field.
 func (c Config) resolve() (Config, error) {
 	r := c
-	if r.MinLimit == 0 {
-		r.MinLimit = DefaultMinLimit
-	}
+	r.MinLimit = cmp.Or(r.MinLimit, DefaultMinLimit)
 	if r.MinLimit < 1 {
 		return r, fmt.Errorf("adaptive: Config.MinLimit must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
 	}
@@ -106,23 +102,16 @@ func (c Config) resolve() (Config, error) {
 	if r.InitialLimit < r.MinLimit || r.InitialLimit > r.MaxLimit {
 		return r, fmt.Errorf("adaptive: Config.InitialLimit must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
 	}
-	if c.MaxQueue < Unbounded {
-		return r, fmt.Errorf("adaptive: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
+	if err := slots.CheckConfig("adaptive", c.MaxQueue, c.MaxWait, c.Reserve, r.MaxLimit); err != nil {
+		return r, err
 	}
-	if c.MaxWait < 0 {
-		return r, fmt.Errorf("adaptive: Config.MaxWait must be >= 0, got %v", c.MaxWait)
-	}
-	if r.Tolerance == 0 {
-		r.Tolerance = DefaultTolerance
-	}
+	r.Tolerance = cmp.Or(r.Tolerance, DefaultTolerance)
 	if math.IsNaN(r.Tolerance) || math.IsInf(r.Tolerance, 0) || r.Tolerance < 1 {
 		return r, fmt.Errorf("adaptive: Config.Tolerance must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
 	}
-	if r.ProbeInterval == 0 {
-		r.ProbeInterval = DefaultProbeInterval
-	}
+	r.ProbeInterval = cmp.Or(r.ProbeInterval, DefaultProbeInterval)
 	if r.ProbeInterval < 0 {
 		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
-	return r, slots.CheckReserve("adaptive", c.Reserve, r.MaxLimit)
+	return r, nil
 }

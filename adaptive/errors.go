@@ -2,8 +2,7 @@ package adaptive
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every adaptive limiter, and the Kind
-// of its [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Limiter.
 const Kind = "adaptive"
 
 // Reasons a [Limiter] gives in [policy.RejectedError.Reason] and in the
@@ -15,6 +14,5 @@ const (
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Limiter]
-// returns. Such a rejection also matches [policy.ErrRejected], and is a
-// *[policy.RejectedError].
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrFull = policy.NewSentinel("adaptive: full")

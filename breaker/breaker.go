@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
@@ -54,12 +52,9 @@ type Breaker struct {
 	draining bool         // a goroutine is reporting pending
 
 	rejOpen, rejFull *telemetry.Rejection
-	onReject         func(context.Context, *policy.RejectedError)
 	onStateChange    func(from, to State)
 	tel              recorder
-
-	closeOnce sync.Once
-	reg       metric.Registration
+	obs              telemetry.Observers
 }
 
 type transition struct{ from, to State }
@@ -76,19 +71,19 @@ func New(cfg Config) (*Breaker, error) {
 		isFailure = DefaultIsFailure
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
+	rej := telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}
 	b := &Breaker{
 		settings:      st,
 		openTimeout:   cmp.Or(cfg.OpenTimeout, DefaultOpenTimeout),
 		isFailure:     isFailure,
 		throttled:     cfg.IsFailure == nil,
-		rejOpen:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonOpen, ErrOpen),
-		rejFull:       telemetry.NewRejection(in, Kind, cfg.Name, ReasonHalfOpenFull, ErrOpen),
-		onReject:      cfg.OnReject,
+		rejOpen:       rej.New(ReasonOpen, ErrOpen),
+		rejFull:       rej.New(ReasonHalfOpenFull, ErrOpen),
 		onStateChange: cfg.OnStateChange,
 		tel:           newRecorder(in, cfg.Name),
 	}
 	b.cb.Store(b.newMachine(false, false))
-	b.reg = b.tel.registerGauge(in.Meter, b.State)
+	b.tel.registerGauge(in.Meter, &b.obs, b.State)
 	return b, nil
 }
 
@@ -145,7 +140,7 @@ func (b *Breaker) changed(m *machine, to State) {
 // Execute runs fn if the breaker lets the call through, and returns fn's
 // error unchanged. Otherwise it returns a rejection matching [ErrOpen]
 // without calling fn. It panics if ctx or fn is nil.
-func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
+func (b *Breaker) Execute(ctx context.Context, fn policy.Func) (err error) {
 	if fn == nil {
 		panic("breaker: nil fn")
 	}
@@ -153,15 +148,9 @@ func (b *Breaker) Execute(ctx context.Context, fn policy.Func) error {
 	if err != nil {
 		return err
 	}
-	finished := false
-	defer func() {
-		if !finished {
-			p.Done(policy.ErrAborted)
-		}
-	}()
-	err = fn(ctx)
-	finished = true
-	return p.Done(err)
+	err = policy.ErrAborted // if fn panics or calls runtime.Goexit
+	defer func() { err = p.Done(err) }()
+	return fn(ctx)
 }
 
 // Permit is a call the [Breaker] let through. Its Done must be called: a
@@ -185,15 +174,15 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 	}
 	for {
 		if b.forced.Load() {
-			return Permit{}, b.reject(ctx, b.rejOpen)
+			return Permit{}, b.rejOpen.Record(ctx)
 		}
 		m := b.cb.Load()
 		if m.open {
 			if time.Now().UnixNano() < m.until {
-				return Permit{}, b.reject(ctx, b.rejOpen)
+				return Permit{}, b.rejOpen.Record(ctx)
 			}
 			if g := b.gate.Load(); m.held && g != nil && !(*g)(ctx) {
-				return Permit{}, b.reject(ctx, b.rejFull)
+				return Permit{}, b.rejFull.Record(ctx)
 			}
 		}
 		done, err := m.Allow()
@@ -211,9 +200,9 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 		case nil:
 			return Permit{b: b, ctx: ctx, m: m, done: done}, nil
 		case gobreaker.ErrTooManyRequests:
-			return Permit{}, b.reject(ctx, b.rejFull)
+			return Permit{}, b.rejFull.Record(ctx)
 		}
-		return Permit{}, b.reject(ctx, b.rejOpen)
+		return Permit{}, b.rejOpen.Record(ctx)
 	}
 }
 
@@ -233,15 +222,6 @@ func (pp *Permit) Done(err error) error {
 	}
 	if p.b.queued.Load() {
 		p.b.flush(p.ctx)
-	}
-	return err
-}
-
-// reject records a rejection and calls OnReject.
-func (b *Breaker) reject(ctx context.Context, r *telemetry.Rejection) error {
-	err := r.Record(ctx)
-	if b.onReject != nil {
-		b.onReject(ctx, r.Err)
 	}
 	return err
 }
@@ -357,13 +337,4 @@ func (b *Breaker) GateProbes(gate func(ctx context.Context) bool) {
 
 // Close unregisters the watertight.breaker.state gauge. It always returns
 // nil and may be called more than once. The Breaker goes on working.
-func (b *Breaker) Close() error {
-	b.closeOnce.Do(func() {
-		if b.reg != nil {
-			if err := b.reg.Unregister(); err != nil {
-				otel.Handle(err)
-			}
-		}
-	})
-	return nil
-}
+func (b *Breaker) Close() error { return b.obs.Close() }

@@ -90,13 +90,12 @@ const maxWindow = 100 * 365 * 24 * time.Hour
 // settings validates c and returns its gobreaker settings, without
 // OnStateChange.
 func (c *Config) settings() (gobreaker.Settings, error) {
-	if math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1 {
+	switch {
+	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
 		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.FailureRatio must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
-	}
-	if c.Window < 0 {
+	case c.Window < 0:
 		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.Window must be >= 0, got %v", c.Window)
-	}
-	if c.OpenTimeout < 0 {
+	case c.OpenTimeout < 0:
 		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.OpenTimeout must be >= 0, got %v", c.OpenTimeout)
 	}
 	consecutive, ratio, window := c.ConsecutiveFailures, c.FailureRatio, c.Window

@@ -7,10 +7,9 @@ import (
 	"github.com/watertight/watertight/policy"
 )
 
-// ErrOpen is matched by every rejection of a [Breaker], and matches
-// [policy.ErrRejected]. The rejection is a [*policy.RejectedError] with
-// Kind "breaker", the Breaker's Name and Reason [ReasonOpen] or
-// [ReasonHalfOpenFull].
+// ErrOpen is matched by every rejection of a [Breaker], a
+// [*policy.RejectedError] with Kind "breaker", and matches
+// [policy.ErrRejected].
 var ErrOpen = policy.NewSentinel("breaker: open")
 
 // Rejection reasons: RejectedError.Reason and watertight.rejection.reason.

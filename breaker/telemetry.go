@@ -3,7 +3,6 @@ package breaker
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -57,14 +56,11 @@ func (rec *recorder) transition(ctx context.Context, from, to State) {
 	}
 }
 
-// registerGauge registers the watertight.breaker.state state set, observing
-// state. It returns nil on failure, reported to otel.Handle.
-func (rec *recorder) registerGauge(m metric.Meter, state func() State) metric.Registration {
+// registerGauge registers on obs the watertight.breaker.state state set,
+// observing state.
+func (rec *recorder) registerGauge(m metric.Meter, obs *telemetry.Observers, state func() State) {
 	g := telemetry.BreakerStateGauge(m)
-	if g == nil {
-		return nil
-	}
-	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	obs.Register(m, func(_ context.Context, o metric.Observer) error {
 		cur := state()
 		for s := range numStates {
 			var v int64
@@ -75,9 +71,4 @@ func (rec *recorder) registerGauge(m metric.Meter, state func() State) metric.Re
 		}
 		return nil
 	}, g)
-	if err != nil {
-		otel.Handle(err)
-		return nil
-	}
-	return reg
 }

@@ -2,9 +2,6 @@ package bulkhead
 
 import (
 	"context"
-	"sync"
-
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/internal/telemetry"
@@ -12,21 +9,12 @@ import (
 )
 
 // Bulkhead limits the number of calls to one dependency that run at once,
-// and lets a bounded number of further calls wait for a slot: highest
-// priority first, first come first served within a priority. Create one
-// with [New]; the zero value is not usable.
-//
-// A Bulkhead is safe for concurrent use by multiple goroutines.
+// and lets a bounded number of further calls wait for a slot. Create one
+// with [New]; the zero value is not usable. It is safe for concurrent use.
 type Bulkhead struct {
 	slots slots.Slots
-
-	full        *telemetry.Rejection
-	waitTimeout *telemetry.Rejection
-	shed        *telemetry.Rejection
-	onReject    func(ctx context.Context, err *policy.RejectedError)
-
-	closeOnce sync.Once
-	reg       metric.Registration // nil if registration failed
+	rej   telemetry.SlotRejections
+	obs   telemetry.Observers
 }
 
 // New returns a Bulkhead configured by cfg, or an error naming the first
@@ -37,18 +25,11 @@ func New(cfg Config) (*Bulkhead, error) {
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	b := &Bulkhead{
-		full:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonFull, ErrFull),
-		waitTimeout: telemetry.NewRejection(in, Kind, cfg.Name, ReasonWaitTimeout, ErrFull),
-		shed:        telemetry.NewRejection(in, Kind, cfg.Name, ReasonShed, ErrFull),
-		onReject:    cfg.OnReject,
-	}
-	queue := cfg.MaxQueue
-	if queue == Unbounded {
-		queue = slots.Unbounded
+		rej: telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}.Slots(ErrFull),
 	}
 	b.slots.Owner = "bulkhead"
-	b.slots.Init(cfg.Limit, queue, cfg.MaxWait, cfg.Reserve)
-	b.reg = b.registerObservers(in.Meter, cfg.Name)
+	b.slots.Init(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
+	b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
 }
 
@@ -76,8 +57,7 @@ type Permit struct{ b *Bulkhead }
 
 // Release frees the slot, handing it to the oldest waiter of the highest
 // priority waiting if that priority may take it (see Config.Reserve), and
-// makes p zero. Release of the zero Permit does nothing, so a deferred
-// Release is safe after a failed Acquire or an earlier Release.
+// makes p zero: a deferred Release is safe after a failed Acquire.
 func (p *Permit) Release() {
 	if b := p.b; b != nil {
 		p.b = nil
@@ -94,7 +74,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 		panic("bulkhead: nil Context")
 	}
 	if o, err := b.slots.Acquire(ctx); o != slots.Admitted {
-		return Permit{}, b.refused(ctx, o, err)
+		return Permit{}, b.rej.Refused(ctx, o, err)
 	}
 	return Permit{b}, nil
 }
@@ -108,23 +88,3 @@ func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 
 // Limit returns Config.Limit.
 func (b *Bulkhead) Limit() int { return b.slots.Limit() }
-
-// refused returns the error of an acquire that ended with o and err. A
-// rejection is recorded and passed to OnReject, with no lock held.
-func (b *Bulkhead) refused(ctx context.Context, o slots.Outcome, err error) error {
-	r := b.full
-	switch o {
-	case slots.RejectedFull:
-	case slots.RejectedWaitTimeout:
-		r = b.waitTimeout
-	case slots.RejectedShed:
-		r = b.shed
-	default:
-		return err
-	}
-	err = r.Record(ctx)
-	if b.onReject != nil {
-		b.onReject(ctx, r.Err)
-	}
-	return err
-}

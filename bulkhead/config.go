@@ -17,8 +17,7 @@ const Unbounded = -1
 // Config configures a [Bulkhead]. The zero value is not valid: Limit must
 // be set. [New] copies it.
 type Config struct {
-	// Name names the bulkhead in errors and telemetry (the
-	// watertight.policy.name attribute). Empty is allowed.
+	// Name names the bulkhead in errors and telemetry. Empty is allowed.
 	Name string
 
 	// Limit is the number of calls that may run at once. It is required and
@@ -43,14 +42,12 @@ type Config struct {
 	// open to every call. Nil reserves nothing.
 	Reserve map[policy.Priority]int
 
-	// MeterProvider provides the meter for the rejection counter and the
-	// active and queued gauges. If nil, the global MeterProvider is used.
+	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
-	// OnReject, if not nil, is called once for every rejection, after the
-	// bulkhead has released its lock, on the rejected caller's goroutine,
-	// with the caller's ctx and the error Execute returns. It must
-	// not modify the error.
+	// OnReject, if not nil, is called once for every rejection, holding no
+	// lock, on the rejected caller's goroutine, with its ctx and the error
+	// Execute returns. It must not modify the error.
 	OnReject func(ctx context.Context, err *policy.RejectedError)
 }
 
@@ -59,11 +56,5 @@ func (c *Config) validate() error {
 	if c.Limit < 1 {
 		return fmt.Errorf("bulkhead: Config.Limit must be >= 1, got %d", c.Limit)
 	}
-	if c.MaxQueue < 0 && c.MaxQueue != Unbounded {
-		return fmt.Errorf("bulkhead: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", c.MaxQueue)
-	}
-	if c.MaxWait < 0 {
-		return fmt.Errorf("bulkhead: Config.MaxWait must be >= 0, got %v", c.MaxWait)
-	}
-	return slots.CheckReserve("bulkhead", c.Reserve, c.Limit)
+	return slots.CheckConfig("bulkhead", c.MaxQueue, c.MaxWait, c.Reserve, c.Limit)
 }

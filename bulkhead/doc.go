@@ -53,8 +53,7 @@
 //
 // A Bulkhead is safe for concurrent use. It keeps these promises:
 //
-//   - FIFO hand-off. A release hands its slot to the oldest waiter of the
-//     highest priority waiting. A caller arriving meanwhile cannot jump the
+//   - FIFO hand-off. A caller arriving as a slot is freed cannot jump the
 //     queue of its priority. No slot sits free while someone waits who may
 //     take it.
 //   - A waiter that gives up leaves the queue in constant time.

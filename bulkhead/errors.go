@@ -2,26 +2,17 @@ package bulkhead
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every bulkhead, and the Kind of its
-// [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Bulkhead.
 const Kind = "bulkhead"
 
 // Reasons a bulkhead gives in [policy.RejectedError.Reason] and in the
-// watertight.rejection.reason attribute.
+// watertight.rejection.reason attribute (see the Outcomes table).
 const (
-	// ReasonFull: every slot was taken and the queue was full (or MaxQueue
-	// is 0).
-	ReasonFull = "full"
-	// ReasonWaitTimeout: the call waited Config.MaxWait without being given
-	// a slot.
-	ReasonWaitTimeout = "wait_timeout"
-	// ReasonShed: the call waited, and a call of a higher priority took its
-	// place in the full queue.
-	ReasonShed = "shed"
+	ReasonFull        = "full"         // every slot taken and the queue full
+	ReasonWaitTimeout = "wait_timeout" // MaxWait passed without a slot
+	ReasonShed        = "shed"         // a higher priority took its place in the full queue
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Bulkhead]
-// returns, whatever its reason; it also matches [policy.ErrRejected]. Use
-// errors.As with a *[policy.RejectedError] to learn the bulkhead's name and
-// the reason.
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrFull = policy.NewSentinel("bulkhead: full")

@@ -161,10 +161,8 @@ var errOver = errors.New("compose: the call is over: a policy ran fn again after
 // package starts while another runs, or after its Execute returned.
 var errConcurrent = errors.New("compose: a policy ran two attempts of a call at once, or one after its Execute returned")
 
-// held is a policy of another package in a call that Start may hand over.
-// Its Execute runs on a goroutine of its own, whose fn, once the call is
-// handed over, waits there for the outcome that Held.End gives: the policy
-// holds what it took (a lease, a slot) until then. A panic or
+// held is a policy of another package in a call that Start may hand over,
+// run as the package doc's Hand-over section says. A panic or
 // runtime.Goexit in it goes on up Start's caller before the hand-over, and
 // up End's caller after.
 type held struct {
@@ -253,7 +251,8 @@ func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 func (c *call) attempt(ctx context.Context, i int) error {
 	x := exit{kind: kindAttempt}
 	if c.attempts != nil && c.p.retries {
-		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, attemptOptions(retry.Attempt(ctx))...)
+		ctx, x.span = c.attempts.Start(ctx, c.p.attemptName, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(telemetry.KeyAttempt.Int(retry.Attempt(ctx))))
 	}
 	ctx, x.sample = c.learner.Begin(ctx)
 	return c.under(ctx, i, &x)

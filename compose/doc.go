@@ -28,11 +28,9 @@
 //	  ▼
 //	  fn
 //
-// The bulkhead is outermost, so a call it refuses costs nothing more. The
-// Deadline bounds every attempt and wait, but not the time queued in the
-// bulkhead (MaxWait bounds that). The RateLimit and the Breaker judge each
-// attempt; a rejection is never retried. [New] rejects an Attempt timeout
-// longer than the Deadline.
+// The bulkhead is outermost, so a call it refuses costs nothing more. A
+// rejection is never retried. [New] rejects an Attempt timeout longer than
+// the Deadline.
 //
 // Every slot is optional and takes any [policy.Policy]. The policies of
 // this module are found by their types and entered in two steps; any other

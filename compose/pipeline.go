@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -147,14 +146,13 @@ func (p *Pipeline) Execute(ctx context.Context, fn policy.Func) error {
 var ErrHandOver = errors.New("compose: call handed over")
 
 // Start runs fn through the pipeline as Execute does, for a call that may
-// outlive Start: an HTTP response whose body the caller reads after
-// RoundTrip returns. If fn returns [ErrHandOver], Start returns a non-nil
-// [*Held] and a nil error at once, and every policy keeps what it holds
-// (the bulkhead slot, the deadline's context, the breaker's verdict) until
-// Held.End. Otherwise it returns nil and the call's error. A policy of
-// another package in a slot runs on a goroutine of its own, and holds what
-// it took until Held.End too; a panic in it goes on up Start's caller
-// before the hand-over, and up End's after. It panics if ctx or fn is nil.
+// outlive Start (see Hand-over in the package documentation). If fn
+// returns [ErrHandOver], Start returns a non-nil [*Held] and a nil error at
+// once, and every policy keeps what it holds (the bulkhead slot, the
+// deadline's context, the breaker's verdict) until Held.End. Otherwise it
+// returns nil and the call's error. A panic in a policy of another package
+// goes on up Start's caller before the hand-over, and up End's after. It
+// panics if ctx or fn is nil.
 func (p *Pipeline) Start(ctx context.Context, fn policy.Func) (*Held, error) {
 	if fn == nil {
 		panic("compose: nil fn")
@@ -204,14 +202,11 @@ func (c *call) held(err error) (*Held, error) {
 }
 
 func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time, timed bool, err error) {
-	var errType string
-	if err != nil {
-		errType = telemetry.ErrorType(err)
-	}
 	if timed {
 		opts := p.okOpts
 		if err != nil {
 			var ok bool
+			errType := telemetry.ErrorType(err)
 			if opts, ok = p.errOpts[errType]; !ok {
 				opts = p.recordOptions(errType)
 			}
@@ -219,18 +214,6 @@ func (p *Pipeline) observe(ctx context.Context, span trace.Span, start time.Time
 		p.duration.Record(ctx, time.Since(start).Seconds(), opts...)
 	}
 	if span != nil {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(telemetry.KeyError.String(errType))
-		}
-		span.End()
-	}
-}
-
-// attemptOptions returns the span options of attempt n.
-func attemptOptions(n int) []trace.SpanStartOption {
-	return []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(telemetry.KeyAttempt.Int(n)),
+		endSpan(span, err)
 	}
 }

@@ -60,8 +60,8 @@ func (p Policies) validate() error {
 		if s.p == nil {
 			continue
 		}
-		// A typed nil pointer in an interface is not a nil slot: it would
-		// panic on the first call. Say so at New instead.
+		// A typed nil pointer is no nil slot: it would panic on the first
+		// call, so New refuses it.
 		if nilcheck.Pointer(s.p) {
 			return fmt.Errorf("compose: Policies.%s is a nil %T; leave the slot nil to skip it", s.field, s.p)
 		}

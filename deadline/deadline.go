@@ -92,10 +92,9 @@ func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 	return inner, Timer{d: d, ctx: inner, cancel: cancel}
 }
 
-// Stop releases the timer and returns err: as an [*ExceededError] wrapping
-// it if the timer fired while the call ran and err is neither nil, nor a
-// rejection, nor a retry's exhaustion (both are decided while ctx is
-// live), and otherwise unchanged.
+// Stop releases the timer and returns err as the package's Outcomes table
+// says: wrapped in an [*ExceededError] if the timer fired while the call
+// ran, else unchanged.
 func (tp *Timer) Stop(err error) error {
 	t := *tp
 	if t.cancel == nil {

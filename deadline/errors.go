@@ -3,7 +3,6 @@ package deadline
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/watertight/watertight/internal/telemetry"
@@ -37,11 +36,7 @@ type ExceededError struct {
 // Error returns a message such as
 // `deadline "search": 2s timeout exceeded: context deadline exceeded`.
 func (e *ExceededError) Error() string {
-	msg := "deadline"
-	if e.Name != "" {
-		msg += " " + strconv.Quote(e.Name)
-	}
-	msg += ": " + e.Duration.String() + " timeout exceeded"
+	msg := telemetry.Label("deadline", e.Name) + ": " + e.Duration.String() + " timeout exceeded"
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
@@ -51,8 +46,7 @@ func (e *ExceededError) Error() string {
 // Unwrap returns fn's error.
 func (e *ExceededError) Unwrap() error { return e.Err }
 
-// Is reports whether target is [ErrExceeded], [policy.ErrTimeout] or
-// [context.DeadlineExceeded].
+// Is reports whether target is one of the errors e matches.
 func (e *ExceededError) Is(target error) bool {
 	return target == ErrExceeded || target == policy.ErrTimeout || target == context.DeadlineExceeded
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -94,10 +93,7 @@ type Error struct {
 // openai: <err>; anthropic: <err>`.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("fallback")
-	if e.Name != "" {
-		fmt.Fprintf(&b, " %q", e.Name)
-	}
+	b.WriteString(telemetry.Label("fallback", e.Name))
 	switch e.Stop {
 	case StopExhausted:
 		fmt.Fprintf(&b, ": all %d alternatives failed", len(e.Tried))
@@ -243,11 +239,8 @@ func record(ctx context.Context, cfg Config, from, to string, err error) {
 		attribute.String("watertight.fallback.from", from), attribute.String("watertight.fallback.to", to),
 		attribute.String("watertight.fallback.reason", telemetry.ErrorType(err)),
 	}
-	c, cerr := telemetry.MeterOf(cfg.MeterProvider).Int64Counter("watertight.fallbacks", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls moved from one alternative to the next, by the failure that moved them."))
-	if cerr != nil {
-		otel.Handle(cerr)
-	}
+	c := telemetry.Counter(telemetry.MeterOf(cfg.MeterProvider), "watertight.fallbacks", "{call}",
+		"Calls moved from one alternative to the next, by the failure that moved them.")
 	c.Add(ctx, 1, metric.WithAttributes(kv...))
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent("watertight.fallback", trace.WithAttributes(kv...))

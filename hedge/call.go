@@ -98,9 +98,8 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 		}
 		h.rec.started(ctx, n, afterFailure)
 	}
-	// The attempt keeps ctx's values and deadline, not its cancellation:
-	// the call passes the end on, with the cause that tells the attempt
-	// whether its value is dropped.
+	// The attempt keeps ctx's values and deadline, not its cancellation: the
+	// call ends it, with a cause that says whether its value is dropped.
 	actx, cancel := context.WithCancelCause(uncanceled{context.WithoutCancel(ctx), ctx})
 	c.cancels = append(c.cancels, cancel)
 	c.reported = append(c.reported, false)
@@ -125,15 +124,9 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 // run runs attempt n, and reports its error. A panic in it goes on up its
 // goroutine; a runtime.Goexit ends the call.
 func (c *call) run(ctx context.Context, n int) {
-	normal := false
-	defer func() {
-		if !normal {
-			c.results <- result{n: n, err: retry.Permanent(errExited)}
-		}
-	}()
-	err := c.attempt(ctx)
-	normal = true
-	c.results <- result{n: n, err: err}
+	err := retry.Permanent(errExited) // if the attempt panics or calls runtime.Goexit
+	defer func() { c.results <- result{n: n, err: err} }()
+	err = c.attempt(ctx)
 }
 
 // next starts the next hedge if the rules allow.

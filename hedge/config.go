@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -80,9 +81,7 @@ type Config struct {
 // fixed delay, or an error naming the first invalid field.
 func (cfg Config) resolve() (Config, error) {
 	s := cfg
-	if s.MaxHedges == 0 {
-		s.MaxHedges = defaultMaxHedges
-	}
+	s.MaxHedges = cmp.Or(s.MaxHedges, defaultMaxHedges)
 	if s.MaxHedges < 1 || s.MaxHedges > maxHedgesLimit {
 		return s, fmt.Errorf("hedge: Config.MaxHedges must be in [1, %d], got %d", maxHedgesLimit, cfg.MaxHedges)
 	}
@@ -95,15 +94,11 @@ func (cfg Config) resolve() (Config, error) {
 	if s.Quantile != 0 && !(s.Quantile > 0 && s.Quantile < 1) { // NaN fails too
 		return s, fmt.Errorf("hedge: Config.Quantile must be in (0, 1), got %v", cfg.Quantile)
 	}
-	if s.MinDelay == 0 {
-		s.MinDelay = defaultMinDelay
-	}
+	s.MinDelay = cmp.Or(s.MinDelay, defaultMinDelay)
 	if s.MinDelay < 0 {
 		return s, fmt.Errorf("hedge: Config.MinDelay must be > 0, got %v", cfg.MinDelay)
 	}
-	if s.Window == 0 {
-		s.Window = defaultWindow
-	}
+	s.Window = cmp.Or(s.Window, defaultWindow)
 	if s.Window < minSamples || s.Window > 100000 {
 		return s, fmt.Errorf("hedge: Config.Window must be in [%d, 100000], got %d", minSamples, cfg.Window)
 	}

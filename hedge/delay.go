@@ -38,7 +38,6 @@ func newDelayEstimator(q float64, floor, initial time.Duration, window int) *del
 // delay returns the delay in force, or a negative value for none yet.
 func (e *delayEstimator) delay() time.Duration { return time.Duration(e.cur.Load()) }
 
-// add records one latency.
 func (e *delayEstimator) add(d time.Duration) {
 	e.mu.Lock()
 	e.ring[e.next] = int64(d)

@@ -35,12 +35,11 @@
 // # Panics
 //
 // An attempt runs on a goroutine of its own, and a panic in it crashes the
-// program, as in any goroutine. It is not carried to Do's caller, for the
-// reasons errgroup gives: carried, it would be delayed until the call
-// ends, its stack would become a mere value, and a caller that recovers
-// would hide it. Do may return, with an error, while the panic unwinds, as
-// errgroup's Wait may. An attempt that calls runtime.Goexit ends the call
-// with an error.
+// program, as in any goroutine. It is not carried to Do's caller, for
+// errgroup's reasons: it would be delayed, lose its stack, and be hidden
+// by a caller that recovers. Do may return, with an error, while the panic
+// unwinds, as errgroup's Wait may. An attempt that calls runtime.Goexit
+// ends the call with an error.
 //
 // # Telemetry
 //

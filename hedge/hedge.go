@@ -83,22 +83,18 @@ func Attempt(ctx context.Context) int {
 
 // Do runs fn under p, hedging it, and returns the value of the first
 // attempt that succeeds, or the error the package documentation's rules
-// give. Each attempt is a whole run of p (policy.Do), with its own
-// bulkhead slot and breaker verdict, so a call may hold 1 + MaxHedges
-// slots. A nil p runs fn directly.
+// give. Each attempt is a whole run of p (policy.Do), so a call may hold
+// 1 + MaxHedges bulkhead slots. A nil p runs fn directly.
 //
 // Each attempt runs on a goroutine of its own, with ctx's values and
 // deadline; its context ends when Do cancels it, and answers [Attempt]
 // with its number. Do returns as soon as it has the call's outcome,
-// without waiting for the attempts it canceled. After a Deadline's timer,
-// the outcome waits for a running attempt's report (see the package
-// documentation).
+// without waiting for the attempts it canceled.
 //
 // Every value Do does not return is dropped: if it holds something to
 // free, such as a response body, fn must free it once
-// errors.Is(context.Cause(ctx), ErrLost). Each dropped value's context
-// ends with that cause; the returned value's never does. Do panics if
-// ctx, h or fn is nil.
+// errors.Is(context.Cause(ctx), ErrLost), which the returned value's
+// context never matches. Do panics if ctx, h or fn is nil.
 func Do[T any](ctx context.Context, h *Hedge, p policy.Policy, fn func(context.Context) (T, error)) (T, error) {
 	switch {
 	case ctx == nil:

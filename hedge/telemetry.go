@@ -2,9 +2,7 @@ package hedge
 
 import (
 	"context"
-	"strconv"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -41,20 +39,13 @@ type recorder struct {
 func newRecorder(mp metric.MeterProvider, name string) recorder {
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
-		prefix:    kind,
+		prefix:    telemetry.Label(kind, name),
 		exhausted: in.Exhausted,
 		kind:      telemetry.KeyKind.String(kind),
 		name:      telemetry.KeyName.String(name),
 	}
-	if name != "" {
-		rec.prefix += " " + strconv.Quote(name)
-	}
-	var err error
-	rec.hedges, err = in.Meter.Int64Counter(metricHedges, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Hedged attempts (attempts started beside a call's first), by outcome."))
-	if err != nil {
-		otel.Handle(err)
-	}
+	rec.hedges = telemetry.Counter(in.Meter, metricHedges, "{attempt}",
+		"Hedged attempts (attempts started beside a call's first), by outcome.")
 	return rec
 }
 
@@ -70,7 +61,6 @@ func (rec *recorder) exhaust(ctx context.Context, reason string) {
 	rec.exhausted.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, telemetry.KeyRetryReason.String(reason)))
 }
 
-// outcome counts a hedge's outcome.
 func (rec *recorder) outcome(ctx context.Context, o string) {
 	rec.hedges.Add(ctx, 1, metric.WithAttributes(rec.kind, rec.name, keyOutcome.String(o)))
 }

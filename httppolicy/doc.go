@@ -10,21 +10,19 @@
 // with the Policy in a slot. The call lasts for the whole exchange, body
 // included. The caller gets the response once its headers are in. The
 // bulkhead slot stays taken, and the deadline's context live, until the
-// body is read to EOF or closed.
-// EOF and an early Close are successes. A failed Read is a failure. The
-// end of the attempt's context ends the call too. The final Read and
-// Close return once the policies have judged the call. Once the response
-// is handed over, nothing is retried. A pipeline's Attempt bounds each
-// attempt, its stream included: leave it unset, or long, when streaming.
+// body is read to EOF or closed, or else until the request's context or
+// the Deadline ends: always close it. EOF and an early Close are
+// successes. A failed Read is a failure. The end of the attempt's context
+// ends the call too. The final Read and Close return once the policies
+// have judged the call. Once the response is handed over, nothing is
+// retried. A pipeline's Attempt bounds each attempt, its stream included:
+// leave it unset, or long, when streaming.
 //
 // A policy of another package holds what it took (a lease, a slot) until
 // the body ends too: compose runs its Execute on a goroutine of its own.
 // A panic before the hand-over goes up RoundTrip's caller. A panic in a
 // policy after it is reported to otel.Handle. Hooks must not call
 // runtime.Goexit.
-//
-// A body never closed nor read to its end holds the bulkhead slot until
-// the request's context or the Deadline ends: always close it.
 //
 // # Client side: stream timeouts
 //
@@ -97,11 +95,8 @@
 //
 // # Priority
 //
-// A request's priority (policy.Priority) comes from HandlerConfig.Priority,
-// a function of the request. The priority a client sends in the
-// [PriorityHeader] is used only when HandlerConfig.TrustPriority says the
-// client is trusted, and only if it is a known one: an untrusted client
-// cannot raise its own priority. The policy and the handler see the
-// priority in the context. A Transport with PropagatePriority sends the
-// priority of each request's context to the next hop.
+// A [Handler] gives each request the priority (policy.Priority) of
+// HandlerConfig.Priority, or the [PriorityHeader]'s of a client that
+// HandlerConfig.TrustPriority trusts. A Transport with PropagatePriority
+// sends the priority of each request's context to the next hop.
 package httppolicy

@@ -13,8 +13,8 @@ import (
 
 var errHandlerRan = errors.New("httppolicy: the handler has already run: a policy called fn twice")
 
-// HandlerConfig configures [Handler] and [Middleware]. Its zero value
-// answers rejections 503 with "Retry-After: 1".
+// HandlerConfig configures [Handler] and [Middleware]. Its zero value is
+// valid: each field says its default.
 type HandlerConfig struct {
 	// RetryAfter is the Retry-After of the 503 that answers a rejection,
 	// rounded up to whole seconds. Zero or negative means 1s.

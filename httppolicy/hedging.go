@@ -109,13 +109,11 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 			cancel(hedge.ErrLost)
 		}
 	})
-	var resp *http.Response
+	reply := &attemptReply{cancel: cancel, stop: stop}
 	kept := false
 	defer func() {
 		if !kept {
-			closeResp(resp)
-			stop()
-			cancel(nil)
+			reply.release()
 		}
 	}()
 	r := c.req.WithContext(rctx)
@@ -126,7 +124,8 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 		}
 		r.Body = body
 	}
-	resp, err = c.base.RoundTrip(r)
+	resp, err := c.base.RoundTrip(r)
+	reply.resp = resp
 	if resp == nil || err != nil {
 		if err == nil {
 			err = fmt.Errorf("httppolicy: Hedging.Base (%T) returned a nil *http.Response with a nil error", c.base)
@@ -137,7 +136,7 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 	if failed {
 		bufferBody(resp) // while the attempt holds resp alone
 	}
-	if !c.keep(&attemptReply{resp: resp, cancel: cancel, stop: stop}) {
+	if !c.keep(reply) {
 		return nil, hedge.ErrLost
 	}
 	kept = true

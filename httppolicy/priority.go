@@ -17,8 +17,7 @@ const PriorityHeader = "Watertight-Priority"
 // withPriority puts the priority of r's context in r's header, replacing
 // any there, or removes the header if the priority is the default. r is an
 // attempt's copy of the caller's request: its header map is cloned first,
-// so that the caller's is not modified. The name matches in any spelling,
-// as HTTP matches header names.
+// so that the caller's is not modified.
 func withPriority(r *http.Request) {
 	p := policy.PriorityOf(r.Context())
 	if _, n := priorityValues(r.Header); p == policy.PriorityDefault && n == 0 {

@@ -2,7 +2,6 @@ package httppolicy
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/watertight/watertight/deadline"
@@ -40,10 +39,7 @@ type streamTimeoutError struct {
 // Error returns a message such as
 // `httppolicy "llm": no first byte within 10s: httppolicy: first byte timeout exceeded`.
 func (e *streamTimeoutError) Error() string {
-	msg := "httppolicy"
-	if e.name != "" {
-		msg += " " + strconv.Quote(e.name)
-	}
+	msg := telemetry.Label("httppolicy", e.name)
 	if e.sentinel == ErrFirstByteTimeout {
 		msg += ": no first byte within "
 	} else {
@@ -71,19 +67,18 @@ func WithStreamTimeouts(ctx context.Context, firstByte, idle time.Duration) cont
 	return context.WithValue(ctx, streamTimeoutsKey{}, streamTimeouts{firstByte, idle})
 }
 
-// streamTelemetry is the timeout records of one Transport: first byte,
-// then idle.
-type streamTelemetry [2]*telemetry.Timeout
+// streamTelemetry is the timeout records of one Transport, by sentinel.
+type streamTelemetry map[error]*telemetry.Timeout
 
 // telemetry returns t's timeout records, built on first use.
-func (t *Transport) telemetry() *streamTelemetry {
+func (t *Transport) telemetry() streamTelemetry {
 	if st := t.tel.Load(); st != nil {
-		return st
+		return *st
 	}
 	in := telemetry.NewInstruments(t.MeterProvider)
 	t.tel.CompareAndSwap(nil, &streamTelemetry{
-		telemetry.NewTimeout(in, "first_byte", t.Name),
-		telemetry.NewTimeout(in, "idle", t.Name),
+		ErrFirstByteTimeout: telemetry.NewTimeout(in, "first_byte", t.Name),
+		ErrIdleTimeout:      telemetry.NewTimeout(in, "idle", t.Name),
 	})
-	return t.tel.Load()
+	return *t.tel.Load()
 }

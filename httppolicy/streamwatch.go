@@ -82,11 +82,7 @@ func (w *streamWatch) timedOut(err error) error {
 		return err
 	}
 	if w.recorded.CompareAndSwap(false, true) {
-		i := 0
-		if te.sentinel == ErrIdleTimeout {
-			i = 1
-		}
-		w.t.telemetry()[i].Record(w.parent)
+		w.t.telemetry()[te.sentinel].Record(w.parent)
 	}
 	return te
 }

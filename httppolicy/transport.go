@@ -70,10 +70,8 @@ type Transport struct {
 	// IdleTimeout, if positive, bounds how long Reads of the body handed
 	// over wait for data that counts. It must not be negative. In an event
 	// stream with a Content-Encoding (one the caller asked for with its own
-	// Accept-Encoding), keepalives cannot be told from events: every byte
-	// counts, so a stream of keepalives alone is never cut. Leave
-	// Accept-Encoding unset (net/http then decodes the body) or ask for
-	// identity where that matters.
+	// Accept-Encoding), every byte counts: keepalives alone never cut it.
+	// Leave Accept-Encoding unset, or ask for identity, where that matters.
 	IdleTimeout time.Duration
 	// KeepaliveEvents are the event types the stream timeouts do not
 	// count. Nil means ["ping"]; an empty slice, none.
@@ -110,11 +108,9 @@ func (t *Transport) pipeline() (starter, error) {
 	return t.wrap.Load(), nil
 }
 
-// RoundTrip sends req through t.Policy. When the retries end on a failure
-// status, it returns that last response with a nil error, or the context's
-// error if req's context is done. The response's body holds the policy's
-// resources until it is read to EOF or closed. RoundTrip closes req.Body,
-// even on error, and does not modify req.
+// RoundTrip sends req through t.Policy, with the outcomes the package
+// documentation lists. It closes req.Body, even on error, and does not
+// modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errNilReq

@@ -19,8 +19,7 @@ const (
 // Config configures a [Limiter]. The zero value is valid: no client-side
 // rate, and holds of at most 60 s. [New] copies it.
 type Config struct {
-	// Name names the Limiter in errors and telemetry (the
-	// watertight.policy.name attribute). Empty is allowed.
+	// Name names the Limiter in errors and telemetry. Empty is allowed.
 	Name string
 
 	// RequestsPerSecond, if > 0, admits at most that many attempts per
@@ -48,8 +47,7 @@ type Config struct {
 	// afresh. 0 means MaxHold; it must be >= 0.
 	MaxWait time.Duration
 
-	// MeterProvider provides the meter of the rejection counter. If nil,
-	// the global MeterProvider is used.
+	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider
 
 	// OnReject, if not nil, is called once for every rejection, on the

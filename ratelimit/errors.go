@@ -2,8 +2,7 @@ package ratelimit
 
 import "github.com/watertight/watertight/policy"
 
-// Kind is the watertight.policy.kind of every Limiter, and the Kind of its
-// [policy.RejectedError]s.
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Limiter.
 const Kind = "ratelimit"
 
 // Reasons a Limiter gives in [policy.RejectedError.Reason] and in the
@@ -14,6 +13,5 @@ const (
 )
 
 // ErrLimited is matched, with errors.Is, by every rejection a [Limiter]
-// returns. Such a rejection also matches [policy.ErrRejected], and is a
-// *[policy.RejectedError].
+// returns, whatever its reason; it also matches [policy.ErrRejected].
 var ErrLimited = policy.NewSentinel("ratelimit: limited")

@@ -52,7 +52,6 @@ type Limiter struct {
 	throttled *telemetry.Rejection
 	rated     *telemetry.Rejection
 	waitAttrs []attribute.KeyValue
-	onReject  func(ctx context.Context, err *policy.RejectedError)
 }
 
 var _ policy.Policy = (*Limiter)(nil)
@@ -64,13 +63,13 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
+	rej := telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}
 	l := &Limiter{
 		epoch:     time.Now(),
 		maxHold:   cmp.Or(cfg.MaxHold, DefaultMaxHold),
-		throttled: telemetry.NewRejection(in, Kind, cfg.Name, ReasonThrottled, ErrLimited),
-		rated:     telemetry.NewRejection(in, Kind, cfg.Name, ReasonRate, ErrLimited),
+		throttled: rej.New(ReasonThrottled, ErrLimited),
+		rated:     rej.New(ReasonRate, ErrLimited),
 		waitAttrs: telemetry.PolicyAttrs(Kind, cfg.Name),
-		onReject:  cfg.OnReject,
 	}
 	l.maxWait = cmp.Or(cfg.MaxWait, l.maxHold)
 	if cfg.RequestsPerSecond > 0 {
@@ -146,7 +145,6 @@ func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
 	l.broadcastLocked()
 }
 
-// openLocked opens the gate.
 func (l *Limiter) openLocked(now time.Time) {
 	l.gate = false
 	if l.end <= int64(now.Sub(l.epoch)) {
@@ -249,9 +247,9 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
 		if rateWait > 0 && rateWait > hold {
-			return false, l.reject(ctx, l.rated)
+			return false, l.rated.Record(ctx)
 		}
-		return false, l.reject(ctx, l.throttled)
+		return false, l.throttled.Record(ctx)
 	} else if span := trace.SpanFromContext(ctx); w > 0 && span.IsRecording() {
 		attrs := append(l.waitAttrs[:len(l.waitAttrs):len(l.waitAttrs)], keyWait.Float64(w.Seconds()))
 		span.AddEvent(eventHold, trace.WithAttributes(attrs...))
@@ -267,7 +265,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		if d < 0 || rej != nil {
 			l.mu.Unlock()
 			if rej != nil {
-				return false, l.reject(ctx, rej)
+				return false, rej.Record(ctx)
 			}
 			return d == gatedStep, nil
 		}
@@ -359,7 +357,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration, wake <-chan struct
 	// A Deadline's timer refuses the wait, as fn never ran; but after a
 	// retry's attempt that ran fn, the call is the Deadline's timeout.
 	if stage.WaitRefused(ctx) {
-		return l.reject(ctx, rej)
+		return rej.Record(ctx)
 	}
 	return ctx.Err()
 }
@@ -400,15 +398,6 @@ func (l *Limiter) exit(gated bool, err error) error {
 	}
 	l.HoldFor(ra.RetryAfter())
 	return &heldError{err: err}
-}
-
-// reject records a rejection for r and calls the OnReject hook.
-func (l *Limiter) reject(ctx context.Context, r *telemetry.Rejection) error {
-	err := r.Record(ctx)
-	if l.onReject != nil {
-		l.onReject(ctx, r.Err)
-	}
-	return err
 }
 
 // retryAfterError is an error that names the wait its server asked for.

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -22,10 +23,8 @@ const (
 // NoJitter, as [Config.Jitter], turns off the randomisation of waits.
 const NoJitter = -1.0
 
-// Config configures a [Retry]. The zero value is valid: 3 attempts,
-// waits of 100ms, 200ms, ... randomised by ±50% and capped at 10s, and
-// every error retried but those the package rules stop on. [New] copies
-// it.
+// Config configures a [Retry]. The zero value is valid: each field says
+// its default. [New] copies it.
 type Config struct {
 	// Name names the policy in errors and telemetry. Empty is allowed.
 	Name string
@@ -85,30 +84,22 @@ type Config struct {
 // or an error naming the first invalid field.
 func (cfg Config) resolve() (Config, error) {
 	s := cfg
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = defaultMaxAttempts
-	}
+	s.MaxAttempts = cmp.Or(s.MaxAttempts, defaultMaxAttempts)
 	if s.MaxAttempts < 1 {
 		return s, fmt.Errorf("retry: Config.MaxAttempts must be >= 1, got %d", cfg.MaxAttempts)
 	}
-	if s.InitialInterval == 0 {
-		s.InitialInterval = defaultInitialInterval
-	}
+	s.InitialInterval = cmp.Or(s.InitialInterval, defaultInitialInterval)
 	if s.InitialInterval < 0 {
 		return s, fmt.Errorf("retry: Config.InitialInterval must be > 0, got %v", cfg.InitialInterval)
 	}
-	if s.MaxInterval == 0 {
-		s.MaxInterval = defaultMaxInterval
-	}
+	s.MaxInterval = cmp.Or(s.MaxInterval, defaultMaxInterval)
 	if s.MaxInterval < 0 {
 		return s, fmt.Errorf("retry: Config.MaxInterval must be > 0, got %v", cfg.MaxInterval)
 	}
 	if s.MaxInterval < s.InitialInterval {
 		return s, fmt.Errorf("retry: Config.MaxInterval (%v) must be >= Config.InitialInterval (%v)", s.MaxInterval, s.InitialInterval)
 	}
-	if s.Multiplier == 0 {
-		s.Multiplier = defaultMultiplier
-	}
+	s.Multiplier = cmp.Or(s.Multiplier, defaultMultiplier)
 	if !(s.Multiplier >= 1) || math.IsInf(s.Multiplier, 0) { // NaN fails too
 		return s, fmt.Errorf("retry: Config.Multiplier must be a finite number >= 1, got %v", cfg.Multiplier)
 	}

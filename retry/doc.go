@@ -30,43 +30,36 @@
 //	otherwise                                  wait, then attempt n+1
 //	ctx ends during the wait                   stop                           matches ctx.Err() and err
 //
-// An [*ExhaustedError] matches [ErrExhausted] and unwraps to fn's last
-// error. A Deadline returns it unchanged, not as a timeout: the retry gave
-// up while the call's ctx was live. A policy below that waits (a rate
-// limit) ends a later attempt's wait that a Deadline's timer ends with
+// A Deadline returns an [*ExhaustedError] unchanged, not as a timeout: the
+// retry gave up while the call's ctx was live. A policy below that waits (a
+// rate limit) ends a later attempt's wait that a Deadline's timer ends with
 // ctx.Err(), not a rejection: fn ran in the call, which is a timeout. A
 // call's error matches policy.ErrRejected only if fn never ran in that
-// call: a refusal after attempts that ran fn is in the
-// ExhaustedError's Rejection field, outside the Unwrap chain. An attempt
-// that timed out on its own deadline, while the call's ctx is live, is
-// retried by default. Inside fn, [Attempt] returns the attempt's number.
+// call: a refusal after attempts that ran fn is in the ExhaustedError's
+// Rejection field, outside the Unwrap chain. An attempt that timed out on
+// its own deadline, while the call's ctx is live, is retried by default.
+// Inside fn, [Attempt] returns the attempt's number.
 //
 // # Permanent errors
 //
-// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge takes
-// the marker off every error it returns (see [Unmark]), so a marker stops
-// the nearest one only. The markers of github.com/cenkalti/backoff/v4's
-// Permanent work the same way.
+// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge
+// takes the marker off every error it returns (see [Unmark]), so a marker
+// stops the nearest one only. The markers of
+// github.com/cenkalti/backoff/v4's Permanent work the same way.
 //
 // # Budgets
 //
-// A [Budget] bounds the retries of the Retries and Hedges that share it.
-// Each call deposits Ratio of a retry, and each retry withdraws one. The
-// budget is asked last, so a call that ends for another reason spends
+// A [Budget] bounds the retries of the Retries and hedge.Hedges that share
+// it. Each call deposits Ratio of a retry, and each retry withdraws one.
+// The budget is asked last, so a call that ends for another reason spends
 // nothing. When everything fails, attempts per call settle at about
 // 1 + Ratio + MinPerSecond/(calls per second), or fewer.
-//
-// # Hedging
-//
-// Package hedge runs hedged calls: attempts side by side rather than one
-// after another. It shares a [Budget] with the Retries, and gives up with
-// an [*ExhaustedError] of Kind "hedge".
 //
 // # Telemetry
 //
 // Each retry adds 1 to watertight.retry.attempts, and a watertight.retry
 // event (attempt number, wait in seconds) to the span in ctx. Each
 // exhaustion adds 1 to watertight.retry.exhausted, with its Reason in
-// watertight.retry.reason. Both carry watertight.policy.kind and watertight.policy.name.
-// A Retry starts no span.
+// watertight.retry.reason. Both carry watertight.policy.kind and
+// watertight.policy.name. A Retry starts no span.
 package retry

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"time"
@@ -46,11 +47,7 @@ type ExhaustedError struct {
 // Error returns a message such as
 // `retry "llm": gave up after 3 attempts: <last error>`.
 func (e *ExhaustedError) Error() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "retry"
-	}
-	msg := label(kind, e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
+	msg := telemetry.Label(cmp.Or(e.Kind, "retry"), e.Name) + ": gave up after " + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {
 		msg += "s"
 	}
@@ -86,14 +83,6 @@ func (e *ExhaustedError) Is(target error) bool {
 
 // ErrorType returns "retry_exhausted".
 func (e *ExhaustedError) ErrorType() string { return telemetry.TypeExhausted }
-
-// label returns kind, followed by the quoted name if there is one.
-func label(kind, name string) string {
-	if name == "" {
-		return kind
-	}
-	return kind + " " + strconv.Quote(name)
-}
 
 // Permanent marks err as not to be retried: a Retry that finds the marker
 // in an attempt's error chain ends the call with that error, unmarked

@@ -228,7 +228,6 @@ func (r *Retry) schedule(c *call) backoff.BackOff {
 	return s
 }
 
-// exhaust counts and returns an exhaustion.
 func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
 	r.rec.exhaust(ctx, reason)
 	return &ExhaustedError{Name: r.s.Name, Attempts: n, Reason: reason, Err: err, wait: wait, maxInterval: r.s.MaxInterval}

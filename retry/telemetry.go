@@ -24,7 +24,7 @@ type recorder struct {
 func newRecorder(mp metric.MeterProvider, kind, name string) recorder {
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
-		prefix:    label(kind, name),
+		prefix:    telemetry.Label(kind, name),
 		attempts:  in.Attempts,
 		exhausted: in.Exhausted,
 		kind:      telemetry.KeyKind.String(kind),
@@ -34,16 +34,13 @@ func newRecorder(mp metric.MeterProvider, kind, name string) recorder {
 	return rec
 }
 
-// event adds a span event to the span in ctx, if it is recording.
-func (rec *recorder) event(ctx context.Context, name string, attempt int, kv attribute.KeyValue) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(name, trace.WithAttributes(rec.kind, rec.name, telemetry.KeyAttempt.Int(attempt), kv))
-	}
-}
-
-// scheduled records that attempt will run after wait.
+// scheduled adds to the span in ctx, if it is recording, the event of
+// attempt, to run after wait.
 func (rec *recorder) scheduled(ctx context.Context, attempt int, wait time.Duration) {
-	rec.event(ctx, telemetry.EventRetry, attempt, telemetry.KeyWait.Float64(wait.Seconds()))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(telemetry.EventRetry, trace.WithAttributes(rec.kind, rec.name,
+			telemetry.KeyAttempt.Int(attempt), telemetry.KeyWait.Float64(wait.Seconds())))
+	}
 }
 
 // exhaust counts a call given up on for reason.

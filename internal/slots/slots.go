@@ -38,11 +38,11 @@ const (
 // classes is the number of priorities; class c is policy.Priority(c-1).
 const classes = 3
 
-// class returns the class of the priority ctx carries.
 func class(ctx context.Context) int { return int(policy.PriorityOf(ctx)) + 1 }
 
-// Unbounded, as the queue capacity given to [Slots.Init], lets any number of
-// callers wait: the queue never reaches it, and no count overflows.
+// Unbounded, as the queue capacity given to [Slots.Init] (or any negative
+// capacity), lets any number of callers wait: the queue never reaches it,
+// and no count overflows.
 const Unbounded = math.MaxInt
 
 // Slots is a count of slots held against a limit, with a FIFO queue of
@@ -78,13 +78,16 @@ type Slots struct {
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
-// (>= 0, or [Unbounded]), how long one may wait (0: until its ctx is done)
+// ([Unbounded] if negative), how long one may wait (0: until its ctx is done)
 // and, by priority, the slots kept for calls of that priority or above (see
 // [CheckReserve]). The arguments are not checked: the policies validate
 // their Config.
 func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
 	s.limit.Store(int64(limit))
 	s.queueCap = queueCap
+	if queueCap < 0 {
+		s.queueCap = Unbounded
+	}
 	s.maxWait = maxWait
 	for p, n := range reserve {
 		for c := range int(p) + 1 {
@@ -227,12 +230,10 @@ func ended(ctx context.Context) (Outcome, error) {
 	return CtxDone, ctx.Err()
 }
 
-// abandon takes w out of the queue after its ctx ended. A release may have
-// handed w the slot between ctx ending and abandon taking the mutex: w.granted
-// tells, and the mutex makes the answer final. If so, w holds a slot it will
-// not use, and passes it on exactly as a release does (to the next waiter,
-// or back to the pool), so that no slot is lost and nobody jumps the queue.
-// Otherwise w is unlinked in O(1), and no release can reach it afterwards.
+// abandon takes w out of the queue after its ctx ended. If a release
+// handed w the slot first (w.granted, final under the mutex), w passes it
+// on as a release does, so that no slot is lost and nobody jumps the
+// queue. Otherwise w is unlinked in O(1), out of every release's reach.
 func (s *Slots) abandon(w *waiter) {
 	s.mu.Lock()
 	if w.granted {
@@ -244,10 +245,9 @@ func (s *Slots) abandon(w *waiter) {
 }
 
 // expire takes w out of the queue after MaxWait passed, and returns its
-// outcome. If a release handed w the slot before expire took the mutex, w
-// got its slot within MaxWait, so it keeps the slot and runs: rejecting it
-// now would waste a slot that was fairly its. If w was shed first, it is
-// shed. Otherwise w is unlinked in O(1) and will never be handed a slot.
+// outcome. A w handed the slot before expire took the mutex got it within
+// MaxWait, fairly: it keeps it and runs. A w shed first is shed. Otherwise
+// w is unlinked in O(1).
 func (s *Slots) expire(w *waiter) Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -352,10 +352,23 @@ func (s *Slots) grantLocked() {
 	}
 }
 
-// CheckReserve returns an error naming pkg's Config.Reserve if r is not a
+// CheckConfig returns an error naming the first invalid field of pkg's
+// Config, whose MaxQueue must be >= 0 or -1 (Unbounded), MaxWait >= 0 and
+// Reserve valid for a limit of limit.
+func CheckConfig(pkg string, maxQueue int, maxWait time.Duration, reserve map[policy.Priority]int, limit int) error {
+	if maxQueue < -1 {
+		return fmt.Errorf("%s: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", pkg, maxQueue)
+	}
+	if maxWait < 0 {
+		return fmt.Errorf("%s: Config.MaxWait must be >= 0, got %v", pkg, maxWait)
+	}
+	return checkReserve(pkg, reserve, limit)
+}
+
+// checkReserve returns an error naming pkg's Config.Reserve if r is not a
 // valid reserve for a limit of limit. The keys are checked in order, so
 // the error is the same from run to run.
-func CheckReserve(pkg string, r map[policy.Priority]int, limit int) error {
+func checkReserve(pkg string, r map[policy.Priority]int, limit int) error {
 	sum := 0 // < limit: the check below never overflows
 	for _, p := range slices.Sorted(maps.Keys(r)) {
 		n := r[p]

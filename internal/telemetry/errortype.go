@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/watertight/watertight/policy"
 )
@@ -35,4 +36,13 @@ func ErrorType(err error) string {
 		return TypeCanceled
 	}
 	return TypeOther
+}
+
+// Label returns kind, followed by the quoted name if there is one: the
+// start of a policy's error messages, such as `deadline "search"`.
+func Label(kind, name string) string {
+	if name == "" {
+		return kind
+	}
+	return kind + " " + strconv.Quote(name)
 }

@@ -1,6 +1,9 @@
 package telemetry
 
 import (
+	"slices"
+	"sync"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -9,8 +12,8 @@ import (
 )
 
 // Instruments are the synchronous instruments of one policy or pipeline.
-// An instrument that fails to be created is reported to otel.Handle and
-// left a working no-op.
+// An instrument that fails to be created, here or by the functions of this
+// file, is reported to otel.Handle and left a working no-op.
 type Instruments struct {
 	Meter        metric.Meter
 	Rejections   metric.Int64Counter
@@ -37,20 +40,22 @@ func MeterOf(mp metric.MeterProvider) metric.Meter {
 // NewInstruments returns the instruments of [MeterOf] mp.
 func NewInstruments(mp metric.MeterProvider) *Instruments {
 	m := MeterOf(mp)
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		return handle(m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
-	}
 	return &Instruments{
 		Meter:       m,
-		Rejections:  counter(MetricRejections, "{call}", "Calls refused before they ran, by policy and reason."),
-		Timeouts:    counter(MetricTimeouts, "{call}", "Calls cut short by a watertight deadline."),
-		Attempts:    counter(MetricAttempts, "{attempt}", "Retry attempts after the first."),
-		Exhausted:   counter(MetricExhausted, "{call}", "Calls on which a retry policy gave up."),
-		Transitions: counter(MetricTransitions, "{transition}", "Circuit breaker state changes."),
+		Rejections:  Counter(m, MetricRejections, "{call}", "Calls refused before they ran, by policy and reason."),
+		Timeouts:    Counter(m, MetricTimeouts, "{call}", "Calls cut short by a watertight deadline."),
+		Attempts:    Counter(m, MetricAttempts, "{attempt}", "Retry attempts after the first."),
+		Exhausted:   Counter(m, MetricExhausted, "{call}", "Calls on which a retry policy gave up."),
+		Transitions: Counter(m, MetricTransitions, "{transition}", "Circuit breaker state changes."),
 		CallDuration: handle(m.Float64Histogram(MetricCallDuration, metric.WithUnit("s"),
 			metric.WithDescription("Duration of calls through a watertight pipeline."),
 			metric.WithExplicitBucketBoundaries(durationBuckets...))),
 	}
+}
+
+// Counter returns the counter name of m.
+func Counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
+	return handle(m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
 }
 
 // handle reports err, if any, to otel.Handle and returns v.
@@ -73,8 +78,7 @@ func PolicyAttrs(kind, name string) []attribute.KeyValue {
 }
 
 // SlotCounters returns the watertight.bulkhead.active and
-// watertight.bulkhead.queued observable up-down counters of m. Errors go
-// to otel.Handle.
+// watertight.bulkhead.queued observable up-down counters of m.
 func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCounter) {
 	return handle(m.Int64ObservableUpDownCounter(MetricActive, metric.WithUnit("{call}"),
 			metric.WithDescription("Calls holding a bulkhead slot."))),
@@ -83,16 +87,48 @@ func SlotCounters(m metric.Meter) (active, queued metric.Int64ObservableUpDownCo
 }
 
 // LimitGauge returns the watertight.adaptive.limit observable gauge of m.
-// An error goes to otel.Handle.
 func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 	return handle(m.Int64ObservableGauge(MetricLimit, metric.WithUnit("{call}"),
 		metric.WithDescription("The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while.")))
 }
 
 // BreakerStateGauge returns the watertight.breaker.state observable gauge
-// of m, a state set: one point per state (KeyState), 1 for the current
-// state. An error goes to otel.Handle.
+// of m, a state set: one point per state (KeyState), 1 for the current one.
 func BreakerStateGauge(m metric.Meter) metric.Int64ObservableGauge {
 	return handle(m.Int64ObservableGauge(MetricState, metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit breaker state, as a state set: 1 for the state in watertight.breaker.state that the breaker is in, 0 for the others.")))
+}
+
+// Observers is the registration of a policy's observable instruments. Its
+// zero value holds none.
+type Observers struct {
+	once sync.Once
+	reg  metric.Registration // nil if registration failed
+}
+
+// Register registers f as the callback of insts, unless one is nil. An
+// error goes to otel.Handle, as telemetry never fails a constructor.
+func (o *Observers) Register(m metric.Meter, f metric.Callback, insts ...metric.Observable) {
+	if slices.Contains(insts, nil) {
+		return
+	}
+	reg, err := m.RegisterCallback(f, insts...)
+	if err != nil {
+		otel.Handle(err)
+		return
+	}
+	o.reg = reg
+}
+
+// Close unregisters the instruments, once; an error goes to otel.Handle.
+// It is safe for concurrent use and returns nil.
+func (o *Observers) Close() error {
+	o.once.Do(func() {
+		if o.reg != nil {
+			if err := o.reg.Unregister(); err != nil {
+				otel.Handle(err)
+			}
+		}
+	})
+	return nil
 }

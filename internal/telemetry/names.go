@@ -24,6 +24,13 @@ const (
 	KeyError       = attribute.Key("error.type")
 )
 
+// Rejection reasons of the policies that admit calls through package slots.
+const (
+	ReasonFull        = "full"
+	ReasonWaitTimeout = "wait_timeout"
+	ReasonShed        = "shed"
+)
+
 // Span event names.
 const (
 	EventRejected = "watertight.rejected"

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -32,8 +33,9 @@ func (r *record) add(ctx context.Context, name string) {
 
 // Rejection is one way one policy refuses calls, prepared once.
 type Rejection struct {
-	Err *policy.RejectedError
-	rec [3]record // by the rejected call's priority, lowest first
+	Err      *policy.RejectedError
+	rec      [3]record // by the rejected call's priority, lowest first
+	onReject func(ctx context.Context, err *policy.RejectedError)
 }
 
 // NewRejection prepares the rejection of policy (kind, name) for reason,
@@ -53,11 +55,58 @@ func NewRejection(in *Instruments, kind, name, reason string, sentinel error) *R
 }
 
 // Record counts the rejection with the priority of ctx, adds a
-// watertight.rejected event to the span in ctx if it is recording, and
-// returns r.Err.
+// watertight.rejected event to the span in ctx if it is recording, passes
+// r.Err to the OnReject hook of its [Rejecter], if any, and returns r.Err.
+// Call it with no lock held: the hook is user code.
 func (r *Rejection) Record(ctx context.Context) error {
 	r.rec[policy.PriorityOf(ctx)+1].add(ctx, EventRejected)
+	if r.onReject != nil {
+		r.onReject(ctx, r.Err)
+	}
 	return r.Err
+}
+
+// Rejecter prepares the rejections of policy (Kind, Name), whose Record
+// calls OnReject, if not nil.
+type Rejecter struct {
+	In         *Instruments
+	Kind, Name string
+	OnReject   func(ctx context.Context, err *policy.RejectedError)
+}
+
+// New prepares the rejection for reason, as [NewRejection] does.
+func (p Rejecter) New(reason string, sentinel error) *Rejection {
+	r := NewRejection(p.In, p.Kind, p.Name, reason, sentinel)
+	r.onReject = p.OnReject
+	return r
+}
+
+// SlotRejections are the rejections of a policy that admits calls through
+// package slots.
+type SlotRejections struct{ full, waitTimeout, shed *Rejection }
+
+// Slots prepares the full, wait_timeout and shed rejections, each
+// matching sentinel.
+func (p Rejecter) Slots(sentinel error) SlotRejections {
+	return SlotRejections{
+		full:        p.New(ReasonFull, sentinel),
+		waitTimeout: p.New(ReasonWaitTimeout, sentinel),
+		shed:        p.New(ReasonShed, sentinel),
+	}
+}
+
+// Refused returns the error of a [slots.Slots.Acquire] that ended with o
+// and err: err if o is not a rejection, else the rejection, recorded.
+func (r *SlotRejections) Refused(ctx context.Context, o slots.Outcome, err error) error {
+	switch o {
+	case slots.RejectedFull:
+		return r.full.Record(ctx)
+	case slots.RejectedWaitTimeout:
+		return r.waitTimeout.Record(ctx)
+	case slots.RejectedShed:
+		return r.shed.Record(ctx)
+	}
+	return err
 }
 
 // Timeout is the timeout record of one deadline policy, prepared once.
