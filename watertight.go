@@ -56,11 +56,8 @@ type Config struct {
 type Pipeline struct {
 	pipe *compose.Pipeline
 
-	bulkhead  *bulkhead.Bulkhead
-	limiter   *adaptive.Limiter
-	breaker   *breaker.Breaker
-	rateLimit *ratelimit.Limiter
-	owned     []io.Closer // what New built and Close closes
+	pols  compose.Policies
+	owned []io.Closer // what New built and Close closes
 }
 
 // New builds the pipeline named name, which must not be empty, from cfg.
@@ -91,10 +88,7 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		p.Close()
 		return nil, fmt.Errorf("watertight: Attempt: Timeout %v is longer than the Deadline's Timeout %v", a.Timeout(), d.Timeout())
 	}
-	p.bulkhead, _ = pols.Bulkhead.(*bulkhead.Bulkhead)
-	p.limiter, _ = pols.Bulkhead.(*adaptive.Limiter)
-	p.breaker, _ = pols.Breaker.(*breaker.Breaker)
-	p.rateLimit, _ = pols.RateLimit.(*ratelimit.Limiter)
+	p.pols = pols
 	cp, err := compose.New(name, pols, opts...)
 	if err != nil {
 		p.Close()
@@ -121,34 +115,34 @@ func (p *Pipeline) Name() string { return p.pipe.Name() }
 
 // Bulkhead returns the *bulkhead.Bulkhead in the Bulkhead slot, or nil.
 func (p *Pipeline) Bulkhead() *bulkhead.Bulkhead {
-	if p == nil {
-		return nil
-	}
-	return p.bulkhead
+	b, _ := p.policies().Bulkhead.(*bulkhead.Bulkhead)
+	return b
 }
 
 // Limiter returns the *adaptive.Limiter in the Bulkhead slot, or nil.
 func (p *Pipeline) Limiter() *adaptive.Limiter {
-	if p == nil {
-		return nil
-	}
-	return p.limiter
+	l, _ := p.policies().Bulkhead.(*adaptive.Limiter)
+	return l
 }
 
 // Breaker returns the *breaker.Breaker in the Breaker slot, or nil.
 func (p *Pipeline) Breaker() *breaker.Breaker {
-	if p == nil {
-		return nil
-	}
-	return p.breaker
+	b, _ := p.policies().Breaker.(*breaker.Breaker)
+	return b
 }
 
 // RateLimit returns the *ratelimit.Limiter in the RateLimit slot, or nil.
 func (p *Pipeline) RateLimit() *ratelimit.Limiter {
+	l, _ := p.policies().RateLimit.(*ratelimit.Limiter)
+	return l
+}
+
+// policies returns the slots' policies, none for a nil Pipeline.
+func (p *Pipeline) policies() compose.Policies {
 	if p == nil {
-		return nil
+		return compose.Policies{}
 	}
-	return p.rateLimit
+	return p.pols
 }
 
 // Close closes the policies New built from cfg's sections, not those in

@@ -38,21 +38,16 @@ type timeouter interface {
 	Timeout() time.Duration
 }
 
-func (p Policies) slots() []struct {
+// named is a slot of Policies and its field's name.
+type named struct {
 	field string
 	p     policy.Policy
-} {
-	return []struct {
-		field string
-		p     policy.Policy
-	}{
-		{"Bulkhead", p.Bulkhead},
-		{"Deadline", p.Deadline},
-		{"Retry", p.Retry},
-		{"RateLimit", p.RateLimit},
-		{"Breaker", p.Breaker},
-		{"Attempt", p.Attempt},
-	}
+}
+
+// slots returns the slots in the order calls run through them.
+func (p Policies) slots() []named {
+	return []named{{"Bulkhead", p.Bulkhead}, {"Deadline", p.Deadline}, {"Retry", p.Retry},
+		{"RateLimit", p.RateLimit}, {"Breaker", p.Breaker}, {"Attempt", p.Attempt}}
 }
 
 func (p Policies) validate() error {

@@ -108,7 +108,7 @@ func TestRejectionSpan(t *testing.T) {
 	sr, tp := newTracing(t)
 	in := telemetry.NewInstruments(nil)
 	p, _ := compose.New("llm", compose.Policies{
-		Bulkhead: &rejectingStage{telemetry.NewRejection(in, "bulkhead", "llm", "full", nil)},
+		Bulkhead: &rejectingStage{telemetry.Rejecter{In: in, Kind: "bulkhead", Name: "llm"}.New("full", nil)},
 	}, compose.WithTracerProvider(tp))
 	err := p.Execute(context.Background(), func(context.Context) error { return nil })
 	if !errors.Is(err, policy.ErrRejected) {

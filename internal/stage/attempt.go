@@ -6,19 +6,13 @@ import (
 	"time"
 )
 
-// Attempt is the record of the attempt a context belongs to, the one
-// carrier of "this attempt" in this module. Each layer that starts an
-// attempt (a retry, a hedge, an adaptive limit) puts a record in the
-// attempt's context that copies the enclosing one and sets its own part.
+// Attempt is the record of the attempt a context belongs to. Each layer
+// that starts an attempt (a retry, a hedge, an adaptive limit) puts one in
+// the attempt's context that copies the enclosing record and sets its part.
 type Attempt struct {
-	// Retry and Hedge are the 1-based numbers of the attempt under the
-	// innermost retry and hedge, or 0.
-	Retry, Hedge int
-	// Call is the context of the call whose attempts the innermost retry
-	// runs: [WaitRefused] asks whether its deadline ended it.
-	Call context.Context
-	// sample is the innermost adaptive limit's sample of the attempt.
-	sample *Sample
+	Retry, Hedge int             // the attempt's numbers under the innermost of each, or 0
+	Call         context.Context // the innermost retry's call, for [WaitRefused]
+	sample       *Sample         // the innermost adaptive limit's
 }
 
 // Sample is an adaptive limit's sample of an attempt: when it began and
@@ -31,15 +25,13 @@ type Sample struct {
 	// yet; -1: the attempt has ended, and a late mark counts nothing.
 	answered atomic.Int64
 	// count, if set, is told +1 at the answer and -1 when an answered
-	// attempt ends: the limiter's count of the calls in flight that have
-	// their answer.
+	// attempt ends.
 	count  func(delta int)
 	parent *Sample // the sample of an enclosing limit, if any
 }
 
 type attemptKey struct{}
 
-// attemptContext carries an Attempt: one allocation for both.
 type attemptContext struct {
 	context.Context
 	a Attempt
@@ -52,7 +44,6 @@ func (c *attemptContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// sampleContext carries an Attempt and its Sample: one allocation.
 type sampleContext struct {
 	attemptContext
 	s Sample
@@ -71,8 +62,7 @@ func (c *attemptContext) inherit() {
 	}
 }
 
-// WithRetry returns the context of attempt n of a retry's call whose
-// context is call.
+// WithRetry returns the context of attempt n of a retry's call.
 func WithRetry(call context.Context, n int) context.Context {
 	c := &attemptContext{Context: call}
 	c.inherit()
@@ -89,8 +79,7 @@ func WithHedge(ctx context.Context, n int) context.Context {
 }
 
 // Begin starts an adaptive limit's sample of the attempt ctx belongs to,
-// and returns the context that carries it. count is told of its answer
-// (see Sample).
+// and returns the context that carries it.
 func Begin(ctx context.Context, count func(delta int)) (context.Context, *Sample) {
 	c := &sampleContext{attemptContext: attemptContext{Context: ctx}}
 	c.inherit()

@@ -38,17 +38,25 @@ type Rejection struct {
 	onReject func(ctx context.Context, err *policy.RejectedError)
 }
 
-// NewRejection prepares the rejection of policy (kind, name) for reason,
-// matching sentinel with errors.Is. A call of a priority other than the
-// default is counted with the watertight.priority attribute.
-func NewRejection(in *Instruments, kind, name, reason string, sentinel error) *Rejection {
-	r := &Rejection{Err: policy.NewRejectedError(kind, name, reason, sentinel)}
-	kv := []attribute.KeyValue{KeyKind.String(kind), KeyName.String(name), KeyReason.String(reason)}
+// Rejecter prepares the rejections of policy (Kind, Name), whose Record
+// calls OnReject, if not nil.
+type Rejecter struct {
+	In         *Instruments
+	Kind, Name string
+	OnReject   func(ctx context.Context, err *policy.RejectedError)
+}
+
+// New prepares the rejection for reason, matching sentinel with
+// errors.Is. A call of a priority other than the default is counted with
+// the watertight.priority attribute.
+func (p Rejecter) New(reason string, sentinel error) *Rejection {
+	r := &Rejection{Err: policy.NewRejectedError(p.Kind, p.Name, reason, sentinel), onReject: p.OnReject}
+	kv := []attribute.KeyValue{KeyKind.String(p.Kind), KeyName.String(p.Name), KeyReason.String(reason)}
 	for i := range r.rec {
-		if p := policy.Priority(i - 1); p == policy.PriorityDefault {
-			r.rec[i] = newRecord(in.Rejections, kv...)
+		if pr := policy.Priority(i - 1); pr == policy.PriorityDefault {
+			r.rec[i] = newRecord(p.In.Rejections, kv...)
 		} else {
-			r.rec[i] = newRecord(in.Rejections, append(kv[:3:3], KeyPriority.String(p.String()))...)
+			r.rec[i] = newRecord(p.In.Rejections, append(kv[:3:3], KeyPriority.String(pr.String()))...)
 		}
 	}
 	return r
@@ -64,21 +72,6 @@ func (r *Rejection) Record(ctx context.Context) error {
 		r.onReject(ctx, r.Err)
 	}
 	return r.Err
-}
-
-// Rejecter prepares the rejections of policy (Kind, Name), whose Record
-// calls OnReject, if not nil.
-type Rejecter struct {
-	In         *Instruments
-	Kind, Name string
-	OnReject   func(ctx context.Context, err *policy.RejectedError)
-}
-
-// New prepares the rejection for reason, as [NewRejection] does.
-func (p Rejecter) New(reason string, sentinel error) *Rejection {
-	r := NewRejection(p.In, p.Kind, p.Name, reason, sentinel)
-	r.onReject = p.OnReject
-	return r
 }
 
 // SlotRejections are the rejections of a policy that admits calls through

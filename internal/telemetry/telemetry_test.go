@@ -50,7 +50,7 @@ func TestRejectionRecord(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	defer tp.Shutdown(context.Background())
 
-	rej := telemetry.NewRejection(telemetry.NewInstruments(mp), "bulkhead", "llm", "full", nil)
+	rej := telemetry.Rejecter{In: telemetry.NewInstruments(mp), Kind: "bulkhead", Name: "llm"}.New("full", nil)
 	ctx, span := tp.Tracer("t").Start(context.Background(), "call")
 	if err := rej.Record(ctx); err != rej.Err || !errors.Is(err, policy.ErrRejected) {
 		t.Errorf("Record returned %v", err)
