@@ -75,10 +75,7 @@ func Attempt(ctx context.Context) int {
 	if ctx == nil {
 		panic("hedge: nil Context")
 	}
-	if a := stage.Of(ctx); a != nil {
-		return a.Hedge
-	}
-	return 0
+	return stage.Hedge(ctx)
 }
 
 // Do runs fn under p, hedging it, and returns the value of the first

@@ -105,10 +105,8 @@ func Attempt(ctx context.Context) int {
 	if ctx == nil {
 		panic("retry: nil Context")
 	}
-	if a := stage.Of(ctx); a != nil {
-		return a.Retry
-	}
-	return 0
+	n, _ := stage.Retry(ctx)
+	return n
 }
 
 // call is a call's state between attempts, built at its first retried

@@ -6,13 +6,63 @@ import (
 	"time"
 )
 
-// Attempt is the record of the attempt a context belongs to. Each layer
-// that starts an attempt (a retry, a hedge, an adaptive limit) puts one in
-// the attempt's context that copies the enclosing record and sets its part.
-type Attempt struct {
-	Retry, Hedge int             // the attempt's numbers under the innermost of each, or 0
-	Call         context.Context // the innermost retry's call, for [WaitRefused]
-	sample       *Sample         // the innermost adaptive limit's
+// record is the record of an attempt, carried in its context under one
+// key. Each layer that starts an attempt adds its own part, wrapping the
+// enclosing record's context: a retry's attempt n (n > 0, and the record
+// wraps the retry's call), a hedged attempt -n (n < 0), or an adaptive
+// limit's sample (s). Readers walk outwards to the part they need, so a
+// layer copies and looks up nothing when it starts an attempt.
+type record struct {
+	context.Context
+	n int
+	s *Sample
+}
+
+type recordKey struct{}
+
+func (r *record) Value(key any) any {
+	if key == (recordKey{}) {
+		return r
+	}
+	return r.Context.Value(key)
+}
+
+// innermost returns the innermost record in ctx, or nil.
+func innermost(ctx context.Context) *record {
+	r, _ := ctx.Value(recordKey{}).(*record)
+	return r
+}
+
+// WithRetry returns the context of attempt n of a retry's call.
+func WithRetry(call context.Context, n int) context.Context {
+	return &record{Context: call, n: n}
+}
+
+// WithHedge returns the context of hedged attempt n.
+func WithHedge(ctx context.Context, n int) context.Context {
+	return &record{Context: ctx, n: -n}
+}
+
+// Retry returns the number of the attempt ctx belongs to under the
+// innermost retry, and that retry's call, or 0 and nil.
+func Retry(ctx context.Context) (n int, call context.Context) {
+	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
+		if r.n > 0 {
+			return r.n, r.Context
+		}
+	}
+	return 0, nil
+}
+
+// Hedge returns the number of the attempt ctx belongs to under the
+// innermost hedge, or 0.
+func Hedge(ctx context.Context) int {
+	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
+		if r.n < 0 {
+			return -r.n
+		}
+	}
+	return 0
 }
 
 // Sample is an adaptive limit's sample of an attempt: when it began and
@@ -26,79 +76,30 @@ type Sample struct {
 	answered atomic.Int64
 	// count, if set, is told +1 at the answer and -1 when an answered
 	// attempt ends.
-	count  func(delta int)
-	parent *Sample // the sample of an enclosing limit, if any
+	count func(delta int)
 }
 
-type attemptKey struct{}
-
-type attemptContext struct {
-	context.Context
-	a Attempt
-}
-
-func (c *attemptContext) Value(key any) any {
-	if key == (attemptKey{}) {
-		return &c.a
-	}
-	return c.Context.Value(key)
-}
-
-type sampleContext struct {
-	attemptContext
+// sampleRecord carries a record and its Sample: one allocation.
+type sampleRecord struct {
+	record
 	s Sample
-}
-
-// Of returns the record of the attempt ctx belongs to, or nil.
-func Of(ctx context.Context) *Attempt {
-	a, _ := ctx.Value(attemptKey{}).(*Attempt)
-	return a
-}
-
-// inherit sets c's record to a copy of the one in c's parent context.
-func (c *attemptContext) inherit() {
-	if p := Of(c.Context); p != nil {
-		c.a = *p
-	}
-}
-
-// WithRetry returns the context of attempt n of a retry's call.
-func WithRetry(call context.Context, n int) context.Context {
-	c := &attemptContext{Context: call}
-	c.inherit()
-	c.a.Retry, c.a.Call = n, call
-	return c
-}
-
-// WithHedge returns the context of hedged attempt n.
-func WithHedge(ctx context.Context, n int) context.Context {
-	c := &attemptContext{Context: ctx}
-	c.inherit()
-	c.a.Hedge = n
-	return c
 }
 
 // Begin starts an adaptive limit's sample of the attempt ctx belongs to,
 // and returns the context that carries it.
 func Begin(ctx context.Context, count func(delta int)) (context.Context, *Sample) {
-	c := &sampleContext{attemptContext: attemptContext{Context: ctx}}
-	c.inherit()
+	c := &sampleRecord{record: record{Context: ctx}}
 	c.s.start = time.Now()
 	c.s.count = count
-	c.s.parent = c.a.sample
-	c.a.sample = &c.s
-	return c, &c.s
+	c.record.s = &c.s
+	return &c.record, &c.s
 }
 
 // Answered marks the answer of the attempt ctx belongs to, in its sample
 // and in those of enclosing limits. Only the first mark of each counts.
 func Answered(ctx context.Context) {
-	a := Of(ctx)
-	if a == nil {
-		return
-	}
-	for s := a.sample; s != nil; s = s.parent {
-		if s.answered.CompareAndSwap(0, int64(time.Since(s.start))+1) && s.count != nil {
+	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
+		if s := r.s; s != nil && s.answered.CompareAndSwap(0, int64(time.Since(s.start))+1) && s.count != nil {
 			s.count(1)
 		}
 	}

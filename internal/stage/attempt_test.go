@@ -43,21 +43,22 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 	})
 }
 
-// Each layer's record copies the enclosing one: a hedged attempt inside a
-// retry's attempt 2 keeps the retry's number and call, and a sample below
-// them keeps both.
-func TestAttemptRecordInherits(t *testing.T) {
+// Each reader finds its part of the record through the layers inside it:
+// a sample inside a hedged attempt inside a retry's attempt 2 reads the
+// retry's number and call and the hedge's number, and an inner retry's
+// attempt hides the outer one.
+func TestAttemptRecordLayers(t *testing.T) {
 	call := context.Background()
 	ctx := stage.WithHedge(stage.WithRetry(call, 2), 3)
 	ctx, _ = stage.Begin(ctx, nil)
-	a := stage.Of(ctx)
-	if a == nil || a.Retry != 2 || a.Hedge != 3 || a.Call != call {
-		t.Fatalf("record %+v; want retry 2, hedge 3, the retry's call", a)
+	if n, c := stage.Retry(ctx); n != 2 || c != call || stage.Hedge(ctx) != 3 {
+		t.Fatalf("retry %d (call %v), hedge %d; want 2, the retry's call, 3", n, c, stage.Hedge(ctx))
 	}
-	if inner := stage.Of(stage.WithRetry(ctx, 1)); inner.Retry != 1 || inner.Hedge != 3 || inner.Call != ctx {
-		t.Fatalf("inner record %+v; want retry 1 of the inner call, hedge 3", inner)
+	inner := stage.WithRetry(ctx, 1)
+	if n, c := stage.Retry(inner); n != 1 || c != ctx || stage.Hedge(inner) != 3 {
+		t.Fatalf("inner retry %d, hedge %d; want 1 of the inner call, 3", n, stage.Hedge(inner))
 	}
-	if stage.Of(call) != nil {
+	if n, c := stage.Retry(call); n != 0 || c != nil || stage.Hedge(call) != 0 {
 		t.Fatal("a record in a context that has none")
 	}
 }

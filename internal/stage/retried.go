@@ -15,6 +15,6 @@ func WaitRefused(ctx context.Context) bool {
 	if !policy.TimedOut(ctx) {
 		return false
 	}
-	a := Of(ctx)
-	return a == nil || a.Retry <= 1 || !policy.TimedOut(a.Call)
+	n, call := Retry(ctx)
+	return n <= 1 || !policy.TimedOut(call)
 }
