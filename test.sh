@@ -78,59 +78,115 @@ fi
 # go vet runs with the module's own build flags (-race where the tests use
 # it): it then type-checks against the very compiles go test links, where a
 # plain go vet would compile every dependency once more without -race.
+# go test then runs with -vet=off: the analyzers it would run are a subset
+# of those go vet has just run on the same packages, test files included,
+# and under go test they would compute every dependency's vet facts (the
+# standard library's included) a second time.
+#
+# The modules run in lanes at the same time, each lane one module after
+# the other, the foreground's output first and then each background
+# lane's. The modules without -race form a lane in the background from
+# the start, the LLM example (the longest compile) first. In the
+# foreground the library's go vet -race compiles the standard library, the
+# library and the dependencies the integrations share, all with the race
+# detector; then the integrations (grpcpolicy, redisstate) start in a lane
+# of their own while the library's tests run. Lanes with and without -race
+# share no compile, and the integrations start once what they share with
+# the library is in the build cache: two go commands that needed the same
+# compile at the same time would each do it, as the cache holds a package
+# only once its compile has ended. While one lane waits on tests that
+# mostly sleep (real servers, timers, network round trips), the others
+# keep both cores busy. TEST_JOBS=1 runs every module in turn in the
+# foreground instead.
 #
 # The LLM example compiles openai-go and anthropic-sdk-go, each one package
 # of a size that took its compiler to 2.5 GB and 85 s of CPU. The example's
-# tests check our code around the SDKs, not the SDKs' machine code, so the
-# SDKs' packages are compiled without optimization or inlining (-N -l:
-# about half the CPU), with GOGC=50 (1.47 GB for anthropic-sdk-go, where
-# GOGC=25 on optimized compiles peaked at 2.08 GB and tripled the CPU). It
-# runs in the background from the start, while the other modules run; its
-# output is printed when it ends. TEST_JOBS=1 runs it in turn instead.
-llm_gcflags=(-gcflags='github.com/openai/openai-go/v3/...=-N -l' -gcflags='github.com/anthropics/anthropic-sdk-go/v2/...=-N -l')
-run_module() {
-	local dir=$1 race=$2 flags=()
-	shift 2
+# tests check our code around the SDKs, not the SDKs' machine code or debug
+# information, so the SDKs' packages are compiled without optimization or
+# inlining (-N -l: about half the CPU) and without DWARF (-dwarf=false:
+# about 250 MB less per compile, and less CPU). The module runs with
+# GOMEMLIMIT=1300MiB: the compiler's garbage collector keeps its default
+# pace until a compile nears 1.3 GB, then collects more often (about 1.35
+# GB for anthropic-sdk-go; GOGC=50 throughout cost more CPU for 1.27 GB,
+# and optimized compiles peaked at 2.08 GB even with GOGC=25).
+llm_gcflags=(-gcflags='github.com/openai/openai-go/v3/...=-N -l -dwarf=false' -gcflags='github.com/anthropics/anthropic-sdk-go/v2/...=-N -l -dwarf=false')
+llm_env=(GOMEMLIMIT=1300MiB)
+vet_module() {
+	local dir=$1 race=$2 flags=() envs=()
 	[ -n "$race" ] && flags+=("$race")
-	[ "$dir" = ./examples/llm ] && flags+=("${llm_gcflags[@]}")
+	[ "$dir" = ./examples/llm ] && flags+=("${llm_gcflags[@]}") && envs+=("${llm_env[@]}")
 	# A failing module does not stop the others: every failure is listed
 	# at the end.
 	step "$dir: go vet ${flags[*]:-}"
-	(cd "$dir" && env "$@" go vet ${flags[@]+"${flags[@]}"} ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
-	step "$dir: go test ${race:-(no -race)} -short"
-	(cd "$dir" && env "$@" go test ${flags[@]+"${flags[@]}"} -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }
+	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go vet ${flags[@]+"${flags[@]}"} ./...) || { echo "FAILED: $dir: go vet" >>"$failures"; }
+}
+test_module() {
+	local dir=$1 race=$2 flags=() envs=()
+	[ -n "$race" ] && flags+=("$race")
+	[ "$dir" = ./examples/llm ] && flags+=("${llm_gcflags[@]}") && envs+=("${llm_env[@]}")
+	step "$dir: go test ${race:-(no -race)} -short -vet=off (vetted above)"
+	(cd "$dir" && env ${envs[@]+"${envs[@]}"} go test ${flags[@]+"${flags[@]}"} -vet=off -short -count=1 -timeout 10m ./...) || { echo "FAILED: $dir: go test" >>"$failures"; }
+}
+run_lane() {
+	local dir
+	for dir in "$@"; do
+		vet_module "$dir" "$(race_for "$dir")"
+		test_module "$dir" "$(race_for "$dir")"
+	done
 }
 failures=$(mktemp)
-llm_log=$(mktemp)
-trap 'rm -f "$failures" "$llm_log"' EXIT
+plain_log=$(mktemp)
+integrations_log=$(mktemp)
+trap 'rm -f "$failures" "$plain_log" "$integrations_log"' EXIT
 race_for() {
 	case "$1" in
 	. | ./grpcpolicy | ./redisstate) echo -race ;;
 	*) [ "${RACE_ALL:-0}" = 1 ] && echo -race || echo "" ;;
 	esac
 }
-llm_pid=
-if [ -f examples/llm/go.mod ] && [ "${TEST_JOBS:-2}" != 1 ]; then
-	step "./examples/llm: started in the background (compiling the LLM SDKs takes minutes on a cold build cache)"
-	run_module ./examples/llm "$(race_for ./examples/llm)" GOGC=50 >"$llm_log" 2>&1 &
-	llm_pid=$!
-fi
+# The modules under -race, the library (.) first, and the others with the
+# LLM example first.
+race_mods=() plain_mods=()
 for mod in $(find . -name go.mod -not -path './.git/*' | sort); do
 	dir=$(dirname "$mod")
-	if [ "$dir" = ./examples/llm ]; then
-		[ -n "$llm_pid" ] && continue
-		run_module "$dir" "$(race_for "$dir")" GOGC=50
-		continue
+	if [ "$dir" = . ]; then
+		race_mods=("$dir" ${race_mods[@]+"${race_mods[@]}"})
+	elif [ -n "$(race_for "$dir")" ]; then
+		race_mods+=("$dir")
+	elif [ "$dir" = ./examples/llm ]; then
+		plain_mods=("$dir" ${plain_mods[@]+"${plain_mods[@]}"})
+	else
+		plain_mods+=("$dir")
 	fi
-	run_module "$dir" "$(race_for "$dir")"
 done
-if [ -n "$llm_pid" ]; then
-	step "./examples/llm: waiting for the background run"
-	wait "$llm_pid" || true
-	cat "$llm_log"
+plain_pid= integrations_pid=
+if [ "${TEST_JOBS:-2}" = 1 ] || [ ${#race_mods[@]} -eq 0 ]; then
+	run_lane ${race_mods[@]+"${race_mods[@]}"} ${plain_mods[@]+"${plain_mods[@]}"}
+else
+	if [ ${#plain_mods[@]} -gt 0 ]; then
+		step "started in the background: ${plain_mods[*]}"
+		run_lane "${plain_mods[@]}" >"$plain_log" 2>&1 &
+		plain_pid=$!
+	fi
+	library=${race_mods[0]}
+	vet_module "$library" "$(race_for "$library")"
+	if [ ${#race_mods[@]} -gt 1 ]; then
+		step "started in the background: ${race_mods[*]:1}"
+		run_lane "${race_mods[@]:1}" >"$integrations_log" 2>&1 &
+		integrations_pid=$!
+	fi
+	test_module "$library" "$(race_for "$library")"
 fi
+# structure.sh runs while the background lanes may still be running.
 step "structure: ./structure.sh"
 ./structure.sh || echo "FAILED: ./structure.sh (a function over 25 in gocyclo)" >>"$failures"
+for lane in integrations plain; do
+	pid_var=${lane}_pid log_var=${lane}_log
+	[ -n "${!pid_var}" ] || continue
+	step "waiting for the background lane: $lane"
+	wait "${!pid_var}" || true
+	cat "${!log_var}"
+done
 while read -r f; do
 	failed+=("${f#FAILED: }")
 done <"$failures"
