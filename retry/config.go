@@ -59,10 +59,10 @@ type Config struct {
 	// NewSchedule, if set, replaces the exponential schedule
 	// (InitialInterval, Multiplier and Jitter). It is called once per
 	// call, at the first failure that needs a scheduled wait, and the
-	// schedule it returns is used by that call alone. Each NextBackOff
-	// gives the wait before the next attempt, capped at MaxInterval;
-	// backoff.Stop ends the call with [ReasonStopped], and any other
-	// negative wait means none. An error's RetryAfter takes
+	// schedule it returns is Reset, then used by that call alone. Each
+	// NextBackOff gives the wait before the next attempt, capped at
+	// MaxInterval; backoff.Stop ends the call with [ReasonStopped], and
+	// any other negative wait means none. An error's RetryAfter takes
 	// precedence, and NextBackOff is not called for it. NewSchedule must
 	// not return nil: the call panics. It may be called concurrently.
 	NewSchedule func() backoff.BackOff

@@ -28,7 +28,7 @@ func New(cfg Config) (*Retry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Retry{s: s, rec: newRecorder(s.MeterProvider, "retry", s.Name), expo: backoff.ExponentialBackOff{
+	return &Retry{s: s, rec: newRecorder(s.MeterProvider, s.Name), expo: backoff.ExponentialBackOff{
 		InitialInterval:     s.InitialInterval,
 		RandomizationFactor: s.Jitter,
 		Multiplier:          s.Multiplier,
@@ -223,6 +223,7 @@ func (r *Retry) schedule(c *call) backoff.BackOff {
 	if s == nil {
 		panic("retry: Config.NewSchedule returned nil")
 	}
+	s.Reset() // as backoff.Retry does: a schedule built without it waits 0
 	return s
 }
 

@@ -1137,3 +1137,23 @@ func TestNoElapsedTimeLimit(t *testing.T) {
 		}
 	})
 }
+
+// A schedule from NewSchedule is Reset before its first wait, as
+// backoff.Retry does: an ExponentialBackOff built as a literal, not by
+// NewExponentialBackOff, then starts at its InitialInterval, not at 0.
+func TestNewScheduleIsReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var waits []time.Duration
+		r := mustNew(t, Config{MaxAttempts: 3,
+			NewSchedule: func() backoff.BackOff {
+				return &backoff.ExponentialBackOff{InitialInterval: 10 * time.Millisecond, Multiplier: 2,
+					MaxInterval: time.Second, Stop: backoff.Stop, Clock: backoff.SystemClock}
+			},
+			OnRetry: func(_ context.Context, _ int, _ error, w time.Duration) { waits = append(waits, w) },
+		})
+		run(t.Context(), r, always(errBoom))
+		if !equalDurations(waits, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}) {
+			t.Fatalf("waits %v, want [10ms 20ms]", waits)
+		}
+	})
+}

@@ -21,7 +21,8 @@ type recorder struct {
 	opts      []metric.AddOption // kind and name, built once
 }
 
-func newRecorder(mp metric.MeterProvider, kind, name string) recorder {
+func newRecorder(mp metric.MeterProvider, name string) recorder {
+	const kind = "retry"
 	in := telemetry.NewInstruments(mp)
 	rec := recorder{
 		prefix:    telemetry.Label(kind, name),
