@@ -74,7 +74,7 @@ func TestUserRetryAroundBodyTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		user, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+		user, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

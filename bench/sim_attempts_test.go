@@ -61,8 +61,8 @@ import (
 //
 //   - tail_p50_ms, tail_p99_nohedge_ms: no hedging (fn called directly);
 //   - tail_*_ours_fixed: hedge.Hedge with a fixed Delay of 15 ms;
-//   - tail_*_ours_quantile: hedge.Hedge with a learned delay, Quantile 0.9,
-//     MinDelay 5 ms (Window 1000, no hedge on delay before 20 latencies);
+//   - tail_*_ours_quantile: hedge.Hedge with a learned delay, Quantile 0.9
+//     (of the last 1000 latencies, no hedge on delay before 20);
 //   - tail_*_failsafe_fixed: failsafe-go's hedgepolicy.NewWithDelay(15ms);
 //   - tail_*_failsafe_quantile: hedgepolicy.NewWithDelayQuantile(0.9, 1000,
 //     20) (quantile 0.9, an age of 1000 executions and no hedge before 20,
@@ -92,7 +92,7 @@ func TestSimAttempts(t *testing.T) {
 	tails := []*tailArm{
 		{name: "nohedge", build: func(*testing.T) runner { return func(fn func(context.Context) error) error { return fn(bg) } }},
 		{name: "ours-fixed", build: oursHedge(hedge.Config{Delay: 15 * time.Millisecond})},
-		{name: "ours-quantile", build: oursHedge(hedge.Config{Quantile: 0.9, MinDelay: 5 * time.Millisecond})},
+		{name: "ours-quantile", build: oursHedge(hedge.Config{Quantile: 0.9})},
 		{name: "failsafe-fixed", build: failsafeHedge(func() fshedge.HedgePolicy[any] { return fshedge.NewWithDelay[any](15 * time.Millisecond) })},
 		{name: "failsafe-quantile", build: failsafeHedge(func() fshedge.HedgePolicy[any] { return fshedge.NewWithDelayQuantile[any](0.9, 1000, 20) })},
 	}
@@ -220,7 +220,7 @@ func oursRetry(withBudget bool) func(t *testing.T) runner {
 		cfg := retry.Config{
 			MaxAttempts:     attemptsMax,
 			InitialInterval: attemptsInitial,
-			Jitter:          retry.NoJitter,
+			Jitter:          -1,
 			MeterProvider:   noop.NewMeterProvider(),
 		}
 		if withBudget {

@@ -114,14 +114,14 @@ func (c *call) execute(ctx context.Context, p policy.Policy, i int) error {
 		// fn owns h while it runs: a policy that runs fn twice at once, or
 		// after its Execute returned and the call went on, gets it refused.
 		if !hd.running.TryLock() {
-			return retry.Permanent(errConcurrent)
+			return policy.Permanent(errConcurrent)
 		}
 		defer hd.running.Unlock()
 		if h.handed { // p ran fn again after the call was handed over
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			return retry.Permanent(errOver)
+			return policy.Permanent(errOver)
 		}
 		err := h.from(ctx, i+1)
 		switch {

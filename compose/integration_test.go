@@ -34,7 +34,7 @@ func TestRetrySequenceHoldsOneSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bh := must[*bulkhead.Bulkhead](t)(bulkhead.New(bulkhead.Config{Name: "b", Limit: 1}))
 		rt := must[*retry.Retry](t)(retry.New(retry.Config{
-			MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: time.Second, Jitter: retry.NoJitter,
+			MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: time.Second, Jitter: -1,
 		}))
 		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Bulkhead: bh, Retry: rt}))
 		var attempts atomic.Int32
@@ -71,7 +71,7 @@ func TestAttemptTimeoutRetriedDeadlineEndsLoop(t *testing.T) {
 		whole := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "call", Timeout: time.Second}))
 		each := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "attempt", Timeout: 300 * time.Millisecond}))
 		rt := must[*retry.Retry](t)(retry.New(retry.Config{
-			MaxAttempts: 10, InitialInterval: 50 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Jitter: retry.NoJitter,
+			MaxAttempts: 10, InitialInterval: 50 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Jitter: -1,
 		}))
 		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Deadline: whole, Retry: rt, Attempt: each}))
 		var perAttempt []error
@@ -108,7 +108,7 @@ func TestRetryGivesUpBeforeDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		whole := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "call", Timeout: time.Second}))
 		rt := must[*retry.Retry](t)(retry.New(retry.Config{
-			MaxAttempts: 5, InitialInterval: 800 * time.Millisecond, MaxInterval: 800 * time.Millisecond, Jitter: retry.NoJitter,
+			MaxAttempts: 5, InitialInterval: 800 * time.Millisecond, MaxInterval: 800 * time.Millisecond, Jitter: -1,
 		}))
 		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Deadline: whole, Retry: rt}))
 		start := time.Now()
@@ -156,7 +156,7 @@ func TestBreakerOpenEndsRetry(t *testing.T) {
 		br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{Name: "llm", ConsecutiveFailures: 2}))
 		each := must[*deadline.Deadline](t)(deadline.New(deadline.Config{Name: "attempt", Timeout: 100 * time.Millisecond}))
 		rt := must[*retry.Retry](t)(retry.New(retry.Config{
-			MaxAttempts: 5, InitialInterval: 10 * time.Millisecond, MaxInterval: 10 * time.Millisecond, Jitter: retry.NoJitter,
+			MaxAttempts: 5, InitialInterval: 10 * time.Millisecond, MaxInterval: 10 * time.Millisecond, Jitter: -1,
 		}))
 		p := must[*compose.Pipeline](t)(compose.New("x", compose.Policies{Retry: rt, Breaker: br, Attempt: each}))
 		n := 0
@@ -226,7 +226,7 @@ func TestPermanentAttemptTimeoutKeepsExceeded(t *testing.T) {
 		err := p.Execute(context.Background(), func(ctx context.Context) error {
 			n++
 			<-ctx.Done()
-			return retry.Permanent(ctx.Err())
+			return policy.Permanent(ctx.Err())
 		})
 		var ee *deadline.ExceededError
 		if n != 1 || !errors.Is(err, deadline.ErrExceeded) || !errors.As(err, &ee) || ee.Name != "attempt" {

@@ -223,11 +223,11 @@ func run[T any](ctx context.Context, a Alternative[T]) (v T, err error, delivere
 	v, err = policy.Do(ctx, a.Policy, func(ctx context.Context) (T, error) {
 		v, err := a.Fn(ctx)
 		if err != nil && d.Load() {
-			return v, retry.Permanent(err)
+			return v, policy.Permanent(err)
 		}
 		return v, err
 	})
-	err = retry.Unmark(err)
+	err = policy.Unmark(err)
 	return v, err, err != nil && d.Load()
 }
 

@@ -74,7 +74,7 @@ const (
 	// caller gets the status as grpc-go returned it.
 	CallerError Verdict = iota
 	// Failure: a failure of the dependency, counted by a breaker, not
-	// retried (it is marked with retry.Permanent).
+	// retried (it is marked with policy.Permanent).
 	Failure
 	// Retryable: a failure of the dependency, counted by a breaker, that a
 	// retry policy may retry (subject to its own rules), before any
@@ -219,7 +219,7 @@ func (e *callError) GRPCStatus() *status.Status {
 // has one (a StatusError, or a retry's ExhaustedError around one) keeps it;
 // a rejection gets UNAVAILABLE, a timeout DEADLINE_EXCEEDED, the caller's
 // cancellation CANCELLED, anything else UNKNOWN. err must have been through
-// retry.Unmark.
+// policy.Unmark.
 func callerError(err error) error {
 	if err == nil {
 		return nil

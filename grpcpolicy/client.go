@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 // ClientConfig configures a [Client]. It is read once by [NewClient] and
@@ -157,7 +156,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	answer := u.answer
 	u.release()
 	if err != nil {
-		return callerError(retry.Unmark(err))
+		return callerError(policy.Unmark(err))
 	}
 	return answer
 }
@@ -242,7 +241,7 @@ func (u *unaryCall) waitIdle() {
 
 func (u *unaryCall) attempt(ctx context.Context) error {
 	if !u.enter() {
-		return retry.Permanent(errConcurrent)
+		return policy.Permanent(errConcurrent)
 	}
 	defer u.exit()
 	u.trailer = nil
@@ -261,7 +260,7 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 
 // failure classifies err, the error an attempt with context ctx ended
 // with, trailer being the call's trailer. It returns the error the attempt
-// reports to the policy, marked with retry.Permanent unless it may be
+// reports to the policy, marked with policy.Permanent unless it may be
 // retried (only if mayRetry), and the verdict it went by: Retryable only
 // if the error is not marked, CallerError (and a nil error) if the status
 // is the caller's own (the attempt is then a success for the policy).
@@ -287,12 +286,12 @@ func (c *Client) failure(ctx context.Context, err error, trailer metadata.MD, ma
 			if mayRetry && te.Kind == KindFirstMessage {
 				return te, Retryable
 			}
-			return retry.Permanent(te), Failure
+			return policy.Permanent(te), Failure
 		}
 		if mayRetry && errors.Is(cerr, context.DeadlineExceeded) && c.classify(codes.DeadlineExceeded, Pushback{}) == Retryable {
 			return cerr, Retryable
 		}
-		return retry.Permanent(cerr), Failure
+		return policy.Permanent(cerr), Failure
 	}
 	code := status.Code(err)
 	pb := ParsePushback(trailer)
@@ -304,8 +303,8 @@ func (c *Client) failure(ctx context.Context, err error, trailer metadata.MD, ma
 		if mayRetry && !pb.Stop {
 			return se, Retryable
 		}
-		return retry.Permanent(se), Failure
+		return policy.Permanent(se), Failure
 	default:
-		return retry.Permanent(&StatusError{Err: err, Code: code, Pushback: pb}), Failure
+		return policy.Permanent(&StatusError{Err: err, Code: code, Pushback: pb}), Failure
 	}
 }

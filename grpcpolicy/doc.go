@@ -16,7 +16,7 @@
 //
 //	verdict       the policy sees                    retried   counted by a breaker   the caller gets
 //	CallerError   success                            no        as a success           grpc-go's status, unchanged
-//	Failure       *StatusError, retry.Permanent      no        as a failure           the policy's error (status kept)
+//	Failure       *StatusError, policy.Permanent      no        as a failure           the policy's error (status kept)
 //	Retryable     *StatusError                       yes       as a failure           the policy's error (status kept)
 //
 // By default:
@@ -91,7 +91,7 @@
 // # Hedging
 //
 // A policy that runs attempts of one call concurrently is not supported. An attempt started while another of the same call runs
-// fails at once, marked with retry.Permanent. The interceptor returns only
+// fails at once, marked with policy.Permanent. The interceptor returns only
 // once the running attempt has, so nothing writes the caller's reply after
 // the call returned. To hedge, run hedge.Do above the generated
 // client, with a reply of each attempt's own.

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 // DefaultPushback is the wait a [Server] asks a rejected client for when
@@ -162,7 +161,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 //	the policy failed otherwise before it ran      UNAVAILABLE
 //
 // The handler runs at most once: its failures are marked with
-// retry.Permanent. A panic (or runtime.Goexit) in the handler is caught in
+// policy.Permanent. A panic (or runtime.Goexit) in the handler is caught in
 // the policy's attempt, which returns a permanent failure: the policy
 // frees its hold and a breaker counts it. The interceptor then raises the
 // panic (or Goexit) again on its own goroutine, even when a hedging policy
@@ -280,9 +279,9 @@ func (r *handlerRun) end(normal bool) {
 func (r *handlerRun) failure() error {
 	switch {
 	case r.panicked:
-		return retry.Permanent(errHandlerPanicked)
+		return policy.Permanent(errHandlerPanicked)
 	case r.goexit:
-		return retry.Permanent(errHandlerGoexit)
+		return policy.Permanent(errHandlerGoexit)
 	}
 	return nil
 }
@@ -333,10 +332,10 @@ var errNoCall = errors.New("grpcpolicy: the policy called fn with a context not 
 func runUnaryServerCall(ctx context.Context) error {
 	c, _ := ctx.Value(unaryCallKey{}).(*unaryServerCall)
 	if c == nil {
-		return retry.Permanent(errNoCall)
+		return policy.Permanent(errNoCall)
 	}
 	if !c.claim() {
-		return retry.Permanent(errHandlerRan)
+		return policy.Permanent(errHandlerRan)
 	}
 	// Two defers, as singleflight has, to tell a panic from runtime.Goexit:
 	// the inner one recovers a panic, the outer one sees a Goexit (the
@@ -368,10 +367,10 @@ func (s *Server) outcome(ctx context.Context, herr error) error {
 		return nil
 	}
 	if s.isFailure(status.Code(herr)) {
-		return retry.Permanent(herr)
+		return policy.Permanent(herr)
 	}
 	if err := ctx.Err(); err != nil {
-		return retry.Permanent(err)
+		return policy.Permanent(err)
 	}
 	return nil
 }
@@ -450,7 +449,7 @@ type streamServerCall struct {
 // call's.
 func (c *streamServerCall) run(ctx context.Context) error {
 	if !c.claim() {
-		return retry.Permanent(errHandlerRan)
+		return policy.Permanent(errHandlerRan)
 	}
 	normal := false // as in runUnaryServerCall
 	defer func() { c.end(normal) }()

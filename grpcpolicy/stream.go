@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 // MaxReplay is the number of messages a client stream keeps, while no
@@ -201,7 +200,7 @@ func (w *clientStream) run(ctx context.Context) {
 		return // a panic, recovered: the deferred call hands it on
 	}
 	if err != nil {
-		w.final = callerError(retry.Unmark(err))
+		w.final = callerError(policy.Unmark(err))
 	}
 	close(w.finished)
 	if !w.handed {
@@ -228,7 +227,7 @@ func (w *clientStream) attempt(ctx context.Context) error {
 	if running {
 		// A policy that runs attempts concurrently (a hedge): one stream
 		// cannot be two.
-		return retry.Permanent(errConcurrent)
+		return policy.Permanent(errConcurrent)
 	}
 	defer func() {
 		w.mu.Lock()
@@ -236,7 +235,7 @@ func (w *clientStream) attempt(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	if committed {
-		return retry.Permanent(errCommitted)
+		return policy.Permanent(errCommitted)
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errAttemptEnd)

@@ -63,7 +63,7 @@ func (h *Hedge) run(ctx context.Context, attempt policy.Func) (int, error) {
 			if !policy.TimedOut(ctx) {
 				c.end(ctx, 0)
 				if c.last != nil {
-					return 0, fmt.Errorf("%s: %w after attempt %d: %w", h.rec.prefix, ctx.Err(), c.lastN, retry.Unmark(c.last))
+					return 0, fmt.Errorf("%s: %w after attempt %d: %w", h.rec.prefix, ctx.Err(), c.lastN, policy.Unmark(c.last))
 				}
 				return 0, ctx.Err()
 			}
@@ -124,7 +124,7 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 // run runs attempt n, and reports its error. A panic in it goes on up its
 // goroutine; a runtime.Goexit ends the call.
 func (c *call) run(ctx context.Context, n int) {
-	err := retry.Permanent(errExited) // if the attempt panics or calls runtime.Goexit
+	err := policy.Permanent(errExited) // if the attempt panics or calls runtime.Goexit
 	defer func() { c.results <- result{n: n, err: err} }()
 	err = c.attempt(ctx)
 }
@@ -162,13 +162,13 @@ func (c *call) result(ctx context.Context, r result) (bool, int, error) {
 		c.rejection, c.stopped = r.err, true
 	case ctx.Err() != nil:
 		c.settled(ctx, r, canceled)
-		err = retry.Unmark(r.err)
-		if c.last != nil && !errors.Is(r.err, retry.Unmark(c.last)) {
-			err = fmt.Errorf("%s: %w after attempt %d: %w", c.h.rec.prefix, err, c.lastN, retry.Unmark(c.last))
+		err = policy.Unmark(r.err)
+		if c.last != nil && !errors.Is(r.err, policy.Unmark(c.last)) {
+			err = fmt.Errorf("%s: %w after attempt %d: %w", c.h.rec.prefix, err, c.lastN, policy.Unmark(c.last))
 		}
-	case retry.IsPermanent(r.err):
+	case policy.IsPermanent(r.err):
 		c.settled(ctx, r, failed)
-		err = retry.Unmark(r.err)
+		err = policy.Unmark(r.err)
 	case c.h.s.ShouldRetry != nil && !c.h.s.ShouldRetry(r.err):
 		c.settled(ctx, r, failed)
 		err = r.err
@@ -205,9 +205,9 @@ func (c *call) settled(ctx context.Context, r result, o string) {
 // final is the error of a call all of whose attempts failed.
 func (c *call) final(ctx context.Context) error {
 	if c.last == nil {
-		return retry.Unmark(c.rejection) // fn never ran
+		return policy.Unmark(c.rejection) // fn never ran
 	}
-	e := &retry.ExhaustedError{Kind: kind, Name: c.h.s.Name, Attempts: c.failures, Reason: retry.ReasonMaxAttempts, Err: retry.Unmark(c.last)}
+	e := &retry.ExhaustedError{Kind: kind, Name: c.h.s.Name, Attempts: c.failures, Reason: retry.ReasonMaxAttempts, Err: policy.Unmark(c.last)}
 	switch {
 	case c.rejection != nil:
 		e.Reason = retry.ReasonRejected

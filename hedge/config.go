@@ -11,22 +11,21 @@ import (
 	"github.com/watertight/watertight/retry"
 )
 
-// The values of zero [Config] fields, and the largest MaxHedges.
+// The values of zero [Config] fields and the largest MaxHedges. A learned
+// delay is computed from the last window latencies, once there are
+// minSamples, as failsafe-go's quantile hedge is by default.
 const (
 	defaultMaxHedges = 1
 	defaultQuantile  = 0.9
-	defaultMinDelay  = time.Millisecond
-	defaultWindow    = 1000
 	maxHedgesLimit   = 100
+	window           = 1000
+	minSamples       = 20
 )
-
-// minSamples is how many latencies a learned delay needs.
-const minSamples = 20
 
 // Config configures a [Hedge]. The zero value is valid: one hedge,
 // started when the first attempt fails, or when it has run longer than
-// the 90th percentile of the last 1000 latencies (at least 1ms). No hedge
-// starts on delay until 20 latencies are known. [New] copies it.
+// the 90th percentile of the last 1000 latencies. No hedge starts on
+// delay until 20 latencies are known. [New] copies it.
 type Config struct {
 	// Name names the Hedge in errors and telemetry. Empty is allowed.
 	Name string
@@ -36,25 +35,17 @@ type Config struct {
 	MaxHedges int
 
 	// Delay, with Quantile zero, is the fixed delay between the starts of
-	// attempts. With a Quantile, it is the delay used until enough
-	// latencies are known; zero means no hedge on delay until then. It
-	// must be >= 0.
+	// attempts. With a Quantile, it is the least delay: the delay used
+	// until 20 latencies are known (zero means no hedge on delay until
+	// then), and the floor of the learned delay. It must be >= 0.
 	Delay time.Duration
 
 	// Quantile, if set, learns the delay: that quantile of the latencies
-	// of the last Window attempts, at least MinDelay. Zero means 0.9 when
-	// Delay is zero, and a fixed Delay otherwise; else it must be in
-	// (0, 1). The latencies are those of successes, and of losers canceled
-	// after running longer than the delay.
+	// of the last 1000 attempts, at least Delay. Zero means 0.9 when Delay
+	// is zero, and a fixed Delay otherwise; else it must be in (0, 1). The
+	// latencies are those of successes, and of losers canceled after
+	// running longer than the delay.
 	Quantile float64
-
-	// MinDelay is the floor of a learned delay. Zero means 1ms; otherwise
-	// it must be > 0.
-	MinDelay time.Duration
-
-	// Window is the number of latencies a learned delay is computed from.
-	// Zero means 1000; otherwise it must be in [20, 100000].
-	Window int
 
 	// Budget, if set, is drawn on by every hedge, and each call deposits
 	// into it. Once it refuses a hedge, the call starts no more. Nil means
@@ -93,14 +84,6 @@ func (cfg Config) resolve() (Config, error) {
 	}
 	if s.Quantile != 0 && !(s.Quantile > 0 && s.Quantile < 1) { // NaN fails too
 		return s, fmt.Errorf("hedge: Config.Quantile must be in (0, 1), got %v", cfg.Quantile)
-	}
-	s.MinDelay = cmp.Or(s.MinDelay, defaultMinDelay)
-	if s.MinDelay < 0 {
-		return s, fmt.Errorf("hedge: Config.MinDelay must be > 0, got %v", cfg.MinDelay)
-	}
-	s.Window = cmp.Or(s.Window, defaultWindow)
-	if s.Window < minSamples || s.Window > 100000 {
-		return s, fmt.Errorf("hedge: Config.Window must be in [%d, 100000], got %d", minSamples, cfg.Window)
 	}
 	return s, nil
 }

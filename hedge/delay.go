@@ -25,10 +25,12 @@ type delayEstimator struct {
 	scratch []int64
 }
 
-func newDelayEstimator(q float64, floor, initial time.Duration, window int) *delayEstimator {
+// newDelayEstimator returns an estimator whose delay is floor until it
+// has minSamples latencies, none if floor is 0.
+func newDelayEstimator(q float64, floor time.Duration, window int) *delayEstimator {
 	e := &delayEstimator{q: q, floor: floor, ring: make([]int64, window), scratch: make([]int64, window)}
-	if initial > 0 {
-		e.cur.Store(int64(initial))
+	if floor > 0 {
+		e.cur.Store(int64(floor))
 	} else {
 		e.cur.Store(-1)
 	}

@@ -16,7 +16,7 @@
 //	errors.Is(err, policy.ErrRejected)         no more hedges; the running       err, if no attempt ran fn; else
 //	                                             attempts decide                 *retry.ExhaustedError, Reason "rejected"
 //	the call's ctx is done                     stop                              err, with the latest failure
-//	err marked with retry.Permanent            stop, the others canceled         err
+//	err marked with policy.Permanent            stop, the others canceled         err
 //	Config.ShouldRetry(err) == false           stop, the others canceled         err
 //	otherwise                                  the next hedge starts at once,
 //	                                             if MaxHedges and the budget allow

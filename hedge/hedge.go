@@ -55,7 +55,7 @@ func New(cfg Config) (*Hedge, error) {
 	}
 	h := &Hedge{s: s, rec: newRecorder(s.MeterProvider, s.Name)}
 	if s.Quantile != 0 {
-		h.est = newDelayEstimator(s.Quantile, s.MinDelay, s.Delay, s.Window)
+		h.est = newDelayEstimator(s.Quantile, s.Delay, window)
 	}
 	return h, nil
 }

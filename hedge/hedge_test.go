@@ -35,6 +35,15 @@ func mustHedge(t testing.TB, cfg Config) *Hedge {
 	return h
 }
 
+// mustHedgeWindow builds a Hedge that learns its delay from the last n
+// latencies.
+func mustHedgeWindow(t testing.TB, cfg Config, n int) *Hedge {
+	t.Helper()
+	h := mustHedge(t, cfg)
+	h.est = newDelayEstimator(h.s.Quantile, h.s.Delay, n)
+	return h
+}
+
 func TestConfigValidation(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
@@ -45,18 +54,14 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"zero", Config{}, "", ""},
 		{"fixed", Config{Delay: time.Millisecond}, "", ""},
-		{"quantile with an initial delay", Config{Delay: time.Second, Quantile: 0.5}, "", ""},
+		{"quantile with a least delay", Config{Delay: time.Second, Quantile: 0.5}, "", ""},
 		{"MaxHedges limit", Config{MaxHedges: maxHedgesLimit}, "", ""},
-		{"Window 20", Config{Window: 20}, "", ""},
 		{"MaxHedges -1", Config{MaxHedges: -1}, "Config.MaxHedges", "must be in [1, 100], got -1"},
 		{"MaxHedges 101", Config{MaxHedges: 101}, "Config.MaxHedges", "must be in [1, 100], got 101"},
 		{"Delay negative", Config{Delay: -time.Millisecond}, "Config.Delay", "must be >= 0, got -1ms"},
 		{"Quantile 1", Config{Quantile: 1}, "Config.Quantile", "must be in (0, 1), got 1"},
 		{"Quantile negative", Config{Quantile: -0.5}, "Config.Quantile", "must be in (0, 1), got -0.5"},
 		{"Quantile NaN", Config{Quantile: nan}, "Config.Quantile", "must be in (0, 1), got NaN"},
-		{"MinDelay negative", Config{MinDelay: -1}, "Config.MinDelay", "must be > 0, got -1ns"},
-		{"Window 19", Config{Window: 19}, "Config.Window", "must be in [20, 100000], got 19"},
-		{"Window huge", Config{Window: 100001}, "Config.Window", "must be in [20, 100000], got 100001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,7 +301,7 @@ func TestHedgeFatalErrors(t *testing.T) {
 		fatal := errors.New("400")
 		h := mustHedge(t, Config{Delay: 10 * time.Millisecond, MaxHedges: 3, ShouldRetry: func(err error) bool { return err != fatal }})
 		l := newAttemptLog()
-		err := hedged(h, t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), func(n int) error { return retry.Permanent(fatal) }))
+		err := hedged(h, t.Context(), l.fn(lats(time.Hour, 2*time.Millisecond, time.Hour, time.Hour), func(n int) error { return policy.Permanent(fatal) }))
 		synctest.Wait()
 		if err != fatal || len(l.started()) != 2 || !errors.Is(l.causes[1], ErrLost) {
 			t.Errorf("permanent: err = %v after %d attempts, first canceled with %v; want the error itself after 2, the first canceled", err, len(l.started()), l.causes[1])
@@ -340,7 +345,7 @@ func TestHedgeRejectedAfterFailure(t *testing.T) {
 // call whose failures found the budget spent ends with Reason budget.
 func TestHedgeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+		b := mustBudget(t, retry.BudgetConfig{Ratio: 0.6, MinPerSecond: -1})
 		h := mustHedge(t, Config{Delay: 10 * time.Millisecond, Budget: b, MaxHedges: 2})
 		l := newAttemptLog()
 		// One call: 0.6 of a hedge paid for; none starts.
@@ -360,40 +365,44 @@ func TestHedgeBudget(t *testing.T) {
 	})
 }
 
-// The learned delay is the quantile of recent latencies, at least
-// MinDelay, and none before 20 latencies unless Delay gives one.
+// The learned delay is the quantile of recent latencies, at least Delay,
+// and Delay (none if zero) before 20 latencies.
 func TestHedgeLearnedDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, Config{Quantile: 0.9, MinDelay: 5 * time.Millisecond, Window: 100})
+		h := mustHedgeWindow(t, Config{Quantile: 0.9}, 100)
 		if d := h.delay(); d >= 0 {
 			t.Errorf("Delay before any latency = %v, want none", d)
 		}
-		call := func(lat time.Duration) {
+		call := func(h *Hedge, lat time.Duration) {
 			if err := hedged(h, t.Context(), func(ctx context.Context) error { time.Sleep(lat); return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := range 19 {
-			call(time.Duration(i+1) * time.Millisecond)
+			call(h, time.Duration(i+1)*time.Millisecond)
 		}
 		if d := h.delay(); d >= 0 {
 			t.Errorf("Delay after 19 latencies = %v, want none", d)
 		}
-		call(20 * time.Millisecond)
+		call(h, 20*time.Millisecond)
 		if d := h.delay(); d != 18*time.Millisecond {
 			t.Errorf("Delay after 1..20ms = %v, want the p90, 18ms", d)
 		}
-		// 100 fast calls replace the window: the floor.
+		// With a Delay: used from the start, and the floor once 100 fast
+		// calls have replaced the window.
+		floor := mustHedgeWindow(t, Config{Quantile: 0.9, Delay: 5 * time.Millisecond}, 100)
+		if d := floor.delay(); d != 5*time.Millisecond {
+			t.Errorf("Delay before any latency = %v, want Delay, 5ms", d)
+		}
 		for range 100 {
-			call(time.Millisecond)
+			call(h, time.Millisecond)
+			call(floor, time.Millisecond)
 		}
-		if d := h.delay(); d != 5*time.Millisecond {
+		if d := h.delay(); d != time.Millisecond {
+			t.Errorf("Delay after 100 x 1ms = %v, want 1ms", d)
+		}
+		if d := floor.delay(); d != 5*time.Millisecond {
 			t.Errorf("Delay after 100 x 1ms = %v, want the floor, 5ms", d)
-		}
-		// With a Delay to start with.
-		h2 := mustHedge(t, Config{Quantile: 0.5, Delay: 7 * time.Millisecond})
-		if d := h2.delay(); d != 7*time.Millisecond {
-			t.Errorf("initial Delay = %v, want 7ms", d)
 		}
 	})
 }
@@ -403,7 +412,7 @@ func TestHedgeLearnedDelay(t *testing.T) {
 // to the hedges' fast latencies alone.
 func TestHedgeCensoredLatencies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := mustHedge(t, Config{Quantile: 0.6, Delay: 20 * time.Millisecond, MinDelay: time.Millisecond, Window: 20})
+		h := mustHedgeWindow(t, Config{Quantile: 0.6, Delay: time.Millisecond}, 20)
 		for range 40 {
 			l := newAttemptLog()
 			if err := hedged(h, t.Context(), l.fn(lats(time.Hour, 10*time.Millisecond), always(nil))); err != nil {
@@ -464,7 +473,7 @@ func TestHedgeProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
 			ratio := rapid.SampledFrom([]float64{0.1, 0.5, 2}).Draw(rt, "ratio")
-			minPerSecond := rapid.SampledFrom([]float64{retry.NoMinimum, 1, 10}).Draw(rt, "minPerSecond")
+			minPerSecond := rapid.SampledFrom([]float64{-1, 1, 10}).Draw(rt, "minPerSecond")
 			b, err := retry.NewBudget(retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond})
 			if err != nil {
 				rt.Fatal(err)
@@ -474,7 +483,6 @@ func TestHedgeProperties(t *testing.T) {
 				MaxHedges:     rapid.IntRange(1, 4).Draw(rt, "maxHedges"),
 				Delay:         time.Duration(rapid.IntRange(0, 20).Draw(rt, "delayMs")) * time.Millisecond,
 				Quantile:      rapid.SampledFrom([]float64{0, 0.5, 0.9}).Draw(rt, "quantile"),
-				Window:        20,
 				Budget:        b,
 				MeterProvider: noop.NewMeterProvider(),
 				OnHedge:       func(context.Context, int, bool) { hedged.Add(1) },
@@ -582,7 +590,7 @@ func TestHedgeProperties(t *testing.T) {
 // value, and nothing is left running (goleak at the end of the package).
 func TestHedgeStorm(t *testing.T) {
 	b := mustBudget(t, retry.BudgetConfig{Ratio: 0.5})
-	h := mustHedge(t, Config{MaxHedges: 2, Quantile: 0.5, Delay: 200 * time.Microsecond, MinDelay: 50 * time.Microsecond, Window: 64, Budget: b})
+	h := mustHedgeWindow(t, Config{MaxHedges: 2, Quantile: 0.5, Delay: 50 * time.Microsecond, Budget: b}, 64)
 	var started, ended, bad atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 32 {

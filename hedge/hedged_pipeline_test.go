@@ -176,7 +176,7 @@ func testHedgedLoserExcluded(t *testing.T) {
 // as through Execute; a refused retry ends the call with Reason budget.
 func TestBudgetInPipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/internal/stage"
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/policy"
 )
 
 // attempt is the policy.Func: it sends the request once.
@@ -21,10 +21,10 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 	defer x.mu.Unlock()
 	switch {
 	case x.accepted != nil || x.stream != nil:
-		return retry.Permanent(errDone)
+		return policy.Permanent(errDone)
 	case x.stopped:
 		// The policy ignored an earlier attempt's Permanent marker.
-		return retry.Permanent(errStopped)
+		return policy.Permanent(errStopped)
 	}
 	closeResp(x.last)
 	x.last = nil
@@ -65,11 +65,11 @@ func (x *exchange) request(ctx context.Context) (*http.Request, error) {
 		return r, nil
 	}
 	if x.req.GetBody == nil {
-		return nil, retry.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
+		return nil, policy.Permanent(errors.New("httppolicy: request body already sent and GetBody is nil"))
 	}
 	body, err := x.req.GetBody()
 	if err != nil {
-		return nil, retry.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
+		return nil, policy.Permanent(fmt.Errorf("httppolicy: GetBody: %w", err))
 	}
 	r.Body = body
 	return r, nil
@@ -82,7 +82,7 @@ func (x *exchange) noResponse(w *streamWatch, r *http.Request, resp *http.Respon
 		// A broken base: not retried, and its body closed in its place.
 		closeReqBody(r)
 		x.stopped = true
-		return retry.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
+		return policy.Permanent(fmt.Errorf("httppolicy: Transport.Base (%T) returned a nil *http.Response with a nil error", x.base))
 	}
 	closeResp(resp)
 	err = w.timedOut(err) // net/http's error says only that the request was canceled
@@ -157,14 +157,14 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	return compose.ErrHandOver
 }
 
-// failed returns err, marked with retry.Permanent if it may not be
+// failed returns err, marked with policy.Permanent if it may not be
 // retried; unprocessed says the server did not act on the request.
 func (x *exchange) failed(err error, unprocessed bool) error {
 	if x.mayRetry(unprocessed) {
 		return err
 	}
 	x.stopped = true
-	return retry.Permanent(err)
+	return policy.Permanent(err)
 }
 
 func (x *exchange) mayRetry(unprocessed bool) bool {

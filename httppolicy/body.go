@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/watertight/watertight/compose"
-	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/policy"
 )
 
 // streamBody is the body of a response handed over. Its end (EOF, a read
@@ -105,20 +105,20 @@ func (b *streamBody) resume(err error) {
 	b.w.end()
 	// The final Read returns the call's error if ctx ended the stream.
 	if err := b.held.End(err); b.byCtx && err != nil {
-		b.callErr = retry.Unmark(err)
+		b.callErr = policy.Unmark(err)
 	}
 }
 
 // attemptErr returns what the attempt returns when the stream ends with
 // err (nil: EOF or Close), or, if byCtx, when the attempt's context ends.
-// A failure is marked with retry.Permanent: the caller has the response.
+// A failure is marked with policy.Permanent: the caller has the response.
 func (b *streamBody) attemptErr(err error, byCtx bool) error {
 	switch {
 	case byCtx || (err != nil && b.ctx.Err() != nil):
 		b.byCtx = true
-		return retry.Permanent(b.ctx.Err())
+		return policy.Permanent(b.ctx.Err())
 	case err != nil:
-		return retry.Permanent(err)
+		return policy.Permanent(err)
 	}
 	return nil
 }

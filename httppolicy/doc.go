@@ -49,7 +49,7 @@
 // When a context ends the stream, the failing Read returns the error
 // the call ended with: a Deadline gives a *deadline.ExceededError, the
 // caller's cancellation context.Canceled. The error carries no
-// retry.Permanent marker.
+// policy.Permanent marker.
 //
 // # Client side: outcomes
 //
@@ -63,13 +63,13 @@
 //	success with a body                  nil at EOF or early Close,          the response, at once; the body's
 //	                                     the read error if it breaks,        Read returns the stream's error,
 //	                                     ctx's error if ctx ends it, both    or the call's if ctx ended it
-//	                                     marked with retry.Permanent
+//	                                     marked with policy.Permanent
 //	first byte later than                ErrFirstByteTimeout (a retry        ErrFirstByteTimeout
 //	FirstByteTimeout                     may repeat it)
 //	a Read waited IdleTimeout            ErrIdleTimeout, marked with         the Read returns ErrIdleTimeout
-//	                                     retry.Permanent
+//	                                     policy.Permanent
 //	the base returns nil, nil            an error naming the base,           that error
-//	                                     marked with retry.Permanent
+//	                                     marked with policy.Permanent
 //	rejected before any attempt          -                                   the rejection (errors.Is policy.ErrRejected)
 //	rejected after a failure status      -                                   that last response, nil error (the request was sent:
 //	                                                                         no rejection; the policy's error was retry's

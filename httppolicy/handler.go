@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 var errHandlerRan = errors.New("httppolicy: the handler has already run: a policy called fn twice")
@@ -53,7 +52,7 @@ type HandlerConfig struct {
 //	p failed otherwise before h ran               503 (for example, ctx canceled in a bulkhead queue)
 //
 // h runs at most once per request: its failures are marked with
-// retry.Permanent. The ResponseWriter h gets keeps http.Flusher,
+// policy.Permanent. The ResponseWriter h gets keeps http.Flusher,
 // http.Hijacker and [http.ResponseController] working. A panic in h goes
 // on to net/http once p has freed what it held.
 //
@@ -138,17 +137,17 @@ type serverCall struct {
 // end of ctx is the call's failure.
 func (c *serverCall) run(ctx context.Context) error {
 	if c.ran {
-		return retry.Permanent(errHandlerRan)
+		return policy.Permanent(errHandlerRan)
 	}
 	c.ran = true
 	c.h.ServeHTTP(&c.rw, c.r.WithContext(ctx))
 	c.rw.mergeTrailers()
 	if c.rw.status >= 500 {
-		return retry.Permanent(&StatusError{StatusCode: c.rw.status})
+		return policy.Permanent(&StatusError{StatusCode: c.rw.status})
 	}
 	if err := ctx.Err(); err != nil {
 		// So that a deadline answers 504 if the handler wrote nothing.
-		return retry.Permanent(err)
+		return policy.Permanent(err)
 	}
 	c.rw.answer(http.StatusOK) // net/http sends an implicit 200 with the server's map
 	return nil

@@ -570,7 +570,7 @@ func (tw *twice) Execute(ctx context.Context, fn policy.Func) error {
 	return <-first
 }
 
-// A policy that ignores retry.Permanent and runs fn again after a POST
+// A policy that ignores policy.Permanent and runs fn again after a POST
 // failed in a way that may not be retried (a 500) does not get the POST
 // sent again: the Transport refuses the second attempt.
 func TestTransportNeverResendsAPostAfterAFailureThatMayNotBeRetried(t *testing.T) {

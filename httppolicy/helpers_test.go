@@ -54,7 +54,7 @@ func newRetry(t testing.TB, attempts int, retries *atomic.Int32) *retry.Retry {
 	t.Helper()
 	cfg := retry.Config{
 		Name: "dep", MaxAttempts: attempts,
-		InitialInterval: time.Millisecond, MaxInterval: 10 * time.Second, Jitter: retry.NoJitter,
+		InitialInterval: time.Millisecond, MaxInterval: 10 * time.Second, Jitter: -1,
 	}
 	if retries != nil {
 		cfg.OnRetry = func(_ context.Context, _ int, _ error, _ time.Duration) { retries.Add(1) }

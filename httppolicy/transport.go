@@ -17,7 +17,6 @@ import (
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/policy"
-	"github.com/watertight/watertight/retry"
 )
 
 // starter is a pipeline that can hand a call over: a *compose.Pipeline,
@@ -243,7 +242,7 @@ func (x *exchange) outcome(ctx context.Context, err error) (*http.Response, erro
 		}
 	}
 	// Without a retry policy, an attempt's marker is still on the error.
-	return nil, retry.Unmark(cmp.Or(err, errNoRun))
+	return nil, policy.Unmark(cmp.Or(err, errNoRun))
 }
 
 // cleanUp closes what the caller does not get, and req.Body if no attempt
@@ -264,12 +263,12 @@ func (x *exchange) enter(ctx context.Context) error {
 		return nil
 	}
 	if !x.over.Load() {
-		return retry.Permanent(errConcurrent)
+		return policy.Permanent(errConcurrent)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return retry.Permanent(errDone)
+	return policy.Permanent(errDone)
 }
 
 // close waits for a running attempt to return, and refuses later ones.

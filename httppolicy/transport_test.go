@@ -219,7 +219,7 @@ func TestRetryAfterMs(t *testing.T) {
 	})
 	var waits []time.Duration
 	rt, err := retry.New(retry.Config{
-		MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Second, Jitter: retry.NoJitter,
+		MaxAttempts: 3, InitialInterval: time.Millisecond, MaxInterval: time.Second, Jitter: -1,
 		OnRetry: func(_ context.Context, _ int, _ error, wait time.Duration) { waits = append(waits, wait) },
 	})
 	if err != nil {

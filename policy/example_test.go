@@ -80,3 +80,13 @@ func ExampleTimedOut() {
 	// our timer: true
 	// true false
 }
+
+// Code that runs an fn which may mark its errors, with no retry above it to
+// take the marker off, calls Unmark before handing the error on.
+func ExampleUnmark() {
+	errBadRequest := errors.New("400 bad request")
+	err := policy.Permanent(errBadRequest)
+	fmt.Println(err == errBadRequest, policy.Unmark(err) == errBadRequest)
+	// Output:
+	// false true
+}

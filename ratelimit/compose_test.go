@@ -33,7 +33,7 @@ func must[T any](t *testing.T) func(T, error) T {
 func pipeline(t *testing.T, lim *ratelimit.Limiter, maxInterval time.Duration) (*compose.Pipeline, *breaker.Breaker) {
 	t.Helper()
 	rt := must[*retry.Retry](t)(retry.New(retry.Config{MaxAttempts: 5, InitialInterval: 100 * time.Millisecond,
-		MaxInterval: maxInterval, Jitter: retry.NoJitter}))
+		MaxInterval: maxInterval, Jitter: -1}))
 	br := must[*breaker.Breaker](t)(breaker.New(breaker.Config{ConsecutiveFailures: 1}))
 	t.Cleanup(func() { br.Close() })
 	pols := compose.Policies{Retry: rt, Breaker: br}

@@ -103,7 +103,7 @@ func TestRetriedWaitEndedByDeadlineIsTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rejected int
 		l := newLimiter(t, ratelimit.Config{OnReject: func(context.Context, *policy.RejectedError) { rejected++ }})
-		r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+		r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestWaitInNestedPipelineIgnoresOuterRetry(t *testing.T) {
 		}
 		// The second attempt starts at 500 ms, after the probe went at 350 ms;
 		// the timed release (700 ms) comes after its inner deadline (650 ms).
-		r, err := retry.New(retry.Config{MaxAttempts: 2, InitialInterval: 400 * time.Millisecond, Jitter: retry.NoJitter})
+		r, err := retry.New(retry.Config{MaxAttempts: 2, InitialInterval: 400 * time.Millisecond, Jitter: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

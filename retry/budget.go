@@ -12,12 +12,8 @@ import (
 const (
 	defaultBudgetRatio        = 0.2
 	defaultBudgetMinPerSecond = 10.0
-	defaultBudgetWindow       = 10 * time.Second
+	budgetWindow              = 10 * time.Second // the time constant of fading
 )
-
-// NoMinimum, as [BudgetConfig.MinPerSecond], grants no retries beyond
-// those the calls pay for.
-const NoMinimum = -1.0
 
 // BudgetConfig configures a [Budget]. The zero value is valid: retries of
 // at most 20% of the calls of about the last 10 seconds, plus 10 a second.
@@ -28,12 +24,9 @@ type BudgetConfig struct {
 	Ratio float64
 
 	// MinPerSecond is the rate of retries granted whatever the traffic.
-	// Zero means 10; otherwise it must be finite and >= 0, or [NoMinimum].
+	// Zero means 10, and a negative value grants no retries beyond those
+	// the calls pay for; otherwise it must be finite.
 	MinPerSecond float64
-
-	// Window is the time constant with which deposits fade. Zero means
-	// 10s; otherwise it must be at least 1ms.
-	Window time.Duration
 }
 
 // resolve returns cfg with its defaults filled in, MinPerSecond 0 meaning
@@ -49,26 +42,21 @@ func (cfg BudgetConfig) resolve() (BudgetConfig, error) {
 	switch {
 	case s.MinPerSecond == 0:
 		s.MinPerSecond = defaultBudgetMinPerSecond
-	case s.MinPerSecond == NoMinimum:
+	case s.MinPerSecond < 0:
 		s.MinPerSecond = 0
-	case !(s.MinPerSecond >= 0) || math.IsInf(s.MinPerSecond, 0): // NaN fails too
-		return s, fmt.Errorf("retry: BudgetConfig.MinPerSecond must be a finite number >= 0 or NoMinimum, got %v", cfg.MinPerSecond)
-	}
-	if s.Window == 0 {
-		s.Window = defaultBudgetWindow
-	}
-	if s.Window < time.Millisecond {
-		return s, fmt.Errorf("retry: BudgetConfig.Window must be >= 1ms, got %v", cfg.Window)
+	case !(s.MinPerSecond > 0) || math.IsInf(s.MinPerSecond, 0): // NaN fails too
+		return s, fmt.Errorf("retry: BudgetConfig.MinPerSecond must be finite, got %v", cfg.MinPerSecond)
 	}
 	return s, nil
 }
 
 // Budget bounds the retries of the calls that share it. Each call deposits
-// Ratio of a retry, and each retry withdraws one. At time t the balance is
+// Ratio of a retry, and each retry withdraws one. With W = 10s, at time t
+// the balance is
 //
-//	Window x MinPerSecond
-//	+ Ratio x e^(-(t-ti)/Window)  for each deposit, made at ti
-//	- e^(-(t-tj)/Window)          for each retry granted, at tj
+//	W x MinPerSecond
+//	+ Ratio x e^(-(t-ti)/W)  for each deposit, made at ti
+//	- e^(-(t-tj)/W)          for each retry granted, at tj
 //
 // A retry is granted only when the balance holds a whole one, so the
 // balance is never negative. It never exceeds 2^53.
@@ -83,8 +71,9 @@ func (cfg BudgetConfig) resolve() (BudgetConfig, error) {
 // that uses it.
 type Budget struct {
 	s       BudgetConfig // resolved
+	window  time.Duration
 	start   time.Time
-	reserve float64 // Window x MinPerSecond, in retries
+	reserve float64 // window x MinPerSecond, in retries
 
 	mu      sync.Mutex
 	balance float64       // as of at, without made
@@ -97,14 +86,18 @@ type Budget struct {
 const budgetMaxBalance = 1 << 53
 
 // NewBudget returns a Budget configured by cfg, or an error naming the
-// first invalid field of cfg. Its balance starts at Window x MinPerSecond.
+// first invalid field of cfg. Its balance starts at 10s x MinPerSecond.
 func NewBudget(cfg BudgetConfig) (*Budget, error) {
+	return newBudget(cfg, budgetWindow)
+}
+
+func newBudget(cfg BudgetConfig, window time.Duration) (*Budget, error) {
 	s, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
-	reserve := min(s.Window.Seconds()*s.MinPerSecond, budgetMaxBalance)
-	return &Budget{s: s, start: time.Now(), reserve: reserve, balance: reserve}, nil
+	reserve := min(window.Seconds()*s.MinPerSecond, budgetMaxBalance)
+	return &Budget{s: s, window: window, start: time.Now(), reserve: reserve, balance: reserve}, nil
 }
 
 // Deposit records one call. A [Retry] or a hedge.Hedge with this Budget calls
@@ -150,6 +143,6 @@ func (b *Budget) update(now time.Duration) {
 	b.made = 0
 	if dt := now - b.at; dt > 0 {
 		b.at = now
-		b.balance = b.reserve + (b.balance-b.reserve)*math.Exp(-float64(dt)/float64(b.s.Window))
+		b.balance = b.reserve + (b.balance-b.reserve)*math.Exp(-float64(dt)/float64(b.window))
 	}
 }

@@ -27,7 +27,7 @@ func TestBudgetBurstFadesOverSilence(t *testing.T) {
 		for range 100000 {
 			b.Deposit()
 		}
-		time.Sleep(10 * defaultBudgetWindow)
+		time.Sleep(10 * budgetWindow)
 		if n := granted(b); n != 100 {
 			t.Errorf("after ten Windows of silence the burst paid for %d retries, want 100 (100 + 20000 x e^-10)", n)
 		}
@@ -40,7 +40,7 @@ func TestBudgetBurstFadesOverSilence(t *testing.T) {
 func TestBudgetCallsBeforeOutagePayInFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := mustBudget(t, BudgetConfig{})
-		time.Sleep(10 * defaultBudgetWindow)
+		time.Sleep(10 * budgetWindow)
 		for range 1000 {
 			b.Deposit()
 		}
@@ -58,7 +58,7 @@ func TestBudgetDepositsCountWhenMade(t *testing.T) {
 		fade := func(d time.Duration) float64 { return math.Exp(-d.Seconds() / window.Seconds()) }
 		for _, after := range []time.Duration{time.Nanosecond, window / 64} {
 			synctest.Test(t, func(t *testing.T) {
-				b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum, Window: window})
+				b := mustBudgetWindow(t, BudgetConfig{Ratio: 1, MinPerSecond: noMinimum}, window)
 				b.Deposit()
 				time.Sleep(after)
 				for range 1000 {
@@ -124,14 +124,14 @@ func TestBudgetMatchesFormula(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
 			ratio := rapid.SampledFrom([]float64{0.05, 0.2, 1, 3}).Draw(rt, "ratio")
-			floor := rapid.SampledFrom([]float64{NoMinimum, 0.5, 10}).Draw(rt, "minPerSecond")
+			floor := rapid.SampledFrom([]float64{noMinimum, 0.5, 10}).Draw(rt, "minPerSecond")
 			window := rapid.SampledFrom([]time.Duration{time.Millisecond, 40 * time.Millisecond,
 				time.Second, 10 * time.Second, 200 * time.Second}).Draw(rt, "window")
-			b, err := NewBudget(BudgetConfig{Ratio: ratio, MinPerSecond: floor, Window: window})
+			b, err := newBudget(BudgetConfig{Ratio: ratio, MinPerSecond: floor}, window)
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if floor == NoMinimum {
+			if floor == noMinimum {
 				floor = 0
 			}
 			short := min(max(window/64, time.Millisecond), time.Second)

@@ -30,6 +30,24 @@ func mustBudget(t testing.TB, cfg BudgetConfig) *Budget {
 	return b
 }
 
+// mustBudgetWindow builds a Budget whose deposits fade with the time
+// constant window.
+func mustBudgetWindow(t testing.TB, cfg BudgetConfig, window time.Duration) *Budget {
+	t.Helper()
+	b, err := newBudget(cfg, window)
+	if err != nil {
+		t.Fatalf("newBudget(%+v, %v): %v", cfg, window, err)
+	}
+	return b
+}
+
+// noMinimum, as BudgetConfig.MinPerSecond, grants no retries beyond those
+// the calls pay for.
+const noMinimum = -1.0
+
+// noJitter, as Config.Jitter, turns off the randomisation of waits.
+const noJitter = -1.0
+
 func TestBudgetConfigValidation(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
@@ -41,16 +59,13 @@ func TestBudgetConfigValidation(t *testing.T) {
 		{"zero", BudgetConfig{}, "", ""},
 		{"Ratio 3", BudgetConfig{Ratio: 3}, "", ""},
 		{"Ratio tiny", BudgetConfig{Ratio: 1e-9}, "", ""},
-		{"NoMinimum", BudgetConfig{MinPerSecond: NoMinimum}, "", ""},
-		{"Window 1ms", BudgetConfig{Window: time.Millisecond}, "", ""},
+		{"MinPerSecond -1", BudgetConfig{MinPerSecond: -1}, "", ""},
+		{"MinPerSecond -Inf", BudgetConfig{MinPerSecond: math.Inf(-1)}, "", ""},
 		{"Ratio negative", BudgetConfig{Ratio: -0.2}, "BudgetConfig.Ratio", "must be a finite number > 0, got -0.2"},
 		{"Ratio NaN", BudgetConfig{Ratio: nan}, "BudgetConfig.Ratio", "must be a finite number > 0, got NaN"},
 		{"Ratio +Inf", BudgetConfig{Ratio: math.Inf(1)}, "BudgetConfig.Ratio", "must be a finite number > 0, got +Inf"},
-		{"MinPerSecond -2", BudgetConfig{MinPerSecond: -2}, "BudgetConfig.MinPerSecond", "must be a finite number >= 0 or NoMinimum, got -2"},
-		{"MinPerSecond NaN", BudgetConfig{MinPerSecond: nan}, "BudgetConfig.MinPerSecond", "must be a finite number >= 0 or NoMinimum, got NaN"},
-		{"MinPerSecond +Inf", BudgetConfig{MinPerSecond: math.Inf(1)}, "BudgetConfig.MinPerSecond", "must be a finite number >= 0 or NoMinimum, got +Inf"},
-		{"Window negative", BudgetConfig{Window: -time.Second}, "BudgetConfig.Window", "must be >= 1ms, got -1s"},
-		{"Window 999µs", BudgetConfig{Window: 999 * time.Microsecond}, "BudgetConfig.Window", "must be >= 1ms, got 999µs"},
+		{"MinPerSecond NaN", BudgetConfig{MinPerSecond: nan}, "BudgetConfig.MinPerSecond", "must be finite, got NaN"},
+		{"MinPerSecond +Inf", BudgetConfig{MinPerSecond: math.Inf(1)}, "BudgetConfig.MinPerSecond", "must be finite, got +Inf"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +86,7 @@ func TestBudgetConfigValidation(t *testing.T) {
 	}
 }
 
-// A new Budget holds its reserve, Window x MinPerSecond; with NoMinimum it
+// A new Budget holds its reserve, Window x MinPerSecond; with noMinimum it
 // holds nothing and grants nothing until calls pay.
 func TestBudgetStartsAtReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -79,9 +94,9 @@ func TestBudgetStartsAtReserve(t *testing.T) {
 		if got := b.Available(); got != 100 {
 			t.Errorf("Available = %v, want 100 (10s x 10/s)", got)
 		}
-		none := mustBudget(t, BudgetConfig{MinPerSecond: NoMinimum})
+		none := mustBudget(t, BudgetConfig{MinPerSecond: noMinimum})
 		if none.Available() != 0 || none.TryWithdraw() {
-			t.Errorf("NoMinimum: Available = %v, TryWithdraw granted; want nothing", none.Available())
+			t.Errorf("noMinimum: Available = %v, TryWithdraw granted; want nothing", none.Available())
 		}
 		// Five calls at Ratio 0.2 pay for one retry, four do not.
 		for range 4 {
@@ -131,7 +146,7 @@ func TestBudgetSteadyStateAndDecay(t *testing.T) {
 // Spent, the floor refills at MinPerSecond retries a second.
 func TestBudgetFloorRefills(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{MinPerSecond: 5, Window: 10 * time.Second})
+		b := mustBudget(t, BudgetConfig{MinPerSecond: 5})
 		n := 0
 		for b.TryWithdraw() {
 			n++
@@ -162,9 +177,9 @@ func TestBudgetRefusesRetry(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		defer mp.Shutdown(context.Background())
-		b := mustBudget(t, BudgetConfig{Ratio: 0.5, MinPerSecond: NoMinimum})
+		b := mustBudget(t, BudgetConfig{Ratio: 0.5, MinPerSecond: noMinimum})
 		var onRetry int
-		r := mustNew(t, Config{Name: "llm", MaxAttempts: 5, Budget: b, MeterProvider: mp, Jitter: NoJitter,
+		r := mustNew(t, Config{Name: "llm", MaxAttempts: 5, Budget: b, MeterProvider: mp, Jitter: noJitter,
 			OnRetry: func(context.Context, int, error, time.Duration) { onRetry++ }})
 		// The first call deposits half a retry: not enough.
 		start := time.Now()
@@ -205,7 +220,7 @@ func TestBudgetRefusesRetry(t *testing.T) {
 // nothing.
 func TestBudgetAskedLast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
+		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: noMinimum})
 		r := mustNew(t, Config{MaxAttempts: 2, Budget: b, NewSchedule: zeroWaits,
 			ShouldRetry: func(err error) bool { return err.Error() != "fatal" }})
 		ctx := t.Context()
@@ -218,7 +233,7 @@ func TestBudgetAskedLast(t *testing.T) {
 			fn  func(int) error
 		}{
 			{r, ctx, always(nil)},
-			{r, ctx, always(Permanent(errBoom))},
+			{r, ctx, always(policy.Permanent(errBoom))},
 			{r, ctx, always(policy.NewRejectedError("breaker", "b", "open", nil))},
 			{r, ctx, always(errors.New("fatal"))},
 			{slow, dctx, always(errBoom)},
@@ -257,7 +272,7 @@ func TestExhaustedReasonAttribute(t *testing.T) {
 		stopped := mustNew(t, Config{Name: "x", MeterProvider: mp,
 			NewSchedule: func() backoff.BackOff { return &backoff.StopBackOff{} }})
 		run(ctx, stopped, always(errBoom)) // stopped
-		spent := mustNew(t, Config{Name: "x", MeterProvider: mp, Budget: mustBudget(t, BudgetConfig{MinPerSecond: NoMinimum})})
+		spent := mustNew(t, Config{Name: "x", MeterProvider: mp, Budget: mustBudget(t, BudgetConfig{MinPerSecond: noMinimum})})
 		run(ctx, spent, always(errBoom)) // budget
 		got := sums(t, reader)[telemetry.MetricExhausted]
 		for _, reason := range reasons {
@@ -276,7 +291,7 @@ func TestExhaustedReasonAttribute(t *testing.T) {
 // of the other.
 func TestBudgetShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: 0.1, MinPerSecond: NoMinimum})
+		b := mustBudget(t, BudgetConfig{Ratio: 0.1, MinPerSecond: noMinimum})
 		healthy := mustNew(t, Config{Budget: b})
 		failing := mustNew(t, Config{Budget: b, NewSchedule: zeroWaits})
 		if res := run(t.Context(), failing, always(errBoom)); res.calls != 1 {
@@ -319,7 +334,7 @@ func TestBudgetSuccessPath(t *testing.T) {
 func TestBudgetBoundsOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := mustBudget(t, BudgetConfig{})
-		r := mustNew(t, Config{Budget: b, InitialInterval: 50 * time.Millisecond, Jitter: NoJitter})
+		r := mustNew(t, Config{Budget: b, InitialInterval: 50 * time.Millisecond, Jitter: noJitter})
 		var wg sync.WaitGroup
 		var calls, attempts atomic.Int64
 		for i := range 40000 {
@@ -359,10 +374,10 @@ func TestBudgetProperties(t *testing.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
 			cfg := BudgetConfig{
 				Ratio:        rapid.SampledFrom([]float64{0, 0.01, 0.2, 0.5, 2}).Draw(rt, "ratio"),
-				MinPerSecond: rapid.SampledFrom([]float64{0, NoMinimum, 0.5, 3}).Draw(rt, "minPerSecond"),
-				Window:       time.Duration(rapid.SampledFrom([]int{1, 50, 1000, 10000}).Draw(rt, "windowMs")) * time.Millisecond,
+				MinPerSecond: rapid.SampledFrom([]float64{0, noMinimum, 0.5, 3}).Draw(rt, "minPerSecond"),
 			}
-			b, err := NewBudget(cfg)
+			window := time.Duration(rapid.SampledFrom([]int{1, 50, 1000, 10000}).Draw(rt, "windowMs")) * time.Millisecond
+			b, err := newBudget(cfg, window)
 			if err != nil {
 				rt.Fatalf("NewBudget(%+v): %v", cfg, err)
 			}
@@ -397,7 +412,7 @@ func TestBudgetProperties(t *testing.T) {
 				if bal < 0 || math.IsNaN(bal) {
 					rt.Fatalf("balance = %v", bal)
 				}
-				paid := s.Window.Seconds()*s.MinPerSecond + s.Ratio*float64(deposits.Load()) + s.MinPerSecond*time.Since(start).Seconds()
+				paid := window.Seconds()*s.MinPerSecond + s.Ratio*float64(deposits.Load()) + s.MinPerSecond*time.Since(start).Seconds()
 				if g := float64(grants.Load()); g > paid+1e-6 {
 					rt.Fatalf("granted %v retries, paid for %v", g, paid)
 				}
@@ -474,7 +489,7 @@ func TestBudgetProperties(t *testing.T) {
 // Absurd but valid settings never make the balance infinite or NaN.
 func TestBudgetHugeSettings(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: math.MaxFloat64, MinPerSecond: math.MaxFloat64, Window: time.Duration(math.MaxInt64)})
+		b := mustBudgetWindow(t, BudgetConfig{Ratio: math.MaxFloat64, MinPerSecond: math.MaxFloat64}, time.Duration(math.MaxInt64))
 		for range 3 {
 			b.Deposit()
 		}
@@ -487,7 +502,7 @@ func TestBudgetHugeSettings(t *testing.T) {
 				t.Fatalf("Available = %v after %v", a, d)
 			}
 		}
-		small := mustBudget(t, BudgetConfig{Ratio: math.MaxFloat64, Window: time.Millisecond})
+		small := mustBudgetWindow(t, BudgetConfig{Ratio: math.MaxFloat64}, time.Millisecond)
 		small.Deposit()
 		small.Deposit()
 		time.Sleep(1000 * time.Hour) // the deposits decay to nothing: exp(-3.6e9)
@@ -502,7 +517,7 @@ func TestBudgetHugeSettings(t *testing.T) {
 // whole retry.
 func TestBudgetConcurrentDeposits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: NoMinimum})
+		b := mustBudget(t, BudgetConfig{Ratio: 1, MinPerSecond: noMinimum})
 		const goroutines, each = 16, 2000
 		var wg sync.WaitGroup
 		for range goroutines {

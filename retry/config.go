@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -16,12 +15,12 @@ const (
 	defaultMaxAttempts     = 3
 	defaultInitialInterval = 100 * time.Millisecond
 	defaultMaxInterval     = 10 * time.Second
-	defaultMultiplier      = 2.0
 	defaultJitter          = 0.5
 )
 
-// NoJitter, as [Config.Jitter], turns off the randomisation of waits.
-const NoJitter = -1.0
+// multiplier grows the wait after each failure, as Polly's exponential
+// backoff does; Config.NewSchedule gives any other schedule.
+const multiplier = 2.0
 
 // Config configures a [Retry]. The zero value is valid: each field says
 // its default. [New] copies it.
@@ -33,8 +32,8 @@ type Config struct {
 	// 3; otherwise it must be >= 1.
 	MaxAttempts int
 
-	// InitialInterval is the wait after the first failure. Zero means
-	// 100ms; otherwise it must be > 0.
+	// InitialInterval is the wait after the first failure; each later
+	// wait doubles. Zero means 100ms; otherwise it must be > 0.
 	InitialInterval time.Duration
 
 	// MaxInterval caps every scheduled wait. An error whose RetryAfter
@@ -42,13 +41,9 @@ type Config struct {
 	// otherwise it must be > 0. It must be >= InitialInterval.
 	MaxInterval time.Duration
 
-	// Multiplier grows the wait after each failure. Zero means 2;
-	// otherwise it must be finite and >= 1.
-	Multiplier float64
-
 	// Jitter randomises each wait w to a uniform value in
-	// [w*(1-Jitter), w*(1+Jitter)], before the cap. Zero means 0.5;
-	// otherwise it must be in [0, 1], or [NoJitter].
+	// [w*(1-Jitter), w*(1+Jitter)], before the cap. Zero means 0.5, and
+	// a negative value means none; otherwise it must be at most 1.
 	Jitter float64
 
 	// ShouldRetry, if set, is asked about each failure the fixed rules
@@ -57,7 +52,7 @@ type Config struct {
 	ShouldRetry func(error) bool
 
 	// NewSchedule, if set, replaces the exponential schedule
-	// (InitialInterval, Multiplier and Jitter). It is called once per
+	// (InitialInterval and Jitter). It is called once per
 	// call, at the first failure that needs a scheduled wait, and the
 	// schedule it returns is Reset, then used by that call alone. Each
 	// NextBackOff gives the wait before the next attempt, capped at
@@ -99,17 +94,13 @@ func (cfg Config) resolve() (Config, error) {
 	if s.MaxInterval < s.InitialInterval {
 		return s, fmt.Errorf("retry: Config.MaxInterval (%v) must be >= Config.InitialInterval (%v)", s.MaxInterval, s.InitialInterval)
 	}
-	s.Multiplier = cmp.Or(s.Multiplier, defaultMultiplier)
-	if !(s.Multiplier >= 1) || math.IsInf(s.Multiplier, 0) { // NaN fails too
-		return s, fmt.Errorf("retry: Config.Multiplier must be a finite number >= 1, got %v", cfg.Multiplier)
-	}
 	switch {
 	case s.Jitter == 0:
 		s.Jitter = defaultJitter
-	case s.Jitter == NoJitter:
+	case s.Jitter < 0:
 		s.Jitter = 0
-	case !(s.Jitter >= 0 && s.Jitter <= 1): // NaN fails too
-		return s, fmt.Errorf("retry: Config.Jitter must be in [0, 1] or NoJitter, got %v", cfg.Jitter)
+	case !(s.Jitter <= 1): // NaN fails too
+		return s, fmt.Errorf("retry: Config.Jitter must be at most 1, got %v", cfg.Jitter)
 	}
 	return s, nil
 }

@@ -19,7 +19,7 @@ import (
 // call as exhausted, which the Deadline returns unchanged.
 func TestRetryAttemptRefusedByDeadlineEndsAsTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := New(Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: NoJitter})
+		r, err := New(Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: noJitter})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@
 //	  an earlier attempt ran fn, even if
 //	  ctx is done
 //	the call's ctx is done                     stop                           err
-//	err marked with Permanent                  stop                           err
+//	err marked with policy.Permanent           stop                           err
 //	Config.ShouldRetry(err) == false           stop                           err
 //	n >= MaxAttempts                           stop, exhausted                *ExhaustedError
 //	RetryAfter() > MaxInterval                 stop, exhausted, no wait       *ExhaustedError
@@ -42,9 +42,9 @@
 //
 // # Permanent errors
 //
-// [Permanent] marks an error as not to be retried. A Retry or hedge.Hedge
-// takes the marker off every error it returns (see [Unmark]), so a marker
-// stops the nearest one only. The markers of
+// [policy.Permanent] marks an error as not to be retried. A Retry or
+// hedge.Hedge takes the marker off every error it returns (see
+// [policy.Unmark]), so a marker stops the nearest one only. The markers of
 // github.com/cenkalti/backoff/v4's Permanent work the same way.
 //
 // # Budgets

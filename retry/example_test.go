@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -17,7 +18,7 @@ func Example() {
 		Name:            "inventory",
 		MaxAttempts:     5,
 		InitialInterval: time.Millisecond,
-		Jitter:          retry.NoJitter,
+		Jitter:          -1,
 		OnRetry: func(ctx context.Context, attempt int, err error, wait time.Duration) {
 			fmt.Printf("attempt %d failed (%v); retrying in %v\n", attempt, err, wait)
 		},
@@ -58,13 +59,13 @@ func ExampleErrExhausted() {
 }
 
 // A permanent error ends the call at once, with the error itself.
-func ExamplePermanent() {
+func Example_permanent() {
 	errBadRequest := errors.New("400 bad request")
 	r, _ := retry.New(retry.Config{})
 	calls := 0
 	err := r.Execute(context.Background(), func(context.Context) error {
 		calls++
-		return retry.Permanent(errBadRequest)
+		return policy.Permanent(errBadRequest)
 	})
 	fmt.Println(calls, err, err == errBadRequest)
 	// Output:
@@ -92,21 +93,11 @@ func ExampleConfig_newSchedule() {
 	// retry "fixed": gave up after 3 attempts: the schedule stopped: unavailable
 }
 
-// Code that runs an fn which may mark its errors, with no Retry above it to
-// take the marker off, calls Unmark before handing the error on.
-func ExampleUnmark() {
-	errBadRequest := errors.New("400 bad request")
-	err := retry.Permanent(errBadRequest)
-	fmt.Println(err == errBadRequest, retry.Unmark(err) == errBadRequest)
-	// Output:
-	// false true
-}
-
 // One Budget shared by two Retries calling the same dependency: with no
-// reserve (NoMinimum) and 0.6 of a retry paid for by each call, the first
+// reserve (MinPerSecond -1) and 0.6 of a retry paid for by each call, the first
 // failing call cannot retry; with the second call's deposit, it can, once.
 func ExampleBudget() {
-	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: retry.NoMinimum})
+	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.6, MinPerSecond: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -131,7 +122,7 @@ func ExampleBudget() {
 
 // A caller that runs each attempt itself drives a Loop.
 func ExampleRetry_Start() {
-	r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: retry.NoJitter})
+	r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: -1})
 	if err != nil {
 		panic(err)
 	}

@@ -16,34 +16,29 @@ import (
 // grants no more withdrawals than its reserve plus what the deposits paid
 // for.
 func FuzzBudgetConfig(f *testing.F) {
-	f.Add(0.0, 0.0, int64(0), uint16(10), uint16(10))
-	f.Add(0.2, retry.NoMinimum, int64(time.Second), uint16(100), uint16(50))
-	f.Add(math.NaN(), 0.0, int64(0), uint16(1), uint16(1))
-	f.Add(1e300, 1e300, int64(math.MaxInt64), uint16(1000), uint16(1000))
-	f.Add(-1.0, -2.0, int64(-1), uint16(0), uint16(0))
-	f.Add(1e-300, 0.0, int64(time.Millisecond), uint16(3), uint16(3))
-	f.Fuzz(func(t *testing.T, ratio, minPerSecond float64, window int64, deposits, withdrawals uint16) {
-		cfg := retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond, Window: time.Duration(window)}
+	f.Add(0.0, 0.0, uint16(10), uint16(10))
+	f.Add(0.2, -1.0, uint16(100), uint16(50))
+	f.Add(math.NaN(), 0.0, uint16(1), uint16(1))
+	f.Add(1e300, 1e300, uint16(1000), uint16(1000))
+	f.Add(-1.0, -2.0, uint16(0), uint16(0))
+	f.Add(1e-300, math.Inf(1), uint16(3), uint16(3))
+	f.Fuzz(func(t *testing.T, ratio, minPerSecond float64, deposits, withdrawals uint16) {
+		cfg := retry.BudgetConfig{Ratio: ratio, MinPerSecond: minPerSecond}
 		want := ""
-		r, floor, w := ratio, minPerSecond, time.Duration(window)
+		r, floor, w := ratio, minPerSecond, 10*time.Second
 		if r == 0 { // BudgetConfig's documented defaults
 			r = 0.2
 		}
 		if floor == 0 {
 			floor = 10
-		} else if floor == retry.NoMinimum {
+		} else if floor < 0 {
 			floor = 0
-		}
-		if w == 0 {
-			w = 10 * time.Second
 		}
 		switch {
 		case !(r > 0) || math.IsInf(r, 0):
 			want = "Ratio"
-		case !(floor >= 0) || math.IsInf(floor, 0):
+		case math.IsNaN(floor) || math.IsInf(floor, 0):
 			want = "MinPerSecond"
-		case w < time.Millisecond:
-			want = "Window"
 		}
 		b, err := retry.NewBudget(cfg)
 		if want != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -29,24 +30,23 @@ var (
 func FuzzConfig(f *testing.F) {
 	ms := int64(time.Millisecond)
 	for _, s := range []struct {
-		attempts           int
-		initial, max       int64
-		multiplier, jitter float64
+		attempts     int
+		initial, max int64
+		jitter       float64
 	}{
-		{0, 0, 0, 0, 0}, {1, ms, ms, 1, retry.NoJitter}, {math.MaxInt, 1, math.MaxInt64, math.MaxFloat64, 1},
-		{-1, 0, 0, 0, 0}, {3, -1, 0, 0, 0}, {3, 0, -1, 0, 0}, {3, 2 * ms, ms, 0, 0},
-		{3, 0, 0, math.NaN(), 0}, {3, 0, 0, math.Inf(1), 0}, {3, 0, 0, 0.5, 0},
-		{3, 0, 0, 0, math.NaN()}, {3, 0, 0, 0, 1.5}, {3, 0, 0, 0, -0.5}, {5, ms, int64(time.Hour), 3, 0.9},
+		{0, 0, 0, 0}, {1, ms, ms, -1}, {math.MaxInt, 1, math.MaxInt64, 1},
+		{-1, 0, 0, 0}, {3, -1, 0, 0}, {3, 0, -1, 0}, {3, 2 * ms, ms, 0},
+		{3, 0, 0, math.NaN()}, {3, 0, 0, 1.5}, {3, 0, 0, -0.5}, {3, 0, 0, math.Inf(-1)}, {5, ms, int64(time.Hour), 0.9},
 	} {
-		f.Add("fuzz", s.attempts, s.initial, s.max, s.multiplier, s.jitter)
+		f.Add("fuzz", s.attempts, s.initial, s.max, s.jitter)
 	}
-	f.Fuzz(func(t *testing.T, name string, attempts int, initial, maxInterval int64, multiplier, jitter float64) {
+	f.Fuzz(func(t *testing.T, name string, attempts int, initial, maxInterval int64, jitter float64) {
 		cfg := retry.Config{
 			Name: name, MaxAttempts: attempts, InitialInterval: time.Duration(initial),
-			MaxInterval: time.Duration(maxInterval), Multiplier: multiplier, Jitter: jitter,
+			MaxInterval: time.Duration(maxInterval), Jitter: jitter,
 		}
 		// The documented rules, in the documented order.
-		resAttempts, resInitial, resMax, resMult := attempts, initial, maxInterval, multiplier
+		resAttempts, resInitial, resMax := attempts, initial, maxInterval
 		if resAttempts == 0 {
 			resAttempts = 3
 		}
@@ -56,9 +56,6 @@ func FuzzConfig(f *testing.F) {
 		if resMax == 0 {
 			resMax = int64(10 * time.Second)
 		}
-		if resMult == 0 {
-			resMult = 2
-		}
 		var wantField string
 		switch {
 		case resAttempts < 1:
@@ -67,9 +64,7 @@ func FuzzConfig(f *testing.F) {
 			wantField = "InitialInterval"
 		case resMax < 0, resMax < resInitial:
 			wantField = "MaxInterval"
-		case !(resMult >= 1) || math.IsInf(resMult, 0):
-			wantField = "Multiplier"
-		case jitter != 0 && jitter != retry.NoJitter && !(jitter >= 0 && jitter <= 1):
+		case math.IsNaN(jitter) || jitter > 1:
 			wantField = "Jitter"
 		}
 		var waits []time.Duration
@@ -106,7 +101,7 @@ func FuzzConfig(f *testing.F) {
 					t.Errorf("Attempt = %d in attempt %d", retry.Attempt(ctx), n)
 				}
 				if n > 3 {
-					return retry.Permanent(errFuzzStop)
+					return policy.Permanent(errFuzzStop)
 				}
 				return errFuzzAttempt
 			})

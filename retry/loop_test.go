@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
 // A Loop ends as Execute does: nil at the first success, the rules' error
 // otherwise, and a Permanent failure unmarked at once.
 func TestLoopEndsAsExecuteDoes(t *testing.T) {
-	r, err := retry.New(retry.Config{MaxAttempts: 4, InitialInterval: time.Microsecond, Jitter: retry.NoJitter})
+	r, err := retry.New(retry.Config{MaxAttempts: 4, InitialInterval: time.Microsecond, Jitter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestLoopEndsAsExecuteDoes(t *testing.T) {
 	}{
 		{"success at the second", []error{boom, nil}, func(err error) bool { return err == nil }, 2},
 		{"exhausted", []error{boom, boom, boom, boom}, func(err error) bool { return errors.Is(err, retry.ErrExhausted) }, 4},
-		{"permanent", []error{retry.Permanent(boom)}, func(err error) bool { return err == boom }, 1},
+		{"permanent", []error{policy.Permanent(boom)}, func(err error) bool { return err == boom }, 1},
 	} {
 		l := r.Start(context.Background())
 		runs := 0

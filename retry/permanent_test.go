@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 )
 
@@ -36,7 +37,7 @@ func TestPermanentStopsOnlyTheNearestRetry(t *testing.T) {
 	err = outer.Execute(context.Background(), func(ctx context.Context) error {
 		return inner.Execute(ctx, func(context.Context) error {
 			calls++
-			return &wrapped{retry.Permanent(boom)}
+			return &wrapped{policy.Permanent(boom)}
 		})
 	})
 	if calls != 3 {
@@ -52,14 +53,14 @@ func TestPermanentStopsOnlyTheNearestRetry(t *testing.T) {
 // error fn returned is left unchanged (a Retry given it again still stops).
 func TestUnmarkLeavesTheErrorUnchanged(t *testing.T) {
 	boom := errors.New("boom")
-	if got := retry.Unmark(retry.Permanent(boom)); got != boom {
+	if got := policy.Unmark(policy.Permanent(boom)); got != boom {
 		t.Errorf("Unmark(Permanent(boom)) = %v; want boom itself", got)
 	}
-	if got := retry.Unmark(boom); got != boom {
+	if got := policy.Unmark(boom); got != boom {
 		t.Errorf("Unmark(boom) = %v; want boom itself", got)
 	}
-	w := &wrapped{retry.Permanent(boom)}
-	got := retry.Unmark(w)
+	w := &wrapped{policy.Permanent(boom)}
+	got := policy.Unmark(w)
 	var as *wrapped
 	if got.Error() != w.Error() || !errors.Is(got, boom) || !errors.As(got, &as) || as != w {
 		t.Errorf("Unmark(wrapped) = %v; want w's message, matching boom and w", got)

@@ -39,7 +39,7 @@ func TestRejectionAfterAttemptRan(t *testing.T) {
 			`retry "llm": gave up after 2 attempts: attempt 3 was rejected (breaker "llm" rejected the call: open): boom 2`},
 		{"wrapped rejection", fmt.Errorf("pipeline: %w", rejOpen), 1, rejOpen,
 			`retry "llm": gave up after 1 attempt: attempt 2 was rejected (breaker "llm" rejected the call: open): boom 1`},
-		{"marked rejection", Permanent(rejOpen), 1, rejOpen,
+		{"marked rejection", policy.Permanent(rejOpen), 1, rejOpen,
 			`retry "llm": gave up after 1 attempt: attempt 2 was rejected (breaker "llm" rejected the call: open): boom 1`},
 		// A rejection without a RejectedError is a rejection all the same.
 		{"bare sentinel", bare, 1, nil,

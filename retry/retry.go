@@ -31,7 +31,7 @@ func New(cfg Config) (*Retry, error) {
 	return &Retry{s: s, rec: newRecorder(s.MeterProvider, s.Name), expo: backoff.ExponentialBackOff{
 		InitialInterval:     s.InitialInterval,
 		RandomizationFactor: s.Jitter,
-		Multiplier:          s.Multiplier,
+		Multiplier:          multiplier,
 		MaxInterval:         s.MaxInterval,
 		MaxElapsedTime:      0, // MaxAttempts and ctx end a call, not elapsed time
 		Stop:                backoff.Stop,
@@ -134,9 +134,9 @@ func (l *Loop) next(err error) (bool, error) {
 			e.Rejection, _ = errors.AsType[*policy.RejectedError](err)
 			return false, e
 		}
-		return false, Unmark(err)
-	case ctx.Err() != nil, IsPermanent(err):
-		return false, Unmark(err)
+		return false, policy.Unmark(err)
+	case ctx.Err() != nil, policy.IsPermanent(err):
+		return false, policy.Unmark(err)
 	case r.s.ShouldRetry != nil && !r.s.ShouldRetry(err):
 		return false, err
 	case n >= r.s.MaxAttempts:

@@ -63,7 +63,7 @@ func BenchmarkExecuteThreeFailuresExponential(b *testing.B) {
 		MaxAttempts:     4,
 		InitialInterval: 1,
 		MaxInterval:     1,
-		Jitter:          NoJitter,
+		Jitter:          noJitter,
 		MeterProvider:   noop.NewMeterProvider(),
 	})
 	ctx := context.Background()

@@ -111,16 +111,14 @@ func TestExponentialScheduleNoJitter(t *testing.T) {
 		cfg  Config
 		want []time.Duration
 	}{
-		{"defaults", Config{Jitter: NoJitter}, []time.Duration{100 * ms, 200 * ms}},
-		{"capped at MaxInterval", Config{MaxAttempts: 8, MaxInterval: time.Second, Jitter: NoJitter},
+		{"defaults", Config{Jitter: noJitter}, []time.Duration{100 * ms, 200 * ms}},
+		{"capped at MaxInterval", Config{MaxAttempts: 8, MaxInterval: time.Second, Jitter: noJitter},
 			[]time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1000 * ms, 1000 * ms, 1000 * ms}},
-		{"default MaxInterval 10s", Config{MaxAttempts: 10, InitialInterval: time.Second, Jitter: NoJitter},
+		{"default MaxInterval 10s", Config{MaxAttempts: 10, InitialInterval: time.Second, Jitter: noJitter},
 			[]time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second,
 				10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second}},
-		{"multiplier 3", Config{MaxAttempts: 4, InitialInterval: 10 * ms, Multiplier: 3, Jitter: NoJitter},
-			[]time.Duration{10 * ms, 30 * ms, 90 * ms}},
-		{"multiplier 1", Config{MaxAttempts: 4, InitialInterval: 10 * ms, Multiplier: 1, Jitter: NoJitter},
-			[]time.Duration{10 * ms, 10 * ms, 10 * ms}},
+		{"InitialInterval 10ms", Config{MaxAttempts: 4, InitialInterval: 10 * ms, Jitter: noJitter},
+			[]time.Duration{10 * ms, 20 * ms, 40 * ms}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +147,7 @@ func TestExponentialScheduleNoJitter(t *testing.T) {
 // A fresh schedule per call: a second call starts again at InitialInterval.
 func TestScheduleIsPerCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, Config{Jitter: NoJitter})
+		r := mustNew(t, Config{Jitter: noJitter})
 		for i := range 3 {
 			res := run(t.Context(), r, always(errBoom))
 			want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
@@ -219,7 +217,7 @@ func max2(a, b time.Duration) time.Duration { return max(a, b) }
 
 func TestRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, Config{Name: "api", MaxAttempts: 4, Jitter: NoJitter})
+		r := mustNew(t, Config{Name: "api", MaxAttempts: 4, Jitter: noJitter})
 		// Attempt 1 asks for 3s (wrapped: found anywhere in the chain), attempt
 		// 2 asks for 0 (falls back to the schedule, built only now), attempt 3
 		// for exactly MaxInterval.
@@ -272,16 +270,16 @@ func TestDeadline(t *testing.T) {
 		wantCalls int
 		wantWait  time.Duration // refused
 	}{
-		// Attempt 2 at 100ms; the next wait of 400ms would end at 500ms.
-		{"passes", 450 * ms, 2, 400 * ms},
-		{"reaches exactly", 500 * ms, 2, 400 * ms},
-		{"fits", 501 * ms, 3, 0},
-		{"first wait passes", 50 * ms, 1, 100 * ms},
+		// Attempt 2 at 200ms; the next wait of 400ms would end at 600ms.
+		{"passes", 550 * ms, 2, 400 * ms},
+		{"reaches exactly", 600 * ms, 2, 400 * ms},
+		{"fits", 601 * ms, 3, 0},
+		{"first wait passes", 150 * ms, 1, 200 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := mustNew(t, Config{Name: "d", MaxAttempts: 3, Multiplier: 4, Jitter: NoJitter})
+				r := mustNew(t, Config{Name: "d", MaxAttempts: 3, InitialInterval: 200 * ms, Jitter: noJitter})
 				ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
 				defer cancel()
 				res := run(ctx, r, always(errBoom))
@@ -309,17 +307,17 @@ func TestDeadline(t *testing.T) {
 }
 
 func TestPermanent(t *testing.T) {
-	if Permanent(nil) != nil {
-		t.Error("Permanent(nil) != nil")
+	if policy.Permanent(nil) != nil {
+		t.Error("policy.Permanent(nil) != nil")
 	}
-	wrapped := fmt.Errorf("op: %w", Permanent(errBoom))
+	wrapped := fmt.Errorf("op: %w", policy.Permanent(errBoom))
 	tests := []struct {
 		name string
 		err  error
 		want error // the error the call must return, exactly
 	}{
-		{"direct", Permanent(errBoom), errBoom},
-		{"marked twice", Permanent(Permanent(errBoom)), errBoom},
+		{"direct", policy.Permanent(errBoom), errBoom},
+		{"marked twice", policy.Permanent(policy.Permanent(errBoom)), errBoom},
 		// A marker inside another error is not stripped: the wrapper (an
 		// attempt deadline's ExceededError, say) keeps its meaning.
 		{"wrapped", wrapped, wrapped},
@@ -339,28 +337,6 @@ func TestPermanent(t *testing.T) {
 	}
 }
 
-// The marker is retry's own: it has the marked error's message, errors.Is
-// and errors.As see through it, and it is no type of backoff's.
-func TestPermanentMarker(t *testing.T) {
-	cause := retryAfterErr{time.Second}
-	p := Permanent(cause)
-	if p.Error() != cause.Error() || !errors.Is(p, cause) {
-		t.Errorf("Permanent(cause) = %q, Is cause %v", p, errors.Is(p, cause))
-	}
-	if got, ok := errors.AsType[retryAfterErr](p); !ok || got != cause {
-		t.Errorf("errors.As through the marker = %v, %v", got, ok)
-	}
-	if _, ok := errors.AsType[*backoff.PermanentError](p); ok {
-		t.Error("the marker is a *backoff.PermanentError")
-	}
-	if Permanent(p) != p {
-		t.Error("Permanent(Permanent(err)) is a second marker")
-	}
-	if !IsPermanent(fmt.Errorf("a: %w", fmt.Errorf("b: %w", p))) || IsPermanent(cause) {
-		t.Error("IsPermanent does not find the marker deep in the chain, or finds one where there is none")
-	}
-}
-
 // sameOrSettled reports whether got is want itself or, for a want with a
 // marker deeper in its chain, want settled: matching it with errors.Is,
 // with its message, and honoured by no Retry.
@@ -368,30 +344,7 @@ func sameOrSettled(got, want error) bool {
 	if got == want {
 		return true
 	}
-	return IsPermanent(want) && errors.Is(got, want) && got.Error() == want.Error() && !IsPermanent(got)
-}
-
-func TestUnmark(t *testing.T) {
-	wrapped := fmt.Errorf("op: %w", Permanent(errBoom))
-	empty := &backoff.PermanentError{}
-	tests := []struct {
-		name string
-		err  error
-		want error
-	}{
-		{"nil", nil, nil},
-		{"plain", errBoom, errBoom},
-		{"marker", Permanent(errBoom), errBoom},
-		{"marker deeper in the chain", wrapped, wrapped},
-		{"backoff marker", backoff.Permanent(errBoom), errBoom},
-		{"backoff marker around retry's", backoff.Permanent(Permanent(errBoom)), errBoom},
-		{"backoff marker around nothing", empty, empty},
-	}
-	for _, tt := range tests {
-		if got := Unmark(tt.err); !sameOrSettled(got, tt.want) {
-			t.Errorf("%s: Unmark = %#v, want %#v", tt.name, got, tt.want)
-		}
-	}
+	return policy.IsPermanent(want) && errors.Is(got, want) && got.Error() == want.Error() && !policy.IsPermanent(got)
 }
 
 // A Permanent marker never reaches the caller, even when another rule ends
@@ -399,11 +352,11 @@ func TestUnmark(t *testing.T) {
 func TestPermanentUnmarkedByEveryRule(t *testing.T) {
 	rejected := policy.NewRejectedError("breaker", "b", "open", nil)
 	r := mustNew(t, Config{})
-	if err := r.Execute(t.Context(), func(context.Context) error { return Permanent(rejected) }); err != rejected {
-		t.Errorf("Permanent(rejection): err = %#v, want the rejection itself", err)
+	if err := r.Execute(t.Context(), func(context.Context) error { return policy.Permanent(rejected) }); err != rejected {
+		t.Errorf("policy.Permanent(rejection): err = %#v, want the rejection itself", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	err := r.Execute(ctx, func(context.Context) error { cancel(); return Permanent(errBoom) })
+	err := r.Execute(ctx, func(context.Context) error { cancel(); return policy.Permanent(errBoom) })
 	if err != errBoom {
 		t.Errorf("Permanent with ctx canceled: err = %#v, want errBoom itself", err)
 	}
@@ -463,7 +416,7 @@ func TestContextDoneBeforeNext(t *testing.T) {
 
 func TestCanceledDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, Config{Name: "w", InitialInterval: time.Second, Jitter: NoJitter})
+		r := mustNew(t, Config{Name: "w", InitialInterval: time.Second, Jitter: noJitter})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		time.AfterFunc(300*time.Millisecond, cancel)
@@ -498,7 +451,7 @@ func TestCanceledBeforeZeroWait(t *testing.T) {
 
 func TestAttemptTimeoutsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, Config{MaxAttempts: 3, Jitter: NoJitter})
+		r := mustNew(t, Config{MaxAttempts: 3, Jitter: noJitter})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		calls := 0
@@ -545,7 +498,7 @@ func TestShouldRetry(t *testing.T) {
 	}
 	// ShouldRetry is not asked about what the fixed rules settle.
 	seen = nil
-	run(t.Context(), r, always(Permanent(errBoom)))
+	run(t.Context(), r, always(policy.Permanent(errBoom)))
 	run(t.Context(), r, always(policy.NewRejectedError("bulkhead", "", "full", nil)))
 	if len(seen) != 0 {
 		t.Errorf("ShouldRetry asked about %v", seen)
@@ -715,7 +668,7 @@ func TestMaxAttemptsHuge(t *testing.T) {
 	}
 	res := run(t.Context(), r, func(n int) error {
 		if n == 5 {
-			return Permanent(errBoom)
+			return policy.Permanent(errBoom)
 		}
 		if n > 5 {
 			panic("spinning")
@@ -771,7 +724,7 @@ func TestOnRetry(t *testing.T) {
 		var calls []call
 		start := time.Now()
 		r := mustNew(t, Config{
-			MaxAttempts: 3, Jitter: NoJitter,
+			MaxAttempts: 3, Jitter: noJitter,
 			OnRetry: func(ctx context.Context, attempt int, err error, wait time.Duration) {
 				calls = append(calls, call{attempt, err, wait, ctx.Value(key{}) == "v" && Attempt(ctx) == 0, time.Since(start)})
 			},
@@ -846,7 +799,7 @@ func TestTelemetry(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 		defer tp.Shutdown(context.Background())
 
-		r, err := New(Config{Name: "llm", MaxAttempts: 3, Jitter: NoJitter, MeterProvider: mp})
+		r, err := New(Config{Name: "llm", MaxAttempts: 3, Jitter: noJitter, MeterProvider: mp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -863,7 +816,7 @@ func TestTelemetry(t *testing.T) {
 		// Success at once, rejection, permanent: nothing counted.
 		run(ctx, r, always(nil))
 		run(ctx, r, always(policy.NewRejectedError("bulkhead", "b", "full", nil)))
-		run(ctx, r, always(Permanent(errBoom)))
+		run(ctx, r, always(policy.Permanent(errBoom)))
 		span.End()
 
 		attrs := attribute.NewSet(telemetry.KeyKind.String("retry"), telemetry.KeyName.String("llm"))
@@ -923,9 +876,9 @@ func TestConfigValidation(t *testing.T) {
 		{"MaxAttempts 1", Config{MaxAttempts: 1}, "", ""},
 		{"MaxAttempts MaxInt", Config{MaxAttempts: math.MaxInt}, "", ""},
 		{"Initial == Max", Config{InitialInterval: time.Second, MaxInterval: time.Second}, "", ""},
-		{"Multiplier 1", Config{Multiplier: 1}, "", ""},
 		{"Jitter 1", Config{Jitter: 1}, "", ""},
-		{"Jitter NoJitter", Config{Jitter: NoJitter}, "", ""},
+		{"Jitter -1", Config{Jitter: -1}, "", ""},
+		{"Jitter -Inf", Config{Jitter: math.Inf(-1)}, "", ""},
 		{"Jitter tiny", Config{Jitter: 1e-9}, "", ""},
 		{"MaxAttempts -1", Config{MaxAttempts: -1}, "Config.MaxAttempts", "must be >= 1, got -1"},
 		{"MaxAttempts MinInt", Config{MaxAttempts: math.MinInt}, "Config.MaxAttempts", "must be >= 1, got -9223372036854775808"},
@@ -934,15 +887,9 @@ func TestConfigValidation(t *testing.T) {
 		{"Initial > Max", Config{InitialInterval: 2 * time.Second, MaxInterval: time.Second}, "Config.MaxInterval", "(1s) must be >= Config.InitialInterval (2s)"},
 		{"Initial > default Max", Config{InitialInterval: 20 * time.Second}, "Config.MaxInterval", "(10s) must be >= Config.InitialInterval (20s)"},
 		{"Max < default Initial", Config{MaxInterval: 50 * time.Millisecond}, "Config.MaxInterval", "(50ms) must be >= Config.InitialInterval (100ms)"},
-		{"Multiplier 0.5", Config{Multiplier: 0.5}, "Config.Multiplier", "must be a finite number >= 1, got 0.5"},
-		{"Multiplier negative", Config{Multiplier: -2}, "Config.Multiplier", "must be a finite number >= 1, got -2"},
-		{"Multiplier NaN", Config{Multiplier: nan}, "Config.Multiplier", "must be a finite number >= 1, got NaN"},
-		{"Multiplier +Inf", Config{Multiplier: math.Inf(1)}, "Config.Multiplier", "must be a finite number >= 1, got +Inf"},
-		{"Jitter 1.5", Config{Jitter: 1.5}, "Config.Jitter", "must be in [0, 1] or NoJitter, got 1.5"},
-		{"Jitter -0.5", Config{Jitter: -0.5}, "Config.Jitter", "must be in [0, 1] or NoJitter, got -0.5"},
-		{"Jitter NaN", Config{Jitter: nan}, "Config.Jitter", "must be in [0, 1] or NoJitter, got NaN"},
-		{"Jitter +Inf", Config{Jitter: math.Inf(1)}, "Config.Jitter", "must be in [0, 1] or NoJitter, got +Inf"},
-		{"Jitter -Inf", Config{Jitter: math.Inf(-1)}, "Config.Jitter", "must be in [0, 1] or NoJitter, got -Inf"},
+		{"Jitter 1.5", Config{Jitter: 1.5}, "Config.Jitter", "must be at most 1, got 1.5"},
+		{"Jitter NaN", Config{Jitter: nan}, "Config.Jitter", "must be at most 1, got NaN"},
+		{"Jitter +Inf", Config{Jitter: math.Inf(1)}, "Config.Jitter", "must be at most 1, got +Inf"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1055,7 +1002,7 @@ func TestConcurrentStress(t *testing.T) {
 						case 0:
 							last = nil
 						case 1:
-							last = Permanent(errBoom)
+							last = policy.Permanent(errBoom)
 						default:
 							last = fmt.Errorf("transient %d", calls)
 						}
@@ -1076,7 +1023,7 @@ func TestConcurrentStress(t *testing.T) {
 							t.Errorf("exhausted %v does not wrap %v", err, last)
 						}
 					case err == errBoom:
-						if _, marked := last.(*permanentError); !marked {
+						if !policy.IsPermanent(last) {
 							t.Errorf("errBoom without Permanent")
 						}
 					case err == last:
@@ -1125,7 +1072,7 @@ func TestConcurrentStress(t *testing.T) {
 // the context end a call.
 func TestNoElapsedTimeLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := mustNew(t, Config{MaxAttempts: 200, InitialInterval: 10 * time.Second, Jitter: NoJitter})
+		r := mustNew(t, Config{MaxAttempts: 200, InitialInterval: 10 * time.Second, Jitter: noJitter})
 		start := time.Now()
 		res := run(t.Context(), r, always(errBoom))
 		var ee *ExhaustedError

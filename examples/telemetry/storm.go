@@ -175,7 +175,7 @@ func bulkheadPhase(ctx context.Context, tp trace.TracerProvider, mp metric.Meter
 
 func flakyPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvider, _ StormConfig, s *Storm, log io.Writer) error {
 	r, err := retry.New(retry.Config{Name: nameFlaky, MaxAttempts: 3, InitialInterval: 5 * time.Millisecond,
-		Jitter: retry.NoJitter, MeterProvider: mp})
+		Jitter: -1, MeterProvider: mp})
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func slowPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProv
 		return err
 	}
 	r, err := retry.New(retry.Config{Name: nameSlow, MaxAttempts: 2, InitialInterval: 5 * time.Millisecond,
-		Jitter: retry.NoJitter, MeterProvider: mp})
+		Jitter: -1, MeterProvider: mp})
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func slowPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProv
 
 func downPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvider, _ StormConfig, s *Storm, log io.Writer) error {
 	r, err := retry.New(retry.Config{Name: nameDown, MaxAttempts: 3, InitialInterval: 5 * time.Millisecond,
-		Jitter: retry.NoJitter, MeterProvider: mp})
+		Jitter: -1, MeterProvider: mp})
 	if err != nil {
 		return err
 	}

@@ -412,7 +412,7 @@ func TestProbeAbortsThroughCompose(t *testing.T) {
 					t.Fatal(err)
 				}
 				ok := func(context.Context) error { return nil }
-				p.Execute(context.Background(), func(context.Context) error { return retry.Permanent(errSoak) })
+				p.Execute(context.Background(), func(context.Context) error { return policy.Permanent(errSoak) })
 				if br.State() != breaker.Open {
 					t.Fatalf("state %v; want open", br.State())
 				}
