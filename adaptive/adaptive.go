@@ -129,7 +129,7 @@ func (p Permit) Begin(ctx context.Context) (context.Context, Sample) {
 		return ctx, Sample{}
 	}
 	closed := p.l.slots.Closed(ctx)
-	ctx, a := stage.Begin(ctx, p.l.countAnswerFn)
+	ctx, a := stage.Begin(ctx, p.l.countAnswerFn, false)
 	return ctx, Sample{l: p.l, a: a, closed: closed}
 }
 

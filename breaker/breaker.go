@@ -22,9 +22,10 @@ const Kind = "breaker"
 // When a period ends, its OnStateChange publishes the next (see changed).
 type machine struct {
 	*gobreaker.TwoStepCircuitBreaker[struct{}]
-	open  bool  // an open period: open until until, then half-open
-	until int64 // Unix ns
-	held  bool  // by OpenUntil or a gate: probes ask the gate, Counts are zero
+	open  bool        // an open period: open until until, then half-open
+	until int64       // Unix ns
+	held  bool        // by OpenUntil or a gate: probes ask the gate, Counts are zero
+	slow  *slowCounts // closed, with a slow rule: its slow calls
 	// epoch changes at Reset and OpenUntil: outcomes of calls admitted
 	// before count for no later machine.
 	epoch uint64
@@ -36,7 +37,9 @@ type Breaker struct {
 	settings    gobreaker.Settings
 	openTimeout time.Duration
 	isFailure   func(error) bool
-	throttled   bool // IsFailure is the default: exclude a throttled error
+	throttled   bool       // IsFailure is the default: exclude a throttled error
+	slow        *slowWatch // nil without a slow rule
+	buckets     int        // of a closed machine's window, with a slow rule
 
 	cb     atomic.Pointer[machine] // the current machine; written under mu
 	forced atomic.Bool             // ForceOpen until Reset; written under mu
@@ -82,6 +85,12 @@ func New(cfg Config) (*Breaker, error) {
 		onStateChange: cfg.OnStateChange,
 		tel:           newRecorder(in, cfg.Name),
 	}
+	if cfg.SlowCallRatio > 0 {
+		b.slow = &slowWatch{b: b, d: cfg.SlowCallDuration, ratio: cfg.SlowCallRatio,
+			min: cmp.Or(cfg.SlowCallMinCalls, DefaultMinRequests), base: time.Now(), head: 1}
+		b.buckets = int(st.Interval / st.BucketPeriod)
+		b.tel.slowCalls = telemetry.Counter(in.Meter, telemetry.MetricSlow, "{call}", "Calls a circuit breaker judged slow.")
+	}
 	b.cb.Store(b.newMachine(false, false))
 	b.tel.registerGauge(in.Meter, &b.obs, b.State)
 	return b, nil
@@ -91,6 +100,9 @@ func New(cfg Config) (*Breaker, error) {
 // open (the caller sets until).
 func (b *Breaker) newMachine(open, held bool) *machine {
 	m := &machine{open: open, held: held}
+	if b.slow != nil && !open {
+		m.slow = newSlowCounts(time.Now(), b.settings.BucketPeriod, b.buckets)
+	}
 	st := b.settings
 	st.OnStateChange = func(_ string, _, to gobreaker.State) { b.changed(m, State(to)) }
 	if open {
@@ -163,6 +175,7 @@ type Permit struct {
 	ctx  context.Context
 	m    *machine // the machine that admitted the call
 	done func(error)
+	seq  uint64 // the call's number in the slow rule's watch; 0: not timed
 }
 
 // Allow is the two-step form of Execute, for a call that outlives a
@@ -198,7 +211,11 @@ func (b *Breaker) Allow(ctx context.Context) (Permit, error) {
 		}
 		switch err {
 		case nil:
-			return Permit{b: b, ctx: ctx, m: m, done: done}, nil
+			p := Permit{b: b, ctx: ctx, m: m, done: done}
+			if b.slow != nil {
+				p.seq = b.slow.admit(m)
+			}
+			return p, nil
 		case gobreaker.ErrTooManyRequests:
 			return Permit{}, b.rejFull.Record(ctx)
 		}
@@ -215,7 +232,7 @@ func (pp *Permit) Done(err error) error {
 		return err
 	}
 	*pp = Permit{}
-	p.b.report(p.ctx, p.done, err)
+	p.b.report(p.ctx, p.done, p.seq, err)
 	if m := p.b.cb.Load(); m != p.m && m.epoch == p.m.epoch {
 		// m's period ended: bring the current machine up to now.
 		p.b.current(p.ctx)
@@ -224,6 +241,18 @@ func (pp *Permit) Done(err error) error {
 		p.b.flush(p.ctx)
 	}
 	return err
+}
+
+// Begin returns the context to run the permit's call with. With a slow
+// rule, the answer httppolicy's Transport marks on it (the response
+// headers, or the first byte of a streamed body) ends the time the rule
+// judges; without one, the call is timed to Done. Without a slow rule,
+// Begin returns ctx.
+func (p Permit) Begin(ctx context.Context) context.Context {
+	if p.seq == 0 {
+		return ctx
+	}
+	return p.b.slow.begin(ctx, p.seq)
 }
 
 // State returns the breaker's state. An open breaker whose OpenTimeout has
@@ -263,7 +292,10 @@ func (b *Breaker) Counts() Counts {
 	if m == nil || m.held {
 		return Counts{}
 	}
-	return Counts(m.TwoStepCircuitBreaker.Counts())
+	c := m.TwoStepCircuitBreaker.Counts()
+	return Counts{Requests: c.Requests, TotalSuccesses: c.TotalSuccesses, TotalFailures: c.TotalFailures,
+		TotalExclusions: c.TotalExclusions, ConsecutiveSuccesses: c.ConsecutiveSuccesses,
+		ConsecutiveFailures: c.ConsecutiveFailures, SlowCalls: b.slow.counts(m)}
 }
 
 // ForceOpen opens the breaker until [Breaker.Reset]: every call is

@@ -686,6 +686,19 @@ func TestConfigValidation(t *testing.T) {
 		{"FailureRatio -Inf", Config{FailureRatio: math.Inf(-1)}, "FailureRatio"},
 		{"Window negative", Config{Window: -1}, "Window"},
 		{"OpenTimeout negative", Config{OpenTimeout: -time.Second}, "OpenTimeout"},
+		{"slow rule", Config{SlowCallRatio: 1, SlowCallDuration: time.Second}, ""},
+		{"slow rule tiny ratio", Config{SlowCallRatio: math.SmallestNonzeroFloat64, SlowCallDuration: 1}, ""},
+		{"SlowCallMinCalls without the rule", Config{SlowCallMinCalls: 3}, ""},
+		{"SlowCallRatio negative", Config{SlowCallRatio: -0.1, SlowCallDuration: time.Second}, "SlowCallRatio"},
+		{"SlowCallRatio above 1", Config{SlowCallRatio: 1.0000001, SlowCallDuration: time.Second}, "SlowCallRatio"},
+		{"SlowCallRatio NaN", Config{SlowCallRatio: math.NaN(), SlowCallDuration: time.Second}, "SlowCallRatio"},
+		{"SlowCallRatio +Inf", Config{SlowCallRatio: math.Inf(1), SlowCallDuration: time.Second}, "SlowCallRatio"},
+		{"SlowCallDuration 0 with the rule", Config{SlowCallRatio: 0.5}, "SlowCallDuration"},
+		{"SlowCallDuration negative with the rule", Config{SlowCallRatio: 0.5, SlowCallDuration: -1}, "SlowCallDuration"},
+		{"SlowCallDuration without the rule", Config{SlowCallDuration: time.Second}, "SlowCallDuration"},
+		{"SlowCallDuration negative without the rule", Config{SlowCallDuration: -time.Second}, "SlowCallDuration"},
+		{"SlowCallDuration = default Window", Config{SlowCallRatio: 0.5, SlowCallDuration: DefaultWindow}, "SlowCallDuration"},
+		{"SlowCallDuration > Window", Config{SlowCallRatio: 0.5, SlowCallDuration: 2 * time.Second, Window: time.Second}, "SlowCallDuration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,8 +26,9 @@ const (
 // on the 5th consecutive failure, stays open 30 s, then lets one probe
 // through. [New] reads it once.
 //
-// Either trip rule trips the breaker. Each is off at its zero value. With
-// neither set, ConsecutiveFailures is [DefaultConsecutiveFailures].
+// Any trip rule trips the breaker. Each is off at its zero value. With
+// neither failure rule set, ConsecutiveFailures is
+// [DefaultConsecutiveFailures]; the slow rule is off unless set.
 type Config struct {
 	// Name is the watertight.policy.name attribute and RejectedError.Name.
 	Name string
@@ -46,11 +47,31 @@ type Config struct {
 	// ratio rule. 0 means 10. It is ignored when FailureRatio is 0.
 	MinRequests uint32
 
-	// Window is the rolling window in which outcomes are counted while
-	// closed: 10 buckets of Window/10. An outcome is forgotten between
-	// Window - Window/10 and Window after it was recorded. It must be
-	// >= 0. 0 means 60 s when FailureRatio is set, and otherwise no
-	// window: outcomes are never forgotten while closed.
+	// SlowCallRatio trips the breaker when, in the last Window, there were
+	// at least SlowCallMinCalls calls and slow / calls >= SlowCallRatio.
+	// A call is slow once it has run for SlowCallDuration without an
+	// answer (see [Permit.Begin]), even if it then succeeds: it is judged
+	// the moment it passes that time, by a timer, not when it ends. The
+	// calls are those that ended as a success or a failure, and those
+	// judged slow that did not. While half-open, a probe that turns slow
+	// opens the breaker again, as a failed probe does. It must be in
+	// [0, 1]; 0 turns the rule off.
+	SlowCallRatio float64
+
+	// SlowCallDuration is the time after which a call is slow. It must be
+	// > 0 when SlowCallRatio is set, and 0 otherwise.
+	SlowCallDuration time.Duration
+
+	// SlowCallMinCalls is the least number of calls for the slow rule.
+	// 0 means 10. It is ignored when SlowCallRatio is 0.
+	SlowCallMinCalls uint32
+
+	// Window is the rolling window in which outcomes and slow calls are
+	// counted while closed: 10 buckets of Window/10, each counting the
+	// calls admitted in it. A call is forgotten between Window - Window/10
+	// and Window after it was admitted. It must be >= 0. 0 means 60 s
+	// when FailureRatio or SlowCallRatio is set, and otherwise no window:
+	// outcomes are never forgotten while closed.
 	Window time.Duration
 
 	// OpenTimeout is how long the breaker stays open before it turns
@@ -93,6 +114,12 @@ func (c *Config) settings() (gobreaker.Settings, error) {
 	switch {
 	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
 		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.FailureRatio must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
+	case math.IsNaN(c.SlowCallRatio) || c.SlowCallRatio < 0 || c.SlowCallRatio > 1:
+		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallRatio must be in [0, 1] (0 turns the rule off), got %v", c.SlowCallRatio)
+	case c.SlowCallRatio > 0 && c.SlowCallDuration <= 0:
+		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration must be > 0 with SlowCallRatio set, got %v", c.SlowCallDuration)
+	case c.SlowCallRatio == 0 && c.SlowCallDuration != 0:
+		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration is %v but SlowCallRatio is 0: set both, or neither", c.SlowCallDuration)
 	case c.Window < 0:
 		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.Window must be >= 0, got %v", c.Window)
 	case c.OpenTimeout < 0:
@@ -103,8 +130,11 @@ func (c *Config) settings() (gobreaker.Settings, error) {
 	if consecutive == 0 && ratio == 0 {
 		consecutive = DefaultConsecutiveFailures
 	}
-	if ratio > 0 && window == 0 {
+	if (ratio > 0 || c.SlowCallRatio > 0) && window == 0 {
 		window = DefaultWindow
+	}
+	if c.SlowCallRatio > 0 && c.SlowCallDuration >= window {
+		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration (%v) must be less than Window (%v)", c.SlowCallDuration, window)
 	}
 	st := gobreaker.Settings{
 		Name:        c.Name,

@@ -45,11 +45,17 @@ func excluded(ctx context.Context, err error, throttled bool) bool {
 }
 
 // report gives done the outcome of a call that ran with ctx and returned
-// err (policy.ErrAborted if fn panicked). If IsFailure panics, the call is
-// reported as not counted, and the panic goes on.
-func (b *Breaker) report(ctx context.Context, done func(error), err error) {
+// err (policy.ErrAborted if fn panicked), and ends the timing of call seq
+// (0: not timed). If IsFailure panics, the call is reported as not
+// counted, and the panic goes on.
+func (b *Breaker) report(ctx context.Context, done func(error), seq uint64, err error) {
 	out := errNotRun
-	defer func() { done(out) }()
+	defer func() {
+		done(out)
+		if seq != 0 {
+			b.slow.end(seq, out != errNotRun)
+		}
+	}()
 	switch {
 	case err == policy.ErrAborted:
 		out = errFailed

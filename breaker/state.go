@@ -39,4 +39,5 @@ type Counts struct {
 	TotalExclusions      uint32 // outcomes that count as neither
 	ConsecutiveSuccesses uint32 // an excluded outcome neither extends nor ends a run
 	ConsecutiveFailures  uint32
+	SlowCalls            uint32 // calls the slow rule judged slow, while closed
 }

@@ -18,6 +18,8 @@ var stateValues = [numStates]string{telemetry.StateClosed, telemetry.StateHalfOp
 // recorder holds one Breaker's attribute sets, built at New.
 type recorder struct {
 	transitions metric.Int64Counter
+	slowCalls   metric.Int64Counter // nil without a slow rule
+	slowOpts    []metric.AddOption
 	toOpts      [numStates][numStates][]metric.AddOption // by from, to
 	stateOpts   [numStates]metric.ObserveOption
 	kind, name  attribute.KeyValue
@@ -29,6 +31,7 @@ func newRecorder(in *telemetry.Instruments, name string) recorder {
 		kind:        telemetry.KeyKind.String(Kind),
 		name:        telemetry.KeyName.String(name),
 	}
+	rec.slowOpts = telemetry.AddOptions(rec.kind, rec.name)
 	for s := range numStates {
 		state := telemetry.KeyState.String(stateValues[s])
 		rec.stateOpts[s] = metric.WithAttributeSet(attribute.NewSet(rec.kind, rec.name, state))
@@ -71,4 +74,9 @@ func (rec *recorder) registerGauge(m metric.Meter, obs *telemetry.Observers, sta
 		}
 		return nil
 	}, g)
+}
+
+// slow counts a call judged slow.
+func (rec *recorder) slow(ctx context.Context) {
+	rec.slowCalls.Add(ctx, 1, rec.slowOpts...)
 }

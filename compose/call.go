@@ -242,7 +242,9 @@ func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 	case *ratelimit.Limiter:
 		x.rate, err = p.Wait(ctx)
 	case *breaker.Breaker:
-		x.brk, err = p.Allow(ctx)
+		if x.brk, err = p.Allow(ctx); err == nil {
+			ctx = x.brk.Begin(ctx)
+		}
 	}
 	return ctx, err
 }

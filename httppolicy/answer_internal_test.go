@@ -26,7 +26,7 @@ func TestAttemptSampleEndsAtTheResponseHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var sample time.Duration
 		pol := execFunc(func(ctx context.Context, fn policy.Func) error {
-			ctx, a := stage.Begin(ctx, nil)
+			ctx, a := stage.Begin(ctx, nil, false)
 			err := fn(ctx)
 			sample = a.End(time.Now())
 			return err

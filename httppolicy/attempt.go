@@ -150,7 +150,12 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 			return nil
 		}
 	}
-	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{})}
+	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{}), first: len(prefix) > 0}
+	if sb.first {
+		stage.FirstByte(ctx) // the prefix holds it
+	} else if isEventStream(resp.Header) {
+		sb.sse = newSSEScanner(x.t.keepalives())
+	}
 	resp.Body = keepWriter(resp.Body, sb)
 	x.stream = sb
 	x.handed = resp

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -30,6 +31,11 @@ type streamBody struct {
 	held *compose.Held // the held pipeline call
 	stop func() bool   // stops ending held with ctx
 
+	// Read's own: whether the first byte that counts (of an event, for an
+	// event stream: sse) has been read and marked.
+	first bool
+	sse   *sseScanner
+
 	// Written before finished is closed.
 	byCtx   bool  // ctx ended the stream
 	callErr error // the error the call ended with
@@ -47,6 +53,10 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	n, err := b.w.read(b.rc, p)
+	if !b.first && n > 0 && (b.sse == nil || b.sse.scan(p[:n]) > 0) {
+		b.first = true
+		stage.FirstByte(b.ctx)
+	}
 	if err == io.EOF || (err != nil && b.closed.Load()) {
 		// A Read failed by a concurrent Close is the caller's choice.
 		b.end(nil)

@@ -11,6 +11,13 @@ import (
 // defaultKeepaliveEvents is what a nil Transport.KeepaliveEvents means.
 var defaultKeepaliveEvents = []string{"ping"}
 
+func (t *Transport) keepalives() []string {
+	if t.KeepaliveEvents == nil {
+		return defaultKeepaliveEvents
+	}
+	return t.KeepaliveEvents
+}
+
 // maxEventName bounds the event type matched against keepalive names. An
 // event with more than maxKeepaliveData bytes of data counts at once,
 // whatever its type. The scanner keeps the first sseHead bytes of a line.

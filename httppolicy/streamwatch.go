@@ -140,11 +140,7 @@ func (w *streamWatch) counts(p []byte) bool {
 // body. resp's body is closed then, and on error.
 func (w *streamWatch) start(resp *http.Response) (prefix []byte, whole bool, err error) {
 	if isEventStream(resp.Header) {
-		keep := w.t.KeepaliveEvents
-		if keep == nil {
-			keep = defaultKeepaliveEvents
-		}
-		w.sse = newSSEScanner(keep)
+		w.sse = newSSEScanner(w.t.keepalives())
 	}
 	if w.firstByte <= 0 {
 		w.firstByteIn()

@@ -65,12 +65,15 @@ func Hedge(ctx context.Context) int {
 	return 0
 }
 
-// Sample is an adaptive limit's sample of an attempt: when it began and
-// when the dependency answered. httppolicy's Transport marks the answer
-// (the response headers) with [Answered]; a stream read after that is not
-// latency.
+// Sample is a sample of an attempt: when it began and when the dependency
+// answered. httppolicy's Transport marks the answer (the response
+// headers) with [Answered], and the first byte that counts of a streamed
+// body with [FirstByte]; a stream read after that is not latency.
 type Sample struct {
 	start time.Time
+	// firstByte: only FirstByte marks the answer (a breaker's slow rule);
+	// else Answered does (an adaptive limit).
+	firstByte bool
 	// answered is the time from start to the answer plus 1 ns; 0: none
 	// yet; -1: the attempt has ended, and a late mark counts nothing.
 	answered atomic.Int64
@@ -85,21 +88,31 @@ type sampleRecord struct {
 	s Sample
 }
 
-// Begin starts an adaptive limit's sample of the attempt ctx belongs to,
-// and returns the context that carries it.
-func Begin(ctx context.Context, count func(delta int)) (context.Context, *Sample) {
+// Begin starts a sample of the attempt ctx belongs to, ended by its first
+// byte if firstByte, else by its answer, and returns the context that
+// carries it.
+func Begin(ctx context.Context, count func(delta int), firstByte bool) (context.Context, *Sample) {
 	c := &sampleRecord{record: record{Context: ctx}}
 	c.s.start = time.Now()
 	c.s.count = count
+	c.s.firstByte = firstByte
 	c.record.s = &c.s
 	return &c.record, &c.s
 }
 
 // Answered marks the answer of the attempt ctx belongs to, in its sample
-// and in those of enclosing limits. Only the first mark of each counts.
-func Answered(ctx context.Context) {
+// and in those of enclosing layers, but for the samples ended by the first
+// byte. Only the first mark of each counts.
+func Answered(ctx context.Context) { mark(ctx, false) }
+
+// FirstByte marks the first byte that counts of the answer of the attempt
+// ctx belongs to, in every sample not yet marked.
+func FirstByte(ctx context.Context) { mark(ctx, true) }
+
+func mark(ctx context.Context, firstByte bool) {
 	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
-		if s := r.s; s != nil && s.answered.CompareAndSwap(0, int64(time.Since(s.start))+1) && s.count != nil {
+		if s := r.s; s != nil && (firstByte || !s.firstByte) &&
+			s.answered.CompareAndSwap(0, int64(time.Since(s.start))+1) && s.count != nil {
 			s.count(1)
 		}
 	}

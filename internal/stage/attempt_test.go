@@ -15,8 +15,8 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
 		count := func(d int) { n += d }
-		outerCtx, outer := stage.Begin(context.Background(), count)
-		ctx, a := stage.Begin(outerCtx, count)
+		outerCtx, outer := stage.Begin(context.Background(), count, false)
+		ctx, a := stage.Begin(outerCtx, count, false)
 		time.Sleep(20 * time.Millisecond)
 		stage.Answered(ctx)
 		stage.Answered(ctx)
@@ -35,7 +35,7 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 		if n != 0 {
 			t.Fatalf("count %d after late answers; want 0", n)
 		}
-		_, b := stage.Begin(context.Background(), count)
+		_, b := stage.Begin(context.Background(), count, false)
 		time.Sleep(time.Second)
 		if d := b.End(time.Now()); d != time.Second || n != 0 {
 			t.Fatalf("unanswered End = %v, count %d; want 1s, 0", d, n)
@@ -50,7 +50,7 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 func TestAttemptRecordLayers(t *testing.T) {
 	call := context.Background()
 	ctx := stage.WithHedge(stage.WithRetry(call, 2), 3)
-	ctx, _ = stage.Begin(ctx, nil)
+	ctx, _ = stage.Begin(ctx, nil, false)
 	if n, c := stage.Retry(ctx); n != 2 || c != call || stage.Hedge(ctx) != 3 {
 		t.Fatalf("retry %d (call %v), hedge %d; want 2, the retry's call, 3", n, c, stage.Hedge(ctx))
 	}

@@ -57,6 +57,7 @@ const (
 	MetricQueued       = "watertight.bulkhead.queued"
 	MetricState        = "watertight.breaker.state"
 	MetricTransitions  = "watertight.breaker.transitions"
+	MetricSlow         = "watertight.breaker.slow"
 	MetricCallDuration = "watertight.call.duration"
 	MetricLimit        = "watertight.adaptive.limit"
 )

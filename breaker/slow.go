@@ -1,0 +1,257 @@
+package breaker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/watertight/watertight/internal/stage"
+)
+
+// slowWatch times the calls of a Breaker with a slow rule. A call turns
+// slow once it has run for d without an answer. One timer, armed for the
+// oldest call still timed, judges calls the moment they pass d, so a call
+// that never ends is judged all the same.
+type slowWatch struct {
+	b     *Breaker
+	d     time.Duration
+	ratio float64
+	min   uint32
+	base  time.Time // starts are ns since base
+
+	mu      sync.Mutex
+	calls   []timedCall           // from seq head, in admission order
+	head    uint64                // seq of calls[0]; seqs start at 1
+	running map[uint64]*timedCall // judged slow, not ended: at most the calls in flight
+	timer   *time.Timer
+	armed   bool // timer will fire
+}
+
+// timedCall is one call a slowWatch times.
+type timedCall struct {
+	start int64 // ns since base
+	m     *machine
+	age   uint64 // m's window bucket at admission
+	over  bool   // ended or answered: no longer timed
+}
+
+// slowCounts are a closed machine's slow calls, in the buckets of its
+// window, by the age of their admission as gobreaker counts outcomes.
+// They are guarded by the slowWatch's mu.
+type slowCounts struct {
+	born   time.Time
+	period time.Duration
+	age    uint64   // the newest bucket
+	slow   []uint32 // calls judged slow
+	open   []uint32 // of those, the ones not (yet) counted as a success or failure
+}
+
+func newSlowCounts(born time.Time, period time.Duration, n int) *slowCounts {
+	return &slowCounts{born: born, period: period, slow: make([]uint32, n), open: make([]uint32, n)}
+}
+
+// ageAt returns the window bucket of time t.
+func (c *slowCounts) ageAt(t time.Time) uint64 {
+	return uint64(max(t.Sub(c.born)/c.period, 0))
+}
+
+// roll brings the window up to age: buckets older than the window are
+// emptied.
+func (c *slowCounts) roll(age uint64) {
+	for n := uint64(len(c.slow)); c.age < age; {
+		c.age++
+		c.slow[c.age%n], c.open[c.age%n] = 0, 0
+		if age-c.age >= n { // the whole window has passed
+			clear(c.slow)
+			clear(c.open)
+			c.age = age
+		}
+	}
+}
+
+// add adds ds and do to the bucket of age, if it is in the window.
+func (c *slowCounts) add(age uint64, ds, do int) {
+	n := uint64(len(c.slow))
+	if age > c.age || c.age-age >= n {
+		return
+	}
+	c.slow[age%n] = uint32(int(c.slow[age%n]) + ds)
+	c.open[age%n] = uint32(int(c.open[age%n]) + do)
+}
+
+// sums returns the slow calls and the open ones in the window.
+func (c *slowCounts) sums() (slow, open uint32) {
+	for i := range c.slow {
+		slow += c.slow[i]
+		open += c.open[i]
+	}
+	return slow, open
+}
+
+// admit starts timing a call m admitted, and returns its seq.
+func (w *slowWatch) admit(m *machine) uint64 {
+	now := time.Since(w.base)
+	var age uint64
+	if c := m.slow; c != nil {
+		age = c.ageAt(w.base.Add(now))
+	}
+	w.mu.Lock()
+	w.calls = append(w.calls, timedCall{start: int64(now), m: m, age: age})
+	seq := w.head + uint64(len(w.calls)) - 1
+	if !w.armed {
+		w.arm(now, int64(now))
+	}
+	w.mu.Unlock()
+	return seq
+}
+
+// arm sets the timer for a call started at start. w.mu must be held.
+func (w *slowWatch) arm(now time.Duration, start int64) {
+	wait := time.Duration(start) + w.d - now
+	if w.timer == nil {
+		w.timer = time.AfterFunc(wait, w.judge)
+	} else {
+		w.timer.Reset(wait)
+	}
+	w.armed = true
+}
+
+// end stops timing call seq, ended with an outcome counted as a success or
+// a failure if counted, and reports whether it was judged slow.
+func (w *slowWatch) end(seq uint64, counted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.running[seq]; c != nil {
+		delete(w.running, seq)
+		if s := c.m.slow; s != nil && counted {
+			s.add(c.age, 0, -1)
+		}
+		return
+	}
+	w.over(seq)
+}
+
+// answer stops timing call seq: its answer came.
+func (w *slowWatch) answer(seq uint64) {
+	w.mu.Lock()
+	w.over(seq)
+	w.mu.Unlock()
+}
+
+// over marks call seq no longer timed, and drops the calls at the head
+// that are not. w.mu must be held.
+func (w *slowWatch) over(seq uint64) {
+	if seq < w.head || seq-w.head >= uint64(len(w.calls)) {
+		return // judged slow, or already over
+	}
+	w.calls[seq-w.head].over = true
+	n := 0
+	for n < len(w.calls) && w.calls[n].over {
+		n++
+	}
+	w.drop(n)
+}
+
+// drop drops the first n calls. w.mu must be held.
+func (w *slowWatch) drop(n int) {
+	if n == 0 {
+		return
+	}
+	w.head += uint64(n)
+	clear(w.calls[:n]) // for the collector: no machine kept
+	w.calls = w.calls[n:]
+	if len(w.calls) == 0 {
+		w.calls = w.calls[:0:0]
+	}
+}
+
+// judge is the timer's function: it judges slow every call that has run
+// for d, counts it, and trips the breakers whose rule then holds.
+func (w *slowWatch) judge() {
+	w.mu.Lock()
+	now := time.Since(w.base)
+	var trips []*machine
+	n := 0
+	for ; n < len(w.calls); n++ {
+		c := &w.calls[n]
+		if c.over {
+			continue
+		}
+		if time.Duration(c.start)+w.d > now {
+			break
+		}
+		w.slowed(w.head+uint64(n), c, now)
+		if w.trips(c.m, now) && (len(trips) == 0 || trips[len(trips)-1] != c.m) {
+			trips = append(trips, c.m)
+		}
+	}
+	w.drop(n)
+	w.armed = false
+	if len(w.calls) > 0 {
+		w.arm(now, w.calls[0].start)
+	}
+	w.mu.Unlock()
+	for _, m := range trips {
+		w.b.tripSlow(m)
+	}
+}
+
+// slowed counts call seq, c, as slow. w.mu must be held.
+func (w *slowWatch) slowed(seq uint64, c *timedCall, now time.Duration) {
+	if w.running == nil {
+		w.running = make(map[uint64]*timedCall)
+	}
+	cc := *c
+	w.running[seq] = &cc
+	if s := c.m.slow; s != nil {
+		s.roll(s.ageAt(w.base.Add(now)))
+		s.add(c.age, 1, 1)
+	}
+	w.b.tel.slow(context.Background())
+}
+
+// trips reports whether m, the current machine, must trip: it is closed
+// and its slow rule holds, or it is half-open and a probe turned slow.
+// w.mu must be held.
+func (w *slowWatch) trips(m *machine, now time.Duration) bool {
+	if w.b.cb.Load() != m || w.b.forced.Load() {
+		return false
+	}
+	if m.open { // a probe: the breaker was half-open when it was admitted
+		return true
+	}
+	slow, open := m.slow.sums()
+	c := m.TwoStepCircuitBreaker.Counts()
+	calls := uint64(c.TotalSuccesses) + uint64(c.TotalFailures) + uint64(open)
+	// Division, not ratio*n, as for FailureRatio.
+	return calls >= uint64(w.min) && float64(slow)/float64(calls) >= w.ratio
+}
+
+// counts returns the slow calls in m's window now.
+func (w *slowWatch) counts(m *machine) uint32 {
+	if w == nil || m.slow == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m.slow.roll(m.slow.ageAt(time.Now()))
+	slow, _ := m.slow.sums()
+	return slow
+}
+
+// begin returns the context of call seq, whose answer stops its timing.
+func (w *slowWatch) begin(ctx context.Context, seq uint64) context.Context {
+	ctx, _ = stage.Begin(ctx, func(delta int) {
+		if delta > 0 {
+			w.answer(seq)
+		}
+	}, true)
+	return ctx
+}
+
+// tripSlow opens the breaker from m, the machine whose slow rule held or
+// whose probe turned slow, as a failure past its trip rule would.
+func (b *Breaker) tripSlow(m *machine) {
+	b.changed(m, Open)
+	b.flush(context.Background())
+}
