@@ -101,7 +101,7 @@ func New(cfg Config) (*Breaker, error) {
 func (b *Breaker) newMachine(open, held bool) *machine {
 	m := &machine{open: open, held: held}
 	if b.slow != nil && !open {
-		m.slow = newSlowCounts(time.Now(), b.settings.BucketPeriod, b.buckets)
+		m.slow = newSlowCounts(time.Since(b.slow.base), b.settings.BucketPeriod, b.buckets)
 	}
 	st := b.settings
 	st.OnStateChange = func(_ string, _, to gobreaker.State) { b.changed(m, State(to)) }

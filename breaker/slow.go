@@ -20,7 +20,9 @@ type slowWatch struct {
 	base  time.Time // starts are ns since base
 
 	mu      sync.Mutex
+	buf     []timedCall           // calls = buf[first:], reused once empty
 	calls   []timedCall           // from seq head, in admission order
+	first   int                   // of calls in buf
 	head    uint64                // seq of calls[0]; seqs start at 1
 	running map[uint64]*timedCall // judged slow, not ended: at most the calls in flight
 	timer   *time.Timer
@@ -31,28 +33,27 @@ type slowWatch struct {
 type timedCall struct {
 	start int64 // ns since base
 	m     *machine
-	age   uint64 // m's window bucket at admission
-	over  bool   // ended or answered: no longer timed
+	over  bool // ended or answered: no longer timed
 }
 
 // slowCounts are a closed machine's slow calls, in the buckets of its
 // window, by the age of their admission as gobreaker counts outcomes.
 // They are guarded by the slowWatch's mu.
 type slowCounts struct {
-	born   time.Time
-	period time.Duration
+	born   int64 // ns since the slowWatch's base
+	period int64
 	age    uint64   // the newest bucket
 	slow   []uint32 // calls judged slow
 	open   []uint32 // of those, the ones not (yet) counted as a success or failure
 }
 
-func newSlowCounts(born time.Time, period time.Duration, n int) *slowCounts {
-	return &slowCounts{born: born, period: period, slow: make([]uint32, n), open: make([]uint32, n)}
+func newSlowCounts(born time.Duration, period time.Duration, n int) *slowCounts {
+	return &slowCounts{born: int64(born), period: int64(period), slow: make([]uint32, n), open: make([]uint32, n)}
 }
 
-// ageAt returns the window bucket of time t.
-func (c *slowCounts) ageAt(t time.Time) uint64 {
-	return uint64(max(t.Sub(c.born)/c.period, 0))
+// ageAt returns the window bucket of t, in ns since the slowWatch's base.
+func (c *slowCounts) ageAt(t int64) uint64 {
+	return uint64(max(t-c.born, 0) / c.period)
 }
 
 // roll brings the window up to age: buckets older than the window are
@@ -91,12 +92,9 @@ func (c *slowCounts) sums() (slow, open uint32) {
 // admit starts timing a call m admitted, and returns its seq.
 func (w *slowWatch) admit(m *machine) uint64 {
 	now := time.Since(w.base)
-	var age uint64
-	if c := m.slow; c != nil {
-		age = c.ageAt(w.base.Add(now))
-	}
 	w.mu.Lock()
-	w.calls = append(w.calls, timedCall{start: int64(now), m: m, age: age})
+	w.buf = append(w.buf, timedCall{start: int64(now), m: m})
+	w.calls = w.buf[w.first:]
 	seq := w.head + uint64(len(w.calls)) - 1
 	if !w.armed {
 		w.arm(now, int64(now))
@@ -117,18 +115,18 @@ func (w *slowWatch) arm(now time.Duration, start int64) {
 }
 
 // end stops timing call seq, ended with an outcome counted as a success or
-// a failure if counted, and reports whether it was judged slow.
+// a failure if counted.
 func (w *slowWatch) end(seq uint64, counted bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c := w.running[seq]; c != nil {
+	if seq >= w.head { // not judged
+		w.over(seq)
+	} else if c := w.running[seq]; c != nil { // judged slow
 		delete(w.running, seq)
 		if s := c.m.slow; s != nil && counted {
-			s.add(c.age, 0, -1)
+			s.add(s.ageAt(c.start), 0, -1)
 		}
-		return
 	}
-	w.over(seq)
+	w.mu.Unlock()
 }
 
 // answer stops timing call seq: its answer came.
@@ -159,10 +157,15 @@ func (w *slowWatch) drop(n int) {
 	}
 	w.head += uint64(n)
 	clear(w.calls[:n]) // for the collector: no machine kept
-	w.calls = w.calls[n:]
-	if len(w.calls) == 0 {
-		w.calls = w.calls[:0:0]
+	w.first += n
+	switch {
+	case w.first == len(w.buf):
+		w.buf, w.first = w.buf[:0], 0
+	case w.first > len(w.buf)/2:
+		w.buf = w.buf[:copy(w.buf, w.buf[w.first:])]
+		w.first = 0
 	}
+	w.calls = w.buf[w.first:]
 }
 
 // judge is the timer's function: it judges slow every call that has run
@@ -204,8 +207,8 @@ func (w *slowWatch) slowed(seq uint64, c *timedCall, now time.Duration) {
 	cc := *c
 	w.running[seq] = &cc
 	if s := c.m.slow; s != nil {
-		s.roll(s.ageAt(w.base.Add(now)))
-		s.add(c.age, 1, 1)
+		s.roll(s.ageAt(int64(now)))
+		s.add(s.ageAt(c.start), 1, 1)
 	}
 	w.b.tel.slow(context.Background())
 }
@@ -234,7 +237,7 @@ func (w *slowWatch) counts(m *machine) uint32 {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m.slow.roll(m.slow.ageAt(time.Now()))
+	m.slow.roll(m.slow.ageAt(int64(time.Since(w.base))))
 	slow, _ := m.slow.sums()
 	return slow
 }
