@@ -86,8 +86,8 @@ type Config struct {
 	// IsFailure reports whether fn's non-nil error err is a failure;
 	// otherwise it is a success. It is asked only about the outcomes the
 	// package's Outcomes table leaves to it. Nil means [DefaultIsFailure],
-	// and a throttled error is then excluded. It runs on the caller's
-	// goroutine, outside every lock, and may call the Breaker.
+	// and a throttled error or a spent quota is then excluded. It runs on
+	// the caller's goroutine, outside every lock, and may call the Breaker.
 	IsFailure func(err error) bool
 
 	// MeterProvider provides the instruments. Nil means the global one.

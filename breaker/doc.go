@@ -19,7 +19,8 @@
 //	fn returned a rejection (an inner      err, unchanged                   excluded: neither, always
 //	policy's) or context.Canceled
 //	fn returned a throttled error          err, unchanged                   excluded, when Config.IsFailure
-//	(policy.ErrThrottled, a 429)                                            is nil
+//	(policy.ErrThrottled, a 429) or a                                       is nil
+//	spent quota (policy.ErrQuotaSpent)
 //	fn returned err, IsFailure(err)        err, unchanged                   failure
 //	fn returned err, !IsFailure(err)       err, unchanged                   success
 //	IsFailure panicked or called           the panic goes on up             excluded

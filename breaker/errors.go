@@ -19,8 +19,9 @@ const (
 )
 
 // DefaultIsFailure reports whether err is a failure of the dependency: it
-// is not nil, a rejection ([policy.ErrRejected]), [context.Canceled] or
-// throttled ([policy.ErrThrottled]). A timeout is a failure. It is safe
+// is not nil, a rejection ([policy.ErrRejected]), [context.Canceled],
+// throttled ([policy.ErrThrottled]) or a spent quota
+// ([policy.ErrQuotaSpent]). A timeout is a failure. It is safe
 // for concurrent use.
 func DefaultIsFailure(err error) bool {
 	return err != nil && !excluded(context.Background(), err, true)
@@ -41,7 +42,7 @@ func excluded(ctx context.Context, err error, throttled bool) bool {
 		return true
 	}
 	return err != nil && (errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled) ||
-		throttled && errors.Is(err, policy.ErrThrottled))
+		throttled && (errors.Is(err, policy.ErrThrottled) || errors.Is(err, policy.ErrQuotaSpent)))
 }
 
 // report gives done the outcome of a call that ran with ctx and returned

@@ -2,7 +2,7 @@
 // else Anthropic". [Do] runs each [Alternative] under its own policy, and
 // moves on to the next after a failure that [Config.ShouldFallback]
 // accepts. By default that is a rejection, a watertight timeout, an
-// exhausted retry or a throttled answer. The caller's context bounds every
+// exhausted retry, a throttled answer or a spent quota. The caller's context bounds every
 // alternative together: its end stops Do at once.
 //
 // An alternative whose fn has handed part of its answer on, such as a

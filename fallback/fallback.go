@@ -53,12 +53,14 @@ type Config struct {
 
 // DefaultShouldFallback moves on after a rejection ([policy.ErrRejected]),
 // a watertight timeout ([policy.ErrTimeout]), an exhausted retry
-// ([retry.ErrExhausted]) or a throttled answer ([policy.ErrThrottled]).
+// ([retry.ErrExhausted]), a throttled answer ([policy.ErrThrottled]) or a
+// spent quota ([policy.ErrQuotaSpent]).
 func DefaultShouldFallback(err error) bool {
 	return errors.Is(err, policy.ErrRejected) ||
 		errors.Is(err, policy.ErrTimeout) ||
 		errors.Is(err, retry.ErrExhausted) ||
-		errors.Is(err, policy.ErrThrottled)
+		errors.Is(err, policy.ErrThrottled) ||
+		errors.Is(err, policy.ErrQuotaSpent)
 }
 
 // Why [Do] stopped, in [Error].Stop.

@@ -166,7 +166,7 @@ func (c *call) result(ctx context.Context, r result) (bool, int, error) {
 		if c.last != nil && !errors.Is(r.err, policy.Unmark(c.last)) {
 			err = fmt.Errorf("%s: %w after attempt %d: %w", c.h.rec.prefix, err, c.lastN, policy.Unmark(c.last))
 		}
-	case policy.IsPermanent(r.err):
+	case policy.IsPermanent(r.err), errors.Is(r.err, policy.ErrQuotaSpent):
 		c.settled(ctx, r, failed)
 		err = policy.Unmark(r.err)
 	case c.h.s.ShouldRetry != nil && !c.h.s.ShouldRetry(r.err):

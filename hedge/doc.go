@@ -16,7 +16,8 @@
 //	errors.Is(err, policy.ErrRejected)         no more hedges; the running       err, if no attempt ran fn; else
 //	                                             attempts decide                 *retry.ExhaustedError, Reason "rejected"
 //	the call's ctx is done                     stop                              err, with the latest failure
-//	err marked with policy.Permanent            stop, the others canceled         err
+//	err marked with policy.Permanent, or        stop, the others canceled         err
+//	  matching policy.ErrQuotaSpent
 //	Config.ShouldRetry(err) == false           stop, the others canceled         err
 //	otherwise                                  the next hedge starts at once,
 //	                                             if MaxHedges and the budget allow

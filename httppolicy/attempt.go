@@ -47,6 +47,14 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 		return x.noResponse(w, r, resp, err)
 	}
 	stage.Answered(ctx)
+	if mayBeSpent(resp.StatusCode) {
+		if err := x.keep(w, resp); err != nil {
+			return err
+		}
+		if quotaSpent(resp) {
+			return x.spent(resp)
+		}
+	}
 	if x.judge(resp) {
 		return x.failureStatus(w, resp)
 	}
@@ -106,9 +114,12 @@ func (x *exchange) judge(resp *http.Response) bool {
 	return failure
 }
 
-// failureStatus ends an attempt whose response is a failure. Its body is
-// read now, while the attempt's context is live.
-func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
+// keep reads the first MaxFailureBody bytes of resp's body into memory,
+// while the attempt's context is live, unless they are.
+func (x *exchange) keep(w *streamWatch, resp *http.Response) error {
+	if _, ok := resp.Body.(memBody); ok {
+		return nil
+	}
 	if w != nil && resp.Body != nil {
 		resp.Body = &firstByteBody{ReadCloser: resp.Body, w: w}
 	}
@@ -117,8 +128,31 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 		resp.Body.Close()
 		return x.failed(w.cause(), false)
 	}
+	return nil
+}
+
+// failureStatus ends an attempt whose response is a failure.
+func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
+	if err := x.keep(w, resp); err != nil {
+		return err
+	}
 	x.last = resp
 	return x.failed(newStatusError(resp), unprocessedStatus(resp.StatusCode))
+}
+
+// spent ends the call with resp, a spent quota: the caller gets it, with
+// X-Should-Retry: false, which the OpenAI and Anthropic SDKs read as "do
+// not retry".
+func (x *exchange) spent(resp *http.Response) error {
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	resp.Header.Set("X-Should-Retry", "false")
+	x.last = resp
+	x.stopped = true
+	se := newStatusError(resp)
+	se.quota = true
+	return policy.Permanent(se)
 }
 
 // accept takes resp, a response that is not a failure. It is handed

@@ -1,7 +1,9 @@
 package httppolicy
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,18 +13,30 @@ import (
 
 // DefaultIsFailure is the IsFailure used when a Transport's or a
 // Hedging's is nil. A response is a failure if its status is 5xx, 408 or
-// 429. A nil response is not. How a Transport treats each attempt:
+// 429. A nil response is not. How a Transport treats each attempt, the
+// first row that applies deciding:
 //
-//	attempt                    failure   may be retried
-//	status 429 or 503          yes       yes
-//	other 5xx, 408             yes       if idempotent
-//	any other status           no        -
-//	connection refused         yes       yes
-//	other transport error      yes       if idempotent
-//	first byte timeout         yes       if idempotent
+//	attempt                          class        may be retried   the policies see
+//	status 402, or 429 whose JSON    spent quota  no               *StatusError matching policy.ErrQuotaSpent
+//	  error has type or code
+//	  insufficient_quota or
+//	  billing_error
+//	status 429                       throttled    yes              *StatusError matching policy.ErrThrottled
+//	status 503 or 529 (overloaded)   failure      yes              *StatusError
+//	other 5xx, 408                   failure      if idempotent    *StatusError
+//	any other status                 success      -                nil
+//	connection refused               failure      yes              the error
+//	other transport error            failure      if idempotent    the error
+//	first byte timeout               failure      if idempotent    the error
 //
-// With RetryUnsafe, a Transport retries any request as an idempotent one.
-// A request whose body cannot be sent again is never retried.
+// A spent quota is classified first, whatever IsFailure says: the caller
+// gets the response at once, with the header X-Should-Retry: false, and
+// Signals never see it, so it sets no rate-limit hold. Its JSON error is
+// read from the first MaxFailureBody bytes of a 429's body, which the
+// Transport keeps in memory; a body that does not parse as one leaves the
+// 429 throttled. With RetryUnsafe, a Transport retries any request as an
+// idempotent one. A request whose body cannot be sent again is never
+// retried.
 func DefaultIsFailure(resp *http.Response) bool {
 	if resp == nil {
 		return false
@@ -50,9 +64,43 @@ func idempotent(req *http.Request) bool {
 }
 
 // unprocessedStatus reports whether the status says the server did not
-// act on the request.
+// act on the request: 529 is Anthropic's "overloaded".
 func unprocessedStatus(code int) bool {
-	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
+	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == 529
+}
+
+// mayBeSpent reports whether a response of status code may be a spent
+// quota.
+func mayBeSpent(code int) bool {
+	return code == http.StatusPaymentRequired || code == http.StatusTooManyRequests
+}
+
+// quotaSpent reports whether resp, whose body is in memory, is a spent
+// quota: a 402, or a 429 whose JSON error has the type or code of one, as
+// OpenAI's and Anthropic's are:
+//
+//	{"error": {"type": "insufficient_quota", "code": "insufficient_quota", ...}}
+//	{"type": "error", "error": {"type": "billing_error", ...}}
+func quotaSpent(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusPaymentRequired {
+		return true
+	}
+	b, ok := resp.Body.(memBody)
+	if !ok || b.err != nil { // truncated: not a JSON error
+		return false
+	}
+	var body struct {
+		Error struct{ Type, Code any }
+	}
+	if json.NewDecoder(io.NewSectionReader(b.Reader, 0, b.Size())).Decode(&body) != nil {
+		return false
+	}
+	for _, v := range [2]any{body.Error.Type, body.Error.Code} {
+		if v == "insufficient_quota" || v == "billing_error" {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrBodyTruncated ends the body of a failure response after its first
@@ -78,6 +126,8 @@ type StatusError struct {
 	StatusCode int
 	// RetryAfterDelay is the wait the server asked for, or 0.
 	RetryAfterDelay time.Duration
+
+	quota bool // a spent quota
 }
 
 func newStatusError(resp *http.Response) *StatusError {
@@ -95,9 +145,14 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
-// Is reports whether target is [policy.ErrThrottled] and the status is
-// 429. A breaker's default classification does not count such errors.
+// Is reports whether target is [policy.ErrQuotaSpent] and the answer is a
+// spent quota (see [DefaultIsFailure]), or target is [policy.ErrThrottled]
+// and the answer is another 429. A breaker's default classification counts
+// neither.
 func (e *StatusError) Is(target error) bool {
+	if e.quota {
+		return target == policy.ErrQuotaSpent
+	}
 	return target == policy.ErrThrottled && e.StatusCode == http.StatusTooManyRequests
 }
 

@@ -1,8 +1,9 @@
 // Package policy defines the contract every watertight policy follows,
 // and the classes of outcome they share. A [Policy] wraps a [Func]. A
 // rejection, a call refused before fn ran, is an error that matches
-// [ErrRejected]; a throttle matches [ErrThrottled], a timeout of a policy
-// [ErrTimeout], and an error marked with [Permanent] is not retried.
+// [ErrRejected]; a throttle matches [ErrThrottled], a spent quota
+// [ErrQuotaSpent], a timeout of a policy [ErrTimeout], and an error marked
+// with [Permanent] is not retried.
 //
 // # Writing a Policy
 //

@@ -18,6 +18,15 @@ var ErrRejected = errors.New("policy: call rejected")
 // The default breaker does not count it as a failure.
 var ErrThrottled = errors.New("policy: throttled")
 
+// ErrQuotaSpent is matched by the error of a call that the dependency
+// refused because the caller's quota, credit or spend limit is used up,
+// such as httppolicy's error for an OpenAI 429 whose error code is
+// insufficient_quota, or for a 402. It does not match [ErrRejected] or
+// [ErrThrottled]: waiting does not help until someone pays. A retry or a
+// hedge does not try it again, the default breaker does not count it, and
+// fallback's default moves on to the next alternative.
+var ErrQuotaSpent = errors.New("policy: quota spent")
+
 // NewSentinel returns an error with the message msg that matches
 // [ErrRejected].
 func NewSentinel(msg string) error {

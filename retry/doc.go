@@ -20,7 +20,8 @@
 //	  an earlier attempt ran fn, even if
 //	  ctx is done
 //	the call's ctx is done                     stop                           err
-//	err marked with policy.Permanent           stop                           err
+//	err marked with policy.Permanent, or       stop                           err
+//	  matching policy.ErrQuotaSpent
 //	Config.ShouldRetry(err) == false           stop                           err
 //	n >= MaxAttempts                           stop, exhausted                *ExhaustedError
 //	RetryAfter() > MaxInterval                 stop, exhausted, no wait       *ExhaustedError

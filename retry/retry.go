@@ -135,7 +135,7 @@ func (l *Loop) next(err error) (bool, error) {
 			return false, e
 		}
 		return false, policy.Unmark(err)
-	case ctx.Err() != nil, policy.IsPermanent(err):
+	case ctx.Err() != nil, policy.IsPermanent(err), errors.Is(err, policy.ErrQuotaSpent):
 		return false, policy.Unmark(err)
 	case r.s.ShouldRetry != nil && !r.s.ShouldRetry(err):
 		return false, err
