@@ -1,6 +1,7 @@
 package watertight
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -17,14 +18,16 @@ type HTTPOptions struct {
 	// IsFailure is httppolicy.Transport.IsFailure (nil: 5xx, 408, 429).
 	IsFailure func(*http.Response) bool
 
-	// RetryUnsafe, PropagatePriority, FirstByteTimeout, IdleTimeout and
-	// KeepaliveEvents are the httppolicy.Transport fields of the same
-	// names. A timeout must be >= 0; 0 turns it off.
+	// RetryUnsafe, PropagatePriority, FirstByteTimeout, IdleTimeout,
+	// KeepaliveEvents and StreamEnd are the httppolicy.Transport fields of
+	// the same names. A timeout must be >= 0; 0 turns it off. A StreamEnd
+	// must not be empty.
 	RetryUnsafe       bool
 	PropagatePriority bool
 	FirstByteTimeout  time.Duration
 	IdleTimeout       time.Duration
 	KeepaliveEvents   []string
+	StreamEnd         *httppolicy.StreamEnd
 
 	// Base, if set, sends each attempt in place of the connection pool
 	// NewHTTPClient builds: bring your own transport (TLS, proxy or
@@ -60,7 +63,8 @@ type Client struct {
 // If the RateLimit slot holds a *ratelimit.Limiter, every response's
 // rate-limit headers feed it.
 //
-// NewHTTPClient fails as New does, and if a timeout in h is negative. Call
+// NewHTTPClient fails as New does, and if a timeout in h is negative or
+// its StreamEnd is invalid. Call
 // [Client.Close] when done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
 	switch {
@@ -68,6 +72,10 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		return nil, fmt.Errorf("watertight: HTTPOptions.FirstByteTimeout must be >= 0 (0 means none), got %v", h.FirstByteTimeout)
 	case h.IdleTimeout < 0:
 		return nil, fmt.Errorf("watertight: HTTPOptions.IdleTimeout must be >= 0 (0 means none), got %v", h.IdleTimeout)
+	case h.StreamEnd != nil && *h.StreamEnd == (httppolicy.StreamEnd{}):
+		return nil, errors.New("watertight: HTTPOptions.StreamEnd is empty: set its Event, Data or both")
+	case h.StreamEnd != nil && (len(h.StreamEnd.Event) > 64 || len(h.StreamEnd.Data) > 64):
+		return nil, errors.New("watertight: HTTPOptions.StreamEnd fields must be at most 64 bytes")
 	}
 	p, err := New(name, cfg, opts...)
 	if err != nil {
@@ -86,6 +94,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		FirstByteTimeout:  h.FirstByteTimeout,
 		IdleTimeout:       h.IdleTimeout,
 		KeepaliveEvents:   h.KeepaliveEvents,
+		StreamEnd:         h.StreamEnd,
 		Name:              name,
 		MeterProvider:     pipeopt.Apply(opts).MeterProvider,
 		Signals:           httppolicy.LimiterSignals(p.RateLimit()),

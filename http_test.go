@@ -197,6 +197,8 @@ func TestHTTPClientStreamTimeouts(t *testing.T) {
 	}{
 		{"first byte", watertight.HTTPOptions{FirstByteTimeout: -1}, "HTTPOptions.FirstByteTimeout"},
 		{"idle", watertight.HTTPOptions{IdleTimeout: -time.Second}, "HTTPOptions.IdleTimeout"},
+		{"empty stream end", watertight.HTTPOptions{StreamEnd: &httppolicy.StreamEnd{}}, "HTTPOptions.StreamEnd"},
+		{"long stream end", watertight.HTTPOptions{StreamEnd: &httppolicy.StreamEnd{Event: strings.Repeat("e", 65)}}, "HTTPOptions.StreamEnd"},
 	} {
 		if _, err := watertight.NewHTTPClient("api", watertight.Config{}, tt.h); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v; want it to name %s", tt.name, err, tt.want)

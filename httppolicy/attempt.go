@@ -178,7 +178,10 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 		if prefix, whole, err = w.start(resp); err != nil {
 			return x.failed(err, false)
 		}
-		if whole {
+		switch {
+		case whole && x.t.StreamEnd != nil && isEventStream(resp.Header):
+			resp.Body = http.NoBody // the stream is in prefix: handed over, so that its end is checked
+		case whole:
 			resp.Body = memBody{bytes.NewReader(prefix), nil}
 			x.accepted = resp
 			return nil
@@ -187,8 +190,10 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{}), first: len(prefix) > 0}
 	if sb.first {
 		stage.FirstByte(ctx) // the prefix holds it
-	} else if isEventStream(resp.Header) {
+	}
+	if isEventStream(resp.Header) && (!sb.first || x.t.StreamEnd != nil) {
 		sb.sse = newSSEScanner(x.t.keepalives())
+		sb.sse.end = x.t.StreamEnd
 	}
 	resp.Body = keepWriter(resp.Body, sb)
 	x.stream = sb

@@ -32,7 +32,8 @@ type streamBody struct {
 	stop func() bool   // stops ending held with ctx
 
 	// Read's own: whether the first byte that counts (of an event, for an
-	// event stream: sse) has been read and marked.
+	// event stream) has been read and marked, and the event stream's
+	// scanner, which also looks for its StreamEnd.
 	first bool
 	sse   *sseScanner
 
@@ -50,12 +51,21 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	if len(b.prefix) > 0 {
 		n := copy(p, b.prefix)
 		b.prefix = b.prefix[n:]
+		b.sse.scanEnd(p[:n])
 		return n, nil
 	}
 	n, err := b.w.read(b.rc, p)
-	if !b.first && n > 0 && (b.sse == nil || b.sse.scan(p[:n]) > 0) {
+	if b.sse != nil {
+		if b.sse.scan(p[:n]) > 0 && !b.first {
+			b.first = true
+			stage.FirstByte(b.ctx)
+		}
+	} else if !b.first && n > 0 {
 		b.first = true
 		stage.FirstByte(b.ctx)
+	}
+	if err == io.EOF && b.sse.cut() {
+		err = ErrStreamCut
 	}
 	if err == io.EOF || (err != nil && b.closed.Load()) {
 		// A Read failed by a concurrent Close is the caller's choice.

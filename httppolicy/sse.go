@@ -64,6 +64,47 @@ type sseScanner struct {
 	dataLen   int  // bytes of the current event's data values, up to maxKeepaliveData+1
 	large     bool // the current event has counted for its data's size
 	largeRead bool // the last scan read data values of a large event, or its end
+
+	// With a StreamEnd: the current event's type and data, each kept only
+	// while short enough to match, and whether the end event came.
+	end             *StreamEnd
+	evType, evData  []byte
+	typeLong, dLong bool
+	dataLines       int
+	ended           bool
+}
+
+// scanEnd scans p on a nil-safe receiver, for the StreamEnd only.
+func (s *sseScanner) scanEnd(p []byte) {
+	if s != nil {
+		s.scan(p)
+	}
+}
+
+// cut reports whether the stream ended without its StreamEnd event.
+func (s *sseScanner) cut() bool { return s != nil && s.end != nil && !s.ended }
+
+// endField keeps in dst the field value v of a line that was whole in the
+// scanner's head if whole, or reports it too long.
+func endField(dst []byte, v []byte, whole bool) ([]byte, bool) {
+	if !whole || len(dst)+len(v) > maxEndField {
+		return dst[:0], true
+	}
+	return append(dst, v...), false
+}
+
+// matchEnd records whether the event being dispatched is the StreamEnd.
+func (s *sseScanner) matchEnd() {
+	e := s.end
+	typ := string(s.evType)
+	if typ == "" {
+		typ = "message"
+	}
+	if (e.Event == "" || !s.typeLong && typ == e.Event) && (e.Data == "" || !s.dLong && string(s.evData) == e.Data) {
+		s.ended = true
+	}
+	s.evType, s.evData = s.evType[:0], s.evData[:0]
+	s.typeLong, s.dLong, s.dataLines = false, false, 0
 }
 
 func newSSEScanner(keep []string) *sseScanner {
@@ -177,6 +218,7 @@ func (s *sseScanner) dataValueLen() int {
 func (s *sseScanner) endLine(at int) bool {
 	line := s.head
 	blank, comment := s.lineN == 0, s.lineN > 0 && line[0] == ':'
+	whole := s.lineN <= len(line) // the head holds the whole line
 	s.head, s.lineN = s.head[:0], 0
 	s.crKeep = blank || comment
 	switch {
@@ -185,18 +227,30 @@ func (s *sseScanner) endLine(at int) bool {
 	case blank:
 		// A blank line dispatches the event: all before it is settled.
 		s.kept = at + 1
+		if s.end != nil && s.data {
+			s.matchEnd()
+		}
 		counts := s.data && !s.keepalive && !s.large
 		s.largeRead = s.largeRead || s.large
 		s.data, s.keepalive, s.dataLen, s.large = false, s.keepMessage, 0, false
 		return counts
 	default:
 		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(name) {
 		case "data":
 			s.data = true
+			if s.end != nil {
+				if s.dataLines++; s.dataLines > 1 {
+					s.evData, s.dLong = endField(s.evData, []byte("\n"), !s.dLong)
+				}
+				s.evData, s.dLong = endField(s.evData, value, whole && !s.dLong)
+			}
 		case "event":
-			value = bytes.TrimPrefix(value, []byte(" "))
 			s.keepalive = len(value) <= maxEventName && s.isKeepalive(value)
+			if s.end != nil {
+				s.evType, s.typeLong = endField(s.evType[:0], value, whole)
+			}
 		}
 	}
 	return false

@@ -75,6 +75,13 @@ type Transport struct {
 	// KeepaliveEvents are the event types the stream timeouts do not
 	// count. Nil means ["ping"]; an empty slice, none.
 	KeepaliveEvents []string
+	// StreamEnd, if set, is the event that ends every whole event stream
+	// (text/event-stream, not encoded) this Transport hands over, such as
+	// &OpenAIStreamEnd. A stream that reaches its end without it was cut:
+	// its last Read returns [ErrStreamCut] in place of io.EOF, and the
+	// call ends with that error, a failure for the breaker. An empty one
+	// makes RoundTrip fail.
+	StreamEnd *StreamEnd
 
 	// Name names the Transport in its errors and telemetry.
 	Name string
@@ -132,7 +139,7 @@ func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
 		return streamTimeouts{}, errNilPolicy
 	}
 	err := errors.Join(negative("Transport.FirstByteTimeout", t.FirstByteTimeout),
-		negative("Transport.IdleTimeout", t.IdleTimeout))
+		negative("Transport.IdleTimeout", t.IdleTimeout), t.StreamEnd.check())
 	v, ok := ctx.Value(streamTimeoutsKey{}).(streamTimeouts)
 	if !ok {
 		return streamTimeouts{t.FirstByteTimeout, t.IdleTimeout}, err
