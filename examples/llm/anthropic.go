@@ -27,6 +27,7 @@ var _ Chat = (*Anthropic)(nil)
 // real service, "https://api.anthropic.com/"), guarded by a pipeline sized
 // by l.
 func NewAnthropic(baseURL, apiKey string, l Limits) (*Anthropic, error) {
+	l.StreamEnd = &httppolicy.AnthropicStreamEnd
 	g, err := NewGuard("anthropic", l)
 	if err != nil {
 		return nil, err

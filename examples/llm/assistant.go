@@ -59,15 +59,16 @@ func (a *Assistant) Stream(ctx context.Context, prompt string, onDelta func(stri
 // httppolicy.Transport hands the SDK the last failure response (a 503, a
 // 429 whose retries ran out) with a nil error, and the SDK turns it into
 // its own error type: a status of 408, 429 or 5xx moves on (the next
-// provider may well answer), any other 4xx does not (the request itself is
-// wrong: the next provider would refuse it too). Without a status, it
+// provider may well answer), as does a 402 (this provider's credit is
+// spent: the next one's may not be); any other 4xx does not (the request
+// itself is wrong: the next provider would refuse it too). Without a status, it
 // moves on after a connection error and whatever
 // fallback.DefaultShouldFallback moves on for (a rejection by a policy, a
 // watertight timeout, an exhausted retry). The caller's own cancellation
 // never moves on: Do checks it first.
 func ShouldFallback(err error) bool {
 	if s := statusCode(err); s != 0 {
-		return s == 408 || s == 429 || s >= 500
+		return s == 402 || s == 408 || s == 429 || s >= 500
 	}
 	var oe *net.OpError // refused, reset, unreachable
 	return errors.As(err, &oe) || fallback.DefaultShouldFallback(err)

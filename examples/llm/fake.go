@@ -63,6 +63,15 @@ const (
 	// Late sends the headers at once, then only keepalives for
 	// FakeConfig.Delay, then the answer: a replica slow to its first token.
 	Late Mode = "late"
+	// Spent answers as a provider whose quota or credit is used up: OpenAI
+	// a 429 with the code insufficient_quota, Anthropic a 402
+	// billing_error.
+	Spent Mode = "spent"
+	// Cut streams the answer without its terminal event (OpenAI's
+	// "data: [DONE]", Anthropic's message_stop) and ends the response:
+	// a stream cut short that looks whole. A request that is not streamed
+	// is answered as OK.
+	Cut Mode = "cut"
 )
 
 // FakeConfig tunes a [Fake]. Zero fields take the defaults of [NewFake].
@@ -371,7 +380,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if mode == Late && !f.keepalives(ctx, send, f.cfg.Delay) {
 		return
 	}
-	for i, frame := range f.frames(req.Model) {
+	frames := f.frames(req.Model)
+	if mode == Cut {
+		frames = frames[:len(frames)-1]
+	}
+	for i, frame := range frames {
 		if mode == Stall && i == f.cfg.StallAfter {
 			f.keepalives(ctx, send, -1)
 			return
@@ -408,6 +421,9 @@ func (f *Fake) before(ctx context.Context, w http.ResponseWriter, mode Mode) boo
 		return false
 	case Fail:
 		f.writeError(w, http.StatusInternalServerError, "api_error", "the fake provider failed")
+		return false
+	case Spent:
+		f.writeSpent(w)
 		return false
 	}
 	if code, err := strconv.Atoi(string(mode)); err == nil {
@@ -577,6 +593,20 @@ func (f *Fake) frames(model string) []string {
 		event("content_block_stop", `{"type":"content_block_stop","index":0}`),
 		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}`),
 		event("message_stop", `{"type":"message_stop"}`))
+}
+
+// writeSpent answers as the provider does once the caller's quota or
+// credit is used up.
+func (f *Fake) writeSpent(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	if f.API == OpenAIAPI {
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.",`+
+			`"type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+		return
+	}
+	w.WriteHeader(http.StatusPaymentRequired)
+	io.WriteString(w, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low."}}`)
 }
 
 // writeError answers with status and the provider's error JSON.

@@ -39,6 +39,11 @@ type Limits struct {
 	FirstByte time.Duration
 	Idle      time.Duration
 
+	// StreamEnd is the provider's terminal event: a stream that ends
+	// without it was cut, and its reader gets an error, not a clean end.
+	// NewOpenAI and NewAnthropic set their provider's.
+	StreamEnd *httppolicy.StreamEnd
+
 	// NoThrottle leaves out the RateLimit section: without it, the
 	// provider's Retry-After and x-ratelimit-* / anthropic-ratelimit-*
 	// headers hold every call's attempts while the quota is spent.
@@ -110,6 +115,7 @@ func NewGuard(name string, l Limits) (*watertight.Client, error) {
 	c, err := watertight.NewHTTPClient(name, cfg, watertight.HTTPOptions{
 		FirstByteTimeout: l.FirstByte,
 		IdleTimeout:      l.Idle,
+		StreamEnd:        l.StreamEnd,
 	})
 	if err != nil || l.Dial == nil {
 		return c, err

@@ -26,6 +26,7 @@ var _ Chat = (*OpenAI)(nil)
 // NewOpenAI returns a client for the OpenAI API at baseURL (for the real
 // service, "https://api.openai.com/v1/"), guarded by a pipeline sized by l.
 func NewOpenAI(baseURL, apiKey string, l Limits) (*OpenAI, error) {
+	l.StreamEnd = &httppolicy.OpenAIStreamEnd
 	g, err := NewGuard("openai", l)
 	if err != nil {
 		return nil, err
