@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +27,8 @@ type slowWatch struct {
 	head    uint64                // seq of calls[0]; seqs start at 1
 	running map[uint64]*timedCall // judged slow, not ended: at most the calls in flight
 	timer   *time.Timer
-	armed   bool // timer will fire
+	armed   bool          // timer will fire, at at
+	at      time.Duration // ns since base
 }
 
 // timedCall is one call a slowWatch times.
@@ -70,6 +72,12 @@ func (c *slowCounts) roll(age uint64) {
 	}
 }
 
+// nextRoll returns when, in ns since the slowWatch's base, the window
+// after now rolls.
+func (c *slowCounts) nextRoll(now time.Duration) time.Duration {
+	return time.Duration(c.born + int64(c.ageAt(int64(now))+1)*c.period)
+}
+
 // add adds ds and do to the bucket of age, if it is in the window.
 func (c *slowCounts) add(age uint64, ds, do int) {
 	n := uint64(len(c.slow))
@@ -96,16 +104,17 @@ func (w *slowWatch) admit(m *machine) uint64 {
 	w.buf = append(w.buf, timedCall{start: int64(now), m: m})
 	w.calls = w.buf[w.first:]
 	seq := w.head + uint64(len(w.calls)) - 1
-	if !w.armed {
-		w.arm(now, int64(now))
+	if !w.armed || now+w.d < w.at {
+		w.arm(now, now+w.d)
 	}
 	w.mu.Unlock()
 	return seq
 }
 
-// arm sets the timer for a call started at start. w.mu must be held.
-func (w *slowWatch) arm(now time.Duration, start int64) {
-	wait := time.Duration(start) + w.d - now
+// arm sets the timer to fire at at. w.mu must be held.
+func (w *slowWatch) arm(now, at time.Duration) {
+	wait := at - now
+	w.at = at
 	if w.timer == nil {
 		w.timer = time.AfterFunc(wait, w.judge)
 	} else {
@@ -173,6 +182,34 @@ func (w *slowWatch) drop(n int) {
 func (w *slowWatch) judge() {
 	w.mu.Lock()
 	now := time.Since(w.base)
+	trips := w.judgeCalls(now)
+	// As older calls leave the current machine's window, its share of slow
+	// calls may reach the ratio with no call turning slow: check it now,
+	// and again when the window next rolls while it holds slow calls.
+	next := time.Duration(-1)
+	if m := w.b.cb.Load(); m.slow != nil && !slices.Contains(trips, m) {
+		if w.trips(m, now) {
+			trips = append(trips, m)
+		} else if slow, _ := m.slow.sums(); slow > 0 {
+			next = m.slow.nextRoll(now)
+		}
+	}
+	w.armed = false
+	if len(w.calls) > 0 && (next < 0 || time.Duration(w.calls[0].start)+w.d < next) {
+		next = time.Duration(w.calls[0].start) + w.d
+	}
+	if next >= 0 {
+		w.arm(now, next)
+	}
+	w.mu.Unlock()
+	for _, m := range trips {
+		w.b.tripSlow(m)
+	}
+}
+
+// judgeCalls judges slow the calls that have run for d by now, and returns
+// the machines that must trip. w.mu must be held.
+func (w *slowWatch) judgeCalls(now time.Duration) []*machine {
 	var trips []*machine
 	n := 0
 	for ; n < len(w.calls); n++ {
@@ -184,19 +221,12 @@ func (w *slowWatch) judge() {
 			break
 		}
 		w.slowed(w.head+uint64(n), c, now)
-		if w.trips(c.m, now) && (len(trips) == 0 || trips[len(trips)-1] != c.m) {
+		if !slices.Contains(trips, c.m) && w.trips(c.m, now) {
 			trips = append(trips, c.m)
 		}
 	}
 	w.drop(n)
-	w.armed = false
-	if len(w.calls) > 0 {
-		w.arm(now, w.calls[0].start)
-	}
-	w.mu.Unlock()
-	for _, m := range trips {
-		w.b.tripSlow(m)
-	}
+	return trips
 }
 
 // slowed counts call seq, c, as slow. w.mu must be held.
@@ -223,7 +253,9 @@ func (w *slowWatch) trips(m *machine, now time.Duration) bool {
 	if m.open { // a probe: the breaker was half-open when it was admitted
 		return true
 	}
+	m.slow.roll(m.slow.ageAt(int64(now)))
 	slow, open := m.slow.sums()
+	m.State() // rolls gobreaker's window up to now: Counts does not
 	c := m.TwoStepCircuitBreaker.Counts()
 	calls := uint64(c.TotalSuccesses) + uint64(c.TotalFailures) + uint64(open)
 	// Division, not ratio*n, as for FailureRatio.

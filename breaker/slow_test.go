@@ -235,3 +235,40 @@ func TestSlowTelemetry(t *testing.T) {
 		}
 	})
 }
+
+// As older calls leave the window, the share of slow calls can reach the
+// ratio with no call turning slow: the breaker opens then, by its timer.
+func TestSlowRuleTripsAsTheWindowRolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := slowConfig()
+		cfg.Window = 10 * time.Second
+		b := newBreaker(t, cfg)
+		for range 6 {
+			call(b, nil)
+		}
+		time.Sleep(5 * time.Second)
+		var waits []func() error
+		for range 4 {
+			waits = append(waits, goCall(b, time.Hour, nil))
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if c := b.Counts(); c.SlowCalls != 4 || b.State() != Closed {
+			t.Fatalf("state %v, counts %+v at 6s; want closed with 4 slow of 10", b.State(), c)
+		}
+		// The 6 fast calls leave the window at 10s: 4 slow of 4.
+		time.Sleep(4*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if s := b.State(); s != Closed {
+			t.Fatalf("state %v just before 10s, want closed", s)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if s := b.State(); s != Open {
+			t.Fatalf("state %v at 10s, want open", s)
+		}
+		for _, w := range waits {
+			w()
+		}
+	})
+}
