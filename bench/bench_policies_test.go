@@ -11,6 +11,7 @@ import (
 	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
 	fsbreaker "github.com/failsafe-go/failsafe-go/circuitbreaker"
 
+	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/policy"
 )
@@ -116,6 +117,23 @@ func BenchmarkBreaker(b *testing.B) {
 		ex := fsExec(fsBreaker())
 		seq(b, nil, func() error { return ex.RunWithExecution(fsWork) })
 	})
+}
+
+// BenchmarkBreakerSlow is the breaker's success path without and with the
+// slow rule (SlowCallDuration 10s, SlowCallRatio 0.5): what the rule's
+// clock read and its watch of the calls in flight cost.
+func BenchmarkBreakerSlow(b *testing.B) {
+	for _, rule := range []bool{false, true} {
+		b.Run("rule="+map[bool]string{false: "off", true: "on"}[rule], func(b *testing.B) {
+			cfg := breaker.Config{Name: "c", ConsecutiveFailures: breakerFailures, OpenTimeout: breakerOpen}
+			if rule {
+				cfg.SlowCallDuration, cfg.SlowCallRatio = 10*time.Second, 0.5
+			}
+			c := must[*breaker.Breaker](b)(breaker.New(cfg))
+			b.Cleanup(func() { c.Close() })
+			seq(b, nil, func() error { return c.Execute(bg, work) })
+		})
+	}
 }
 
 // BenchmarkComposed is bulkhead + deadline/timeout 1m + retry 3 + breaker,
