@@ -244,10 +244,10 @@ func (pp *Permit) Done(err error) error {
 }
 
 // Begin returns the context to run the permit's call with. With a slow
-// rule, the answer httppolicy's Transport marks on it (the response
-// headers, or the first byte of a streamed body) ends the time the rule
-// judges; without one, the call is timed to Done. Without a slow rule,
-// Begin returns ctx.
+// rule, the answer httppolicy's Transport marks on it, the first byte of a
+// body it hands over (the first event of an event stream), ends the time
+// the rule judges; without one, the call is timed to Done. Without a slow
+// rule, Begin returns ctx.
 func (p Permit) Begin(ctx context.Context) context.Context {
 	if p.seq == 0 {
 		return ctx

@@ -1,6 +1,7 @@
-// Package breaker stops calling a dependency that keeps failing. A
-// [Breaker] counts the outcomes of the calls it lets through. When a trip
-// rule holds, it opens and rejects every call for [Config.OpenTimeout].
+// Package breaker stops calling a dependency that keeps failing, or that
+// has turned slow. A [Breaker] counts the outcomes of the calls it lets
+// through. When a trip rule holds, it opens and rejects every call for
+// [Config.OpenTimeout].
 // Then it turns half-open and lets [Config.HalfOpenRequests] probes
 // through. It closes once that many have succeeded; one failed probe opens
 // it again. The state machine is github.com/sony/gobreaker/v2's
@@ -40,6 +41,29 @@
 // An excluded probe frees its half-open place for another. Nothing is
 // recovered from a panic: it goes on with fn's own value.
 //
+// # Slow calls
+//
+// With [Config.SlowCallRatio] set, a call is also judged on its time,
+// apart from its outcome: once it has run [Config.SlowCallDuration]
+// without an answer, it is slow. One timer, armed for the oldest call not
+// yet judged, judges it the moment it passes that time, so a call that
+// hangs counts as slow long before it ends; its answer, when it comes,
+// still reaches the caller, and its outcome counts as the table says. The
+// time runs from Allow to Done, or to the answer marked on the context
+// from [Permit.Begin]: httppolicy's Transport marks the first byte of a
+// streamed body (the first event of an event stream). Execute times fn to
+// its return.
+//
+// While closed, the breaker opens when the slow calls admitted in the
+// window reach SlowCallRatio of the calls admitted in it, counting those
+// that ended as a success or a failure and those judged slow that did not
+// (yet); it needs [Config.SlowCallMinCalls] of them. The rule is judged
+// when a call turns slow, and again as the window rolls while it holds
+// slow calls, so a share that rises as older calls are forgotten trips the
+// breaker too. While half-open, a probe that turns slow opens it again, as
+// a failed probe does. A trip by the slow rule is reported from the
+// timer's goroutine, with context.Background().
+//
 // # Telemetry
 //
 // Attributes watertight.policy.kind = "breaker" and watertight.policy.name =
@@ -49,6 +73,7 @@
 //   - watertight.breaker.transitions counter, with watertight.breaker.from =
 //     the state left and watertight.breaker.state = the state entered
 //     ("closed", "half_open", "open");
+//   - watertight.breaker.slow counter: the calls the slow rule judged slow;
 //   - watertight.breaker.state observable gauge, a state set: one point per
 //     state, 1 for the current state and 0 for the others;
 //   - span events watertight.rejected and watertight.breaker.transition (with
@@ -63,5 +88,7 @@
 //
 // A rejection allocates nothing. An open breaker rejects without a lock or
 // a clock read until a tenth of the open period (at most 100 ms) before it
-// ends.
+// ends. The slow rule adds to each call one monotonic clock read and two
+// short holds of a mutex, and keeps 24 bytes for each call admitted in the
+// last SlowCallDuration, at most.
 package breaker
