@@ -114,6 +114,28 @@ func TestSharedOpenPropagates(t *testing.T) {
 	}
 }
 
+// TestSharedSlowRulePropagates: the local breaker's slow rule trips one
+// replica while its calls still run, and the open reaches the others as
+// any trip does.
+func TestSharedSlowRulePropagates(t *testing.T) {
+	s := startRedis(t)
+	rs := replicas(t, 2, s.Addr(), redisstate.BreakerConfig{
+		Breaker: breaker.Config{Name: "slow", ConsecutiveFailures: 1000, OpenTimeout: 10 * time.Second,
+			SlowCallRatio: 1, SlowCallDuration: 50 * time.Millisecond, SlowCallMinCalls: 2},
+		PollInterval: 50 * time.Millisecond,
+	})
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			rs[0].Execute(context.Background(), func(context.Context) error { <-release; return nil })
+		})
+	}
+	defer func() { close(release); wg.Wait() }()
+	eventually(t, patience, "the slow replica opens while its calls run", func() bool { return rs[0].State() == breaker.Open })
+	eventually(t, patience, "the other replica opens", func() bool { return rs[1].State() == breaker.Open })
+}
+
 // TestSharedQuorum: with Quorum 2, one replica's trip opens only itself;
 // a second replica's trip opens every replica.
 func TestSharedQuorum(t *testing.T) {
