@@ -34,6 +34,7 @@ const requirePrometheus = "WATERTIGHT_REQUIRE_PROMETHEUS"
 // Prometheus names them: the exact set, so that a renamed instrument fails
 // here before it empties a dashboard panel.
 var exposedFamilies = []string{
+	"watertight_breaker_slow_total",
 	"watertight_breaker_state",
 	"watertight_breaker_transitions_total",
 	"watertight_bulkhead_active",

@@ -44,7 +44,9 @@ type Storm struct {
 	FlakyCalls, FlakyOK, FlakyRetries int
 
 	// Phase 3, pipeline "slow": each attempt outlives its 20 ms attempt
-	// timeout; the retry gives up after 2 attempts.
+	// timeout; the retry gives up after 2 attempts. The breaker's slow
+	// rule (10 ms) judges each attempt slow, and never trips: it needs
+	// 1000 calls.
 	SlowCalls, SlowTimeouts, SlowExhausted int
 
 	// Phase 4, pipeline "down": the dependency always fails; the breaker
@@ -217,7 +219,13 @@ func slowPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProv
 	if err != nil {
 		return err
 	}
-	p, err := compose.New(nameSlow, compose.Policies{Deadline: total, Retry: r, Attempt: attempt},
+	br, err := breaker.New(breaker.Config{Name: nameSlow, ConsecutiveFailures: 1000, SlowCallRatio: 1,
+		SlowCallDuration: 10 * time.Millisecond, SlowCallMinCalls: 1000, MeterProvider: mp})
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, br)
+	p, err := compose.New(nameSlow, compose.Policies{Deadline: total, Retry: r, Breaker: br, Attempt: attempt},
 		compose.WithTracerProvider(tp), compose.WithMeterProvider(mp))
 	if err != nil {
 		return err

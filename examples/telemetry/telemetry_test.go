@@ -265,6 +265,8 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 			{"watertight_retry_exhausted_total", "watertight_policy_kind=retry,watertight_policy_name=slow", storm.SlowExhausted},
 			{"watertight_retry_exhausted_total", "watertight_policy_kind=retry,watertight_policy_name=down", storm.DownExhausted},
 			{"watertight_timeouts_total", "watertight_policy_kind=deadline,watertight_policy_name=slow-attempt", storm.SlowTimeouts},
+			{"watertight_breaker_slow_total", "watertight_policy_kind=breaker,watertight_policy_name=slow", storm.SlowTimeouts},
+			{"watertight_breaker_state", "watertight_breaker_state=closed,watertight_policy_kind=breaker,watertight_policy_name=slow", 1},
 			{"watertight_breaker_transitions_total", "watertight_breaker_from=closed,watertight_breaker_state=open,watertight_policy_kind=breaker,watertight_policy_name=down", 1},
 			{"watertight_breaker_state", "watertight_breaker_state=open,watertight_policy_kind=breaker,watertight_policy_name=down", 1},
 			{"watertight_breaker_state", "watertight_breaker_state=half_open,watertight_policy_kind=breaker,watertight_policy_name=down", 0},
@@ -294,7 +296,8 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 			"watertight_timeouts_total":            1,
 			"watertight_retry_exhausted_total":     2,
 			"watertight_call_duration_seconds":     6,
-			"watertight_breaker_state":             3,
+			"watertight_breaker_state":             6,
+			"watertight_breaker_slow_total":        1,
 			"watertight_breaker_transitions_total": 1,
 		} {
 			if n := len(got[family]); n != want {
