@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
 )
@@ -17,6 +20,7 @@ const (
 	modeShared   = "shared"   // chats go through one shared client with no limit
 	modeBulkhead = "bulkhead" // chats go through their own compartment
 	modePriority = "priority" // one server limit, logins critical and chats sheddable
+	modeBreaker  = "breaker"  // the bulkhead's compartment, and a breaker that opens on slow calls
 )
 
 // The seed's numbers.
@@ -32,6 +36,7 @@ const (
 	sharedIdle     = 256                    // idle connections kept by the shared client, as Node's maxFreeSockets
 	upstreamPath   = "/complete"            // the upstream's path, as in the seed
 	modeHeader     = "Loginstorm-Mode"      // tells the load which mode answered
+	defaultSlow    = 5 * time.Second        // breaker mode: a chat this long without an answer is slow
 )
 
 // app is the service under test: /login answers at once, /chat calls the
@@ -70,7 +75,13 @@ type app struct {
 // are kept for critical requests, serverQueue requests may wait for
 // serverMaxWait, and a login finding the queue full takes a chat's place:
 // a chat turned away is answered 503 with Retry-After.
-func newApp(mode, upstreamURL string) (*app, error) {
+//
+// In breaker mode /chat calls it as in bulkhead mode, with a breaker under
+// the bulkhead whose slow rule opens it once half of at least 5 chats have
+// run slow (0: 5 s) without an answer: the chats that come then are
+// answered 503 at once, instead of taking the slots the slow ones free.
+// It stays open 2 x slow, then lets one chat through to probe.
+func newApp(mode, upstreamURL string, slow time.Duration) (*app, error) {
 	a := &app{mode: mode, upstream: upstreamURL + upstreamPath}
 	cfg := bulkhead.Config{Name: "server", Limit: serverSlots, MaxQueue: bulkhead.Unbounded}
 	var hcfg httppolicy.HandlerConfig
@@ -97,23 +108,19 @@ func newApp(mode, upstreamURL string) (*app, error) {
 		tr.MaxIdleConnsPerHost = sharedIdle
 		a.chat = &http.Client{Transport: tr}
 		a.closers = append(a.closers, tr.CloseIdleConnections)
-	case modeBulkhead:
-		llm, err := bulkhead.New(bulkhead.Config{
-			Name:     "llm",
-			Limit:    chatLimit,
-			MaxQueue: chatQueue,
-			MaxWait:  chatMaxWait,
-		})
+	case modeBulkhead, modeBreaker:
+		pol, closers, err := chatPolicy(mode, cmp.Or(slow, defaultSlow))
 		if err != nil {
 			slots.Close()
 			return nil, err
 		}
 		base := httppolicy.NewDependencyTransport(chatLimit)
-		a.chat = &http.Client{Transport: &httppolicy.Transport{Base: base, Policy: llm}}
-		a.closers = append(a.closers, func() { llm.Close() }, base.CloseIdleConnections)
+		a.chat = &http.Client{Transport: &httppolicy.Transport{Base: base, Policy: pol}}
+		a.closers = append(a.closers, closers...)
+		a.closers = append(a.closers, base.CloseIdleConnections)
 	default:
 		slots.Close()
-		return nil, fmt.Errorf("loginstorm: mode must be %q, %q or %q, got %q", modeShared, modeBulkhead, modePriority, mode)
+		return nil, fmt.Errorf("loginstorm: mode must be %q, %q, %q or %q, got %q", modeShared, modeBulkhead, modePriority, modeBreaker, mode)
 	}
 
 	mux := http.NewServeMux()
@@ -124,6 +131,33 @@ func newApp(mode, upstreamURL string) (*app, error) {
 	// the slot-per-request that matters.
 	a.handler = httppolicy.Handler(slots, mux, hcfg)
 	return a, nil
+}
+
+// chatPolicy returns the chats' policy in bulkhead or breaker mode, and
+// what closes it.
+func chatPolicy(mode string, slow time.Duration) (policy.Policy, []func(), error) {
+	llm, err := bulkhead.New(bulkhead.Config{Name: "llm", Limit: chatLimit, MaxQueue: chatQueue, MaxWait: chatMaxWait})
+	if err != nil {
+		return nil, nil, err
+	}
+	closers := []func(){func() { llm.Close() }}
+	if mode == modeBulkhead {
+		return llm, closers, nil
+	}
+	br, err := breaker.New(breaker.Config{Name: "llm", SlowCallDuration: slow, SlowCallRatio: 0.5,
+		SlowCallMinCalls: 5, Window: 6 * slow, OpenTimeout: 2 * slow})
+	if err != nil {
+		llm.Close()
+		return nil, nil, err
+	}
+	closers = append(closers, func() { br.Close() })
+	pipe, err := compose.New("llm", compose.Policies{Bulkhead: llm, Breaker: br})
+	if err != nil {
+		llm.Close()
+		br.Close()
+		return nil, nil, err
+	}
+	return pipe, closers, nil
 }
 
 // routePriority is the priority of a request in priority mode.

@@ -12,11 +12,13 @@ import (
 	"time"
 )
 
-// loadConfig is the seed's load: Chats chats at once, then, Gap later,
-// Logins logins at once, Rounds times, Gap apart.
+// loadConfig is the seed's load: Chats chats at once (or spread evenly
+// over Spread), then, Gap later, Logins logins at once, Rounds times, Gap
+// apart.
 type loadConfig struct {
 	Target   string        // the app's base URL
 	Chats    int           // chats sent at once at the start
+	Spread   time.Duration // if set, chat i is sent at i x Spread / Chats
 	Logins   int           // logins per wave
 	Rounds   int           // login waves
 	Gap      time.Duration // from the start to the first wave, and between waves
@@ -33,6 +35,7 @@ type loadResult struct {
 	LoginErrors int             // logins that did not end in 200
 	ChatOK      int             // chats answered 200
 	ChatBusy    int             // chats answered 503 with a Retry-After
+	Busy        []time.Duration // their latencies, sorted
 	ChatOther   int             // chats answered otherwise, or not at all
 	Wall        time.Duration   // from the first chat sent to the last answer read
 }
@@ -110,18 +113,28 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	stop := startProgress(cfg, &c, start)
 	defer stop()
 
-	for range cfg.Chats {
-		wg.Go(func() {
-			switch status, _ := get("/chat"); status {
-			case http.StatusOK:
-				c.chatOK.Add(1)
-			case http.StatusServiceUnavailable:
-				c.chatBusy.Add(1)
-			default:
-				c.chatOther.Add(1)
-			}
-		})
+	var busy []time.Duration
+	chat := func() {
+		switch status, d := get("/chat"); status {
+		case http.StatusOK:
+			c.chatOK.Add(1)
+		case http.StatusServiceUnavailable:
+			c.chatBusy.Add(1)
+			mu.Lock()
+			busy = append(busy, d)
+			mu.Unlock()
+		default:
+			c.chatOther.Add(1)
+		}
 	}
+	wg.Go(func() {
+		for i := range cfg.Chats {
+			if cfg.Spread > 0 && !sleepUntil(ctx, start.Add(time.Duration(i)*cfg.Spread/time.Duration(cfg.Chats))) {
+				return
+			}
+			wg.Go(chat)
+		}
+	})
 
 	for round := 1; round <= cfg.Rounds; round++ {
 		t := time.NewTimer(time.Until(start.Add(time.Duration(round) * cfg.Gap)))
@@ -149,7 +162,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	wg.Wait()
 
 	slices.Sort(logins)
+	slices.Sort(busy)
 	r := loadResult{
+		Busy:        busy,
 		Logins:      logins,
 		LoginErrors: failed,
 		ChatOK:      int(c.chatOK.Load()),
@@ -161,6 +176,18 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		r.Mode = *m
 	}
 	return r, ctx.Err()
+}
+
+// sleepUntil waits for t, and reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // startProgress prints one line per cfg.Interval to cfg.Progress until the

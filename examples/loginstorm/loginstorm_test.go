@@ -132,7 +132,7 @@ func TestBadDelayEnv(t *testing.T) {
 
 // jsonKeys are the keys every mode has in the -json output.
 var jsonKeys = []string{
-	"chat_busy", "chat_ok", "chat_other", "login_errors", "login_max_ms",
+	"chat_503_max_ms", "chat_503_p50_ms", "chat_busy", "chat_ok", "chat_other", "login_errors", "login_max_ms",
 	"login_p50_ms", "login_p99_ms", "logins", "wall_ms",
 }
 
@@ -213,6 +213,24 @@ func checkPriority(t *testing.T, m modeJSON) {
 	}
 }
 
+// checkSpread asserts what the breaker adds with the chats spread over two
+// delays: after the first chats have turned slow, the breaker answers the
+// others 503 at once, where the bulkhead alone lets them take the slots
+// the slow ones free, for the whole delay, or wait their 1 s for one.
+func checkSpread(t *testing.T, spread map[string]modeJSON) {
+	t.Helper()
+	bh, br := spread[modeBulkhead], spread[modeBreaker]
+	if bh.ChatOK+bh.ChatBusy != 80 || br.ChatOK+br.ChatBusy != 80 || bh.ChatOther+br.ChatOther != 0 {
+		t.Fatalf("spread chats: bulkhead %+v, breaker %+v; want 80 answered 200 or 503 each", bh, br)
+	}
+	if br.ChatOK >= bh.ChatOK {
+		t.Errorf("chats that held a slot for the delay: breaker %d, bulkhead %d; want fewer with the breaker", br.ChatOK, bh.ChatOK)
+	}
+	if br.BusyP50 >= 500 || bh.BusyP50 < 900 {
+		t.Errorf("503 p50: breaker %v ms, bulkhead %v ms; want the breaker's at once (< 500) and the bulkhead's after its 1 s wait", br.BusyP50, bh.BusyP50)
+	}
+}
+
 // TestAllModes runs the all-in-one command, every mode, at a 2 s delay.
 func TestAllModes(t *testing.T) {
 	var out, progress bytes.Buffer
@@ -252,6 +270,7 @@ func TestAllModes(t *testing.T) {
 	}
 
 	checkPriority(t, r.Modes[modePriority])
+	checkSpread(t, r.Spread)
 
 	for _, want := range []string{"shared ", "bulkhead ", "priority ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
 		if !strings.Contains(progress.String(), want) {
@@ -345,7 +364,7 @@ func TestLoadCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	a, err := newApp(modeShared, up.URL())
+	a, err := newApp(modeShared, up.URL(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +396,7 @@ func TestWriteTable(t *testing.T) {
 		{Mode: modeBulkhead, loadResult: loadResult{Logins: ms2d(1, 2), ChatOK: 10, ChatBusy: 70, Wall: 30 * time.Second}},
 	}
 	var b bytes.Buffer
-	if err := writeTable(&b, params{Delay: 30 * time.Second, Chats: 80, Logins: 50, Rounds: 5}, rows); err != nil {
+	if err := writeTable(&b, params{Delay: 30 * time.Second, Chats: 80, Logins: 50, Rounds: 5}, rows, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()

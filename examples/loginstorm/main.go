@@ -36,6 +36,14 @@
 // in: login p99 is about a millisecond, and the chats read 10 x 200 and
 // 70 x 503.
 //
+// In breaker mode /chat calls the upstream as in bulkhead mode, with a
+// breaker under the bulkhead whose slow rule opens it once the first chats
+// have run 5 s (-slow) without an answer. Every chat comes at once in the
+// storm, before any is slow, so the command then sends the 80 chats spread
+// over two delays to bulkhead and breaker mode side by side: with the
+// breaker, fewer chats hold a slot for the whole delay, and the 503s come
+// at once instead of after the bulkhead's 1 s of patience.
+//
 // Usage:
 //
 //	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode all] [-json]
@@ -81,6 +89,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -172,7 +181,7 @@ const delayUsage = "how long the upstream takes to answer, taken from $DELAY if 
 const usage = `Usage:
   loginstorm [flags]             run upstream, app and load in this process, for each -mode in turn
   loginstorm upstream [flags]    serve the slow upstream (a fake LLM provider)
-  loginstorm app [flags]         serve /login and /chat, in shared, bulkhead or priority mode
+  loginstorm app [flags]         serve /login and /chat, in shared, bulkhead, priority or breaker mode
   loginstorm load [flags]        send the chats and logins to an app started elsewhere
   loginstorm help                print this
 
@@ -202,7 +211,7 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var mode string
 	fs := newFlagSet("loginstorm", usage, stderr)
 	f.register(fs, defDelay)
-	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, or all three")
+	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, breaker (bulkhead and breaker with the chats spread), or all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -212,45 +221,98 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.validate(); err != nil {
 		return err
 	}
-	var modes []string
+	var modes, spread []string
 	switch mode {
 	case "all":
-		modes = []string{modeShared, modeBulkhead, modePriority}
+		modes, spread = []string{modeShared, modeBulkhead, modePriority}, []string{modeBulkhead, modeBreaker}
 	case modeShared, modeBulkhead, modePriority:
 		modes = []string{mode}
+	case modeBreaker:
+		spread = []string{modeBulkhead, modeBreaker}
 	default:
-		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority or all, got %q", mode)
+		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority, breaker or all, got %q", mode)
 	}
+	rows, err := runModes(ctx, modes, f, 0, stderr)
+	if err != nil {
+		return err
+	}
+	spreadRows, err := runSpread(ctx, spread, f, stderr)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(stdout, f.params(), rows, spreadRows)
+	}
+	return writeTable(stdout, f.params(), rows, spreadRows)
+}
 
+// runModes runs each mode in turn, the chats spread over spread.
+func runModes(ctx context.Context, modes []string, f loadFlags, spread time.Duration, stderr io.Writer) ([]summary, error) {
 	rows := make([]summary, 0, len(modes))
 	for _, m := range modes {
 		// Each mode starts from a collected heap, as testing.B does before
 		// each benchmark, so that garbage left by the one before does not
 		// decide when the next collection lands.
 		runtime.GC()
-		r, err := runMode(ctx, m, f, stderr)
+		r, err := runMode(ctx, m, f, spread, stderr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rows = append(rows, summary{Mode: m, loadResult: r})
 	}
-	if f.json {
-		return writeJSON(stdout, f.params(), rows)
-	}
-	return writeTable(stdout, f.params(), rows)
+	return rows, nil
 }
+
+// runSpread runs each mode with the chats spread over two delays, so that
+// most come after the first ones have turned slow, all modes at once, each
+// with its own upstream, app and load.
+func runSpread(ctx context.Context, modes []string, f loadFlags, stderr io.Writer) ([]summary, error) {
+	rows := make([]summary, len(modes))
+	errs := make([]error, len(modes))
+	stderr = &syncWriter{w: stderr} // the loads' progress lines
+	var wg sync.WaitGroup
+	for i, m := range modes {
+		wg.Go(func() {
+			var r loadResult
+			r, errs[i] = runMode(ctx, m, f, 2*f.delay, stderr)
+			rows[i] = summary{Mode: m, loadResult: r}
+		})
+	}
+	wg.Wait()
+	return rows, errors.Join(errs...)
+}
+
+// syncWriter serializes the writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// slowFor is the breaker mode's slow-call duration for an upstream delay:
+// a sixth of it (5 s for the seed's 30 s), at least 1 ms.
+func slowFor(delay time.Duration) time.Duration { return max(delay/6, time.Millisecond) }
 
 // runMode starts a fresh upstream and app in mode on ephemeral ports, runs
 // the load against them, and shuts everything down.
-func runMode(ctx context.Context, mode string, f loadFlags, stderr io.Writer) (loadResult, error) {
+func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration, stderr io.Writer) (loadResult, error) {
 	up, err := listen("127.0.0.1:0", upstreamHandler(f.delay))
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer up.Close()
-	a, err := newApp(mode, up.URL())
+	a, err := newApp(mode, up.URL(), slowFor(f.delay))
 	if err != nil {
 		return loadResult{}, err
+	}
+	label := mode
+	if spread > 0 {
+		label += "/spread"
 	}
 	defer a.Close() // after the app's server is closed: deferred calls run last first
 	srv, err := listen("127.0.0.1:0", a.handler)
@@ -262,11 +324,12 @@ func runMode(ctx context.Context, mode string, f loadFlags, stderr io.Writer) (l
 	return runLoad(ctx, loadConfig{
 		Target:   srv.URL(),
 		Chats:    f.chats,
+		Spread:   spread,
 		Logins:   f.logins,
 		Rounds:   f.rounds,
 		Gap:      waveGap,
 		Timeout:  f.clientTimeout(),
-		Label:    mode,
+		Label:    label,
 		Progress: stderr,
 	})
 }
@@ -299,11 +362,15 @@ func runApp(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("loginstorm app", "Usage: loginstorm app [flags]\n\nServes /login and /chat until interrupted; /chat calls the upstream.\n", stderr)
 	addr := fs.String("addr", "127.0.0.1:3000", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:4001", "the upstream's base URL")
-	mode := fs.String("mode", defMode, "shared, bulkhead or priority, taken from $MODE if set")
+	mode := fs.String("mode", defMode, "shared, bulkhead, priority or breaker, taken from $MODE if set")
+	slow := fs.Duration("slow", defaultSlow, "breaker mode: how long a chat runs without an answer before it is slow")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, err := newApp(*mode, *upstream)
+	if *slow <= 0 {
+		return fmt.Errorf("loginstorm: -slow must be > 0, got %v", *slow)
+	}
+	a, err := newApp(*mode, *upstream, *slow)
 	if err != nil {
 		return err
 	}
@@ -347,7 +414,7 @@ func runLoadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rows := []summary{{Mode: mode, loadResult: r}}
 	if f.json {
-		return writeJSON(stdout, f.params(), rows)
+		return writeJSON(stdout, f.params(), rows, nil)
 	}
-	return writeTable(stdout, f.params(), rows)
+	return writeTable(stdout, f.params(), rows, nil)
 }

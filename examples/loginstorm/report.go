@@ -42,6 +42,8 @@ type modeJSON struct {
 	ChatBusy    int     `json:"chat_busy"`
 	ChatOther   int     `json:"chat_other"`
 	Wall        float64 `json:"wall_ms"`
+	BusyP50     float64 `json:"chat_503_p50_ms"`
+	BusyMax     float64 `json:"chat_503_max_ms"`
 }
 
 // reportJSON is the whole -json output.
@@ -51,6 +53,7 @@ type reportJSON struct {
 	Logins   int                 `json:"logins_per_round"`
 	Rounds   int                 `json:"rounds"`
 	Modes    map[string]modeJSON `json:"modes"`
+	Spread   map[string]modeJSON `json:"spread,omitempty"`    // the chats spread over one delay
 	P99Ratio float64             `json:"p99_ratio,omitempty"` // shared p99 / bulkhead p99
 }
 
@@ -80,17 +83,30 @@ func p99Ratio(rows []summary) float64 {
 	return float64(shared) / float64(bh)
 }
 
-// writeJSON writes rows as one JSON object, with a newline.
-func writeJSON(w io.Writer, p params, rows []summary) error {
+// writeJSON writes rows and spread (the runs with the chats spread) as one
+// JSON object, with a newline.
+func writeJSON(w io.Writer, p params, rows, spread []summary) error {
 	out := reportJSON{
 		DelayMs: ms(p.Delay),
 		Chats:   p.Chats,
 		Logins:  p.Logins,
 		Rounds:  p.Rounds,
-		Modes:   make(map[string]modeJSON, len(rows)),
+		Modes:   modesJSON(rows),
 	}
+	if len(spread) > 0 {
+		out.Spread = modesJSON(spread)
+	}
+	if r := p99Ratio(rows); r > 0 {
+		out.P99Ratio = math.Round(r*10) / 10
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(out)
+}
+
+func modesJSON(rows []summary) map[string]modeJSON {
+	out := make(map[string]modeJSON, len(rows))
 	for _, s := range rows {
-		out.Modes[s.Mode] = modeJSON{
+		out[s.Mode] = modeJSON{
 			Logins:      len(s.Logins),
 			LoginErrors: s.LoginErrors,
 			LoginP50:    ms(percentile(s.Logins, 0.50)),
@@ -100,18 +116,39 @@ func writeJSON(w io.Writer, p params, rows []summary) error {
 			ChatBusy:    s.ChatBusy,
 			ChatOther:   s.ChatOther,
 			Wall:        ms(s.Wall),
+			BusyP50:     ms(percentile(s.Busy, 0.50)),
+			BusyMax:     ms(percentile(s.Busy, 1)),
 		}
 	}
-	if r := p99Ratio(rows); r > 0 {
-		out.P99Ratio = math.Round(r*10) / 10
-	}
-	enc := json.NewEncoder(w)
-	return enc.Encode(out)
+	return out
 }
 
 // writeTable writes rows as a text table, one line per mode, with the
-// shared/bulkhead p99 ratio under it when both modes ran.
-func writeTable(w io.Writer, p params, rows []summary) error {
+// shared/bulkhead p99 ratio under it when both modes ran, then spread.
+func writeTable(w io.Writer, p params, rows, spread []summary) error {
+	if len(rows) > 0 {
+		if err := writeStorm(w, p, rows); err != nil {
+			return err
+		}
+	}
+	if len(spread) == 0 {
+		return nil
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "slow provider: %d chats spread over %v (upstream delay %v); the breaker's slow rule: %v\n\n", p.Chats, 2*p.Delay, p.Delay, slowFor(p.Delay).Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-8s\tchats that held a slot %v\tchat 503\t503 p50\t503 max\tchat other\twall\t\n", "mode", p.Delay)
+	for _, s := range spread {
+		fmt.Fprintf(tw, "%-8s\t%d\t%d\t%s\t%s\t%d\t%s\t\n", s.Mode, s.ChatOK, s.ChatBusy,
+			fmtMs(percentile(s.Busy, 0.50)), fmtMs(percentile(s.Busy, 1)), s.ChatOther, fmtSec(s.Wall))
+	}
+	return tw.Flush()
+}
+
+// writeStorm writes the login storm's table.
+func writeStorm(w io.Writer, p params, rows []summary) error {
 	fmt.Fprintf(w, "loginstorm: %d chats at once, then %d logins %v later", p.Chats, p.Logins, waveGap)
 	if p.Rounds > 1 {
 		fmt.Fprintf(w, ", %d waves %v apart (%d login samples)", p.Rounds, waveGap, p.Logins*p.Rounds)
