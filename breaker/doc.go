@@ -58,9 +58,9 @@
 // window reach SlowCallRatio of the calls admitted in it, counting those
 // that ended as a success or a failure and those judged slow that did not
 // (yet); it needs [Config.SlowCallMinCalls] of them. The rule is judged
-// when a call turns slow, and again as the window rolls while it holds
-// slow calls, so a share that rises as older calls are forgotten trips the
-// breaker too. While half-open, a probe that turns slow opens it again, as
+// when a call turns slow, and, while the window holds slow calls, as it
+// rolls and as calls end, so a share that rises as older calls are
+// forgotten, or calls that reach the minimum, trip the breaker too. While half-open, a probe that turns slow opens it again, as
 // a failed probe does. A trip by the slow rule is reported from the
 // timer's goroutine, with context.Background().
 //

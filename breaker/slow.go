@@ -47,6 +47,7 @@ type slowCounts struct {
 	age    uint64   // the newest bucket
 	slow   []uint32 // calls judged slow
 	open   []uint32 // of those, the ones not (yet) counted as a success or failure
+	total  uint32   // the sum of slow
 }
 
 func newSlowCounts(born time.Duration, period time.Duration, n int) *slowCounts {
@@ -63,11 +64,12 @@ func (c *slowCounts) ageAt(t int64) uint64 {
 func (c *slowCounts) roll(age uint64) {
 	for n := uint64(len(c.slow)); c.age < age; {
 		c.age++
+		c.total -= c.slow[c.age%n]
 		c.slow[c.age%n], c.open[c.age%n] = 0, 0
 		if age-c.age >= n { // the whole window has passed
 			clear(c.slow)
 			clear(c.open)
-			c.age = age
+			c.age, c.total = age, 0
 		}
 	}
 }
@@ -86,6 +88,7 @@ func (c *slowCounts) add(age uint64, ds, do int) {
 	}
 	c.slow[age%n] = uint32(int(c.slow[age%n]) + ds)
 	c.open[age%n] = uint32(int(c.open[age%n]) + do)
+	c.total = uint32(int(c.total) + ds)
 }
 
 // sums returns the slow calls and the open ones in the window.
@@ -124,7 +127,9 @@ func (w *slowWatch) arm(now, at time.Duration) {
 }
 
 // end stops timing call seq, ended with an outcome counted as a success or
-// a failure if counted.
+// a failure if counted. While the current machine's window holds slow
+// calls, an ending call may bring the calls to SlowCallMinCalls: the rule
+// is judged again.
 func (w *slowWatch) end(seq uint64, counted bool) {
 	w.mu.Lock()
 	if seq >= w.head { // not judged
@@ -135,7 +140,12 @@ func (w *slowWatch) end(seq uint64, counted bool) {
 			s.add(s.ageAt(c.start), 0, -1)
 		}
 	}
+	m := w.b.cb.Load()
+	trip := counted && m.slow != nil && m.slow.total > 0 && w.trips(m, time.Since(w.base))
 	w.mu.Unlock()
+	if trip {
+		w.b.tripSlow(m)
+	}
 }
 
 // answer stops timing call seq: its answer came.
