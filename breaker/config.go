@@ -108,22 +108,31 @@ type Config struct {
 // math.MaxInt64.
 const maxWindow = 100 * 365 * 24 * time.Hour
 
+// check returns an error naming the first invalid field of c but the
+// slow rule's bound by the Window, or nil.
+func (c *Config) check() error {
+	switch {
+	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
+		return fmt.Errorf("breaker: Config.FailureRatio must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
+	case math.IsNaN(c.SlowCallRatio) || c.SlowCallRatio < 0 || c.SlowCallRatio > 1:
+		return fmt.Errorf("breaker: Config.SlowCallRatio must be in [0, 1] (0 turns the rule off), got %v", c.SlowCallRatio)
+	case c.SlowCallRatio > 0 && c.SlowCallDuration <= 0:
+		return fmt.Errorf("breaker: Config.SlowCallDuration must be > 0 with SlowCallRatio set, got %v", c.SlowCallDuration)
+	case c.SlowCallRatio == 0 && c.SlowCallDuration != 0:
+		return fmt.Errorf("breaker: Config.SlowCallDuration is %v but SlowCallRatio is 0: set both, or neither", c.SlowCallDuration)
+	case c.Window < 0:
+		return fmt.Errorf("breaker: Config.Window must be >= 0, got %v", c.Window)
+	case c.OpenTimeout < 0:
+		return fmt.Errorf("breaker: Config.OpenTimeout must be >= 0, got %v", c.OpenTimeout)
+	}
+	return nil
+}
+
 // settings validates c and returns its gobreaker settings, without
 // OnStateChange.
 func (c *Config) settings() (gobreaker.Settings, error) {
-	switch {
-	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.FailureRatio must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
-	case math.IsNaN(c.SlowCallRatio) || c.SlowCallRatio < 0 || c.SlowCallRatio > 1:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallRatio must be in [0, 1] (0 turns the rule off), got %v", c.SlowCallRatio)
-	case c.SlowCallRatio > 0 && c.SlowCallDuration <= 0:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration must be > 0 with SlowCallRatio set, got %v", c.SlowCallDuration)
-	case c.SlowCallRatio == 0 && c.SlowCallDuration != 0:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration is %v but SlowCallRatio is 0: set both, or neither", c.SlowCallDuration)
-	case c.Window < 0:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.Window must be >= 0, got %v", c.Window)
-	case c.OpenTimeout < 0:
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.OpenTimeout must be >= 0, got %v", c.OpenTimeout)
+	if err := c.check(); err != nil {
+		return gobreaker.Settings{}, err
 	}
 	consecutive, ratio, window := c.ConsecutiveFailures, c.FailureRatio, c.Window
 	minRequests := uint64(cmp.Or(c.MinRequests, DefaultMinRequests))

@@ -363,6 +363,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, f.completion(req.Model))
 		return
 	}
+	f.stream(ctx, w, mode, req.Model)
+}
+
+// stream answers with the frames of a streamed answer, as mode says.
+func (f *Fake) stream(ctx context.Context, w http.ResponseWriter, mode Mode, model string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -380,7 +385,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if mode == Late && !f.keepalives(ctx, send, f.cfg.Delay) {
 		return
 	}
-	frames := f.frames(req.Model)
+	frames := f.frames(model)
 	if mode == Cut {
 		frames = frames[:len(frames)-1]
 	}

@@ -77,44 +77,14 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		lastEnd atomic.Int64 // nanoseconds since start of the last answer read
 	)
 	start := time.Now()
-	// get returns the status of a GET of path (0 if it failed), 503 only
-	// with a Retry-After, and how long it took.
-	get := func(path string) (int, time.Duration) {
-		t0 := time.Now()
-		status := 0
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Target+path, nil)
-		if err == nil {
-			var resp *http.Response
-			if resp, err = client.Do(req); err == nil {
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err == nil {
-					status = resp.StatusCode
-				}
-				if status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
-					status = 0
-				}
-				if m := resp.Header.Get(modeHeader); m != "" && mode.Load() == nil {
-					mode.CompareAndSwap(nil, &m)
-				}
-			}
-		}
-		d := time.Since(t0)
-		end := int64(time.Since(start))
-		for {
-			old := lastEnd.Load()
-			if end <= old || lastEnd.CompareAndSwap(old, end) {
-				break
-			}
-		}
-		return status, d
-	}
+	g := getter{ctx: ctx, client: client, target: cfg.Target, start: start, mode: &mode, lastEnd: &lastEnd}
+	get := g.get
 
 	stop := startProgress(cfg, &c, start)
 	defer stop()
 
 	var busy []time.Duration
-	chat := func() {
+	sendChats(ctx, cfg, start, &wg, func() {
 		switch status, d := get("/chat"); status {
 		case http.StatusOK:
 			c.chatOK.Add(1)
@@ -125,14 +95,6 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 			mu.Unlock()
 		default:
 			c.chatOther.Add(1)
-		}
-	}
-	wg.Go(func() {
-		for i := range cfg.Chats {
-			if cfg.Spread > 0 && !sleepUntil(ctx, start.Add(time.Duration(i)*cfg.Spread/time.Duration(cfg.Chats))) {
-				return
-			}
-			wg.Go(chat)
 		}
 	})
 
@@ -176,6 +138,63 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		r.Mode = *m
 	}
 	return r, ctx.Err()
+}
+
+// getter sends the load's requests, and records the app's mode and when the
+// last answer was read.
+type getter struct {
+	ctx     context.Context
+	client  *http.Client
+	target  string
+	start   time.Time
+	mode    *atomic.Pointer[string]
+	lastEnd *atomic.Int64 // nanoseconds since start of the last answer read
+}
+
+// get returns the status of a GET of path (0 if it failed), 503 only with
+// a Retry-After, and how long it took.
+func (g getter) get(path string) (int, time.Duration) {
+	t0 := time.Now()
+	status := 0
+	req, err := http.NewRequestWithContext(g.ctx, http.MethodGet, g.target+path, nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = g.client.Do(req); err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				status = resp.StatusCode
+			}
+			if status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				status = 0
+			}
+			if m := resp.Header.Get(modeHeader); m != "" && g.mode.Load() == nil {
+				g.mode.CompareAndSwap(nil, &m)
+			}
+		}
+	}
+	d := time.Since(t0)
+	end := int64(time.Since(g.start))
+	for {
+		old := g.lastEnd.Load()
+		if end <= old || g.lastEnd.CompareAndSwap(old, end) {
+			break
+		}
+	}
+	return status, d
+}
+
+// sendChats runs chat cfg.Chats times on goroutines of wg, at once or
+// spread over cfg.Spread from start, until ctx ends.
+func sendChats(ctx context.Context, cfg loadConfig, start time.Time, wg *sync.WaitGroup, chat func()) {
+	wg.Go(func() {
+		for i := range cfg.Chats {
+			if cfg.Spread > 0 && !sleepUntil(ctx, start.Add(time.Duration(i)*cfg.Spread/time.Duration(cfg.Chats))) {
+				return
+			}
+			wg.Go(chat)
+		}
+	})
 }
 
 // sleepUntil waits for t, and reports false if ctx ended first.
