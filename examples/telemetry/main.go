@@ -151,34 +151,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	if *serve {
 		fmt.Fprintf(stderr, "serving %s; interrupt to stop\n", metricsURL)
-		var tick <-chan time.Time
-		if *every > 0 {
-			t := time.NewTicker(*every)
-			defer t.Stop()
-			tick = t.C
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case err := <-served:
-				served <- err // for the deferred Shutdown
-				return nil
-			case <-tick:
-				next, err := RunStorm(ctx, tel.TracerProvider, tel.MeterProvider, StormConfig{}, io.Discard)
-				if err != nil {
-					next.Close()
-					if ctx.Err() != nil {
-						return nil // interrupted mid-storm
-					}
-					return err
-				}
-				storm.Close()
-				storm = next
-			}
-		}
+		return keepServing(ctx, tel, &storm, served, *every)
 	}
 	return nil
+}
+
+// keepServing serves /metrics until ctx ends or the server stops, running
+// a storm again every every (0: never); storm is the latest, replaced in
+// place so that the caller closes the one left.
+func keepServing(ctx context.Context, tel *Telemetry, storm *Storm, served chan error, every time.Duration) error {
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-served:
+			served <- err // for the deferred Shutdown
+			return nil
+		case <-tick:
+			next, err := RunStorm(ctx, tel.TracerProvider, tel.MeterProvider, StormConfig{}, io.Discard)
+			if err != nil {
+				next.Close()
+				if ctx.Err() != nil {
+					return nil // interrupted mid-storm
+				}
+				return err
+			}
+			storm.Close()
+			*storm = next
+		}
+	}
 }
 
 // scrape GETs url and copies its watertight_* samples to w, skipping
