@@ -697,7 +697,9 @@ func TestConfigValidation(t *testing.T) {
 		{"SlowCallDuration negative with the rule", Config{SlowCallRatio: 0.5, SlowCallDuration: -1}, "SlowCallDuration"},
 		{"SlowCallDuration without the rule", Config{SlowCallDuration: time.Second}, "SlowCallDuration"},
 		{"SlowCallDuration negative without the rule", Config{SlowCallDuration: -time.Second}, "SlowCallDuration"},
-		{"SlowCallDuration = default Window", Config{SlowCallRatio: 0.5, SlowCallDuration: DefaultWindow}, "SlowCallDuration"},
+		{"SlowCallDuration 9/10 of the default Window", Config{SlowCallRatio: 0.5, SlowCallDuration: DefaultWindow * 9 / 10}, ""},
+		{"SlowCallDuration over 9/10 of the default Window", Config{SlowCallRatio: 0.5, SlowCallDuration: DefaultWindow*9/10 + 1}, "SlowCallDuration"},
+		{"SlowCallDuration 9.5/10 of Window", Config{SlowCallRatio: 0.5, SlowCallDuration: 9500 * time.Millisecond, Window: 10 * time.Second}, "SlowCallDuration"},
 		{"SlowCallDuration > Window", Config{SlowCallRatio: 0.5, SlowCallDuration: 2 * time.Second, Window: time.Second}, "SlowCallDuration"},
 	}
 	for _, tt := range tests {

@@ -59,7 +59,8 @@ type Config struct {
 	SlowCallRatio float64
 
 	// SlowCallDuration is the time after which a call is slow. It must be
-	// > 0 when SlowCallRatio is set, and 0 otherwise.
+	// > 0 when SlowCallRatio is set, and 0 otherwise, and at most 9/10 of
+	// the Window, so that a call is judged before it leaves the window.
 	SlowCallDuration time.Duration
 
 	// SlowCallMinCalls is the least number of calls for the slow rule.
@@ -67,11 +68,12 @@ type Config struct {
 	SlowCallMinCalls uint32
 
 	// Window is the rolling window in which outcomes and slow calls are
-	// counted while closed: 10 buckets of Window/10, each counting the
-	// calls admitted in it. A call is forgotten between Window - Window/10
-	// and Window after it was admitted. It must be >= 0. 0 means 60 s
-	// when FailureRatio or SlowCallRatio is set, and otherwise no window:
-	// outcomes are never forgotten while closed.
+	// counted while closed: 10 buckets of Window/10 (rounded down to the
+	// nanosecond; under 10 ns, buckets of 1 ns), each counting the calls
+	// admitted in it. A call is forgotten between 9 and 10 buckets after it
+	// was admitted, or its Window once buckets are 1 ns. It
+	// must be >= 0. 0 means 60 s when FailureRatio or SlowCallRatio is set,
+	// and otherwise no window: outcomes are never forgotten while closed.
 	Window time.Duration
 
 	// OpenTimeout is how long the breaker stays open before it turns
@@ -142,9 +144,6 @@ func (c *Config) settings() (gobreaker.Settings, error) {
 	if (ratio > 0 || c.SlowCallRatio > 0) && window == 0 {
 		window = DefaultWindow
 	}
-	if c.SlowCallRatio > 0 && c.SlowCallDuration >= window {
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration (%v) must be less than Window (%v)", c.SlowCallDuration, window)
-	}
 	st := gobreaker.Settings{
 		Name:        c.Name,
 		MaxRequests: cmp.Or(c.HalfOpenRequests, DefaultHalfOpenRequests),
@@ -164,9 +163,16 @@ func (c *Config) settings() (gobreaker.Settings, error) {
 		Timeout: 1,
 	}
 	if window > 0 {
-		w := min(window, maxWindow)
-		st.Interval = w
-		st.BucketPeriod = max(w/10, 1)
+		// gobreaker rounds Interval up to a multiple of BucketPeriod: 10
+		// buckets of Window/10 rounded down, not 11; under 10 ns, 1 ns each.
+		st.BucketPeriod, st.Interval = 1, window
+		if window >= 10 {
+			st.BucketPeriod = min(window, maxWindow) / 10
+			st.Interval = 10 * st.BucketPeriod
+		}
+	}
+	if d := c.SlowCallDuration; c.SlowCallRatio > 0 && d > st.Interval-st.BucketPeriod {
+		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration (%v) must be at most 9/10 of Window (%v)", d, window)
 	}
 	return st, nil
 }

@@ -48,11 +48,14 @@
 // without an answer, it is slow. One timer, armed for the oldest call not
 // yet judged, judges it the moment it passes that time, so a call that
 // hangs counts as slow long before it ends; its answer, when it comes,
-// still reaches the caller, and its outcome counts as the table says. The
-// time runs from Allow to Done, or to the answer marked on the context
-// from [Permit.Begin]: httppolicy's Transport marks the first byte of a
-// streamed body (the first event of an event stream). Execute times fn to
-// its return.
+// still reaches the caller, and its outcome counts as the table says (a
+// slow call whose outcome is excluded stays counted as slow). The time
+// runs from Allow to Done, or to the answer marked on the context from
+// [Permit.Begin]: httppolicy's Transport marks the first byte of a
+// streamed body (the first event of an event stream). With a first-byte
+// timeout it reads ahead to that byte; without one, it marks it when the
+// caller reads it, so a caller that waits before reading adds its wait.
+// Execute times fn to its return.
 //
 // While closed, the breaker opens when the slow calls admitted in the
 // window reach SlowCallRatio of the calls admitted in it, counting those
@@ -89,6 +92,8 @@
 // A rejection allocates nothing. An open breaker rejects without a lock or
 // a clock read until a tenth of the open period (at most 100 ms) before it
 // ends. The slow rule adds to each call one monotonic clock read and two
-// short holds of a mutex, and keeps 24 bytes for each call admitted in the
-// last SlowCallDuration, at most.
+// short holds of a mutex; Permit.Begin adds a context, one allocation and
+// one more clock read. It keeps 24 bytes for each call admitted since the
+// oldest call not yet judged or ended (at most SlowCallDuration ago), and
+// an entry for each slow call still running.
 package breaker

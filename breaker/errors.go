@@ -52,10 +52,13 @@ func excluded(ctx context.Context, err error, throttled bool) bool {
 func (b *Breaker) report(ctx context.Context, done func(error), seq uint64, err error) {
 	out := errNotRun
 	defer func() {
-		done(out)
-		if seq != 0 {
-			b.slow.end(seq, out != errNotRun)
+		if seq == 0 {
+			done(out)
+			return
 		}
+		// With the watch's lock held, so that no judgment sees the
+		// outcome counted and the call still open.
+		b.slow.end(seq, out != errNotRun, func() { done(out) })
 	}()
 	switch {
 	case err == policy.ErrAborted:

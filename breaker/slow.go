@@ -127,11 +127,21 @@ func (w *slowWatch) arm(now, at time.Duration) {
 }
 
 // end stops timing call seq, ended with an outcome counted as a success or
-// a failure if counted. While the current machine's window holds slow
-// calls, an ending call may bring the calls to SlowCallMinCalls: the rule
-// is judged again.
-func (w *slowWatch) end(seq uint64, counted bool) {
+// a failure if counted, and reports the outcome to gobreaker with report,
+// under w.mu: no judgment sees the outcome counted and the call still open.
+// While the current machine's window holds slow calls, an ending call may
+// bring the calls to SlowCallMinCalls: the rule is judged again.
+func (w *slowWatch) end(seq uint64, counted bool, report func()) {
+	if m := w.ended(seq, counted, report); m != nil {
+		w.b.tripSlow(m)
+	}
+}
+
+// ended is end's part under w.mu. It returns the machine to trip, or nil.
+func (w *slowWatch) ended(seq uint64, counted bool, report func()) *machine {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	report()
 	if seq >= w.head { // not judged
 		w.over(seq)
 	} else if c := w.running[seq]; c != nil { // judged slow
@@ -140,12 +150,10 @@ func (w *slowWatch) end(seq uint64, counted bool) {
 			s.add(s.ageAt(c.start), 0, -1)
 		}
 	}
-	m := w.b.cb.Load()
-	trip := counted && m.slow != nil && m.slow.total > 0 && w.trips(m, time.Since(w.base))
-	w.mu.Unlock()
-	if trip {
-		w.b.tripSlow(m)
+	if m := w.b.cb.Load(); counted && m.slow != nil && m.slow.total > 0 && w.trips(m, time.Since(w.base)) {
+		return m
 	}
+	return nil
 }
 
 // answer stops timing call seq: its answer came.
@@ -178,6 +186,8 @@ func (w *slowWatch) drop(n int) {
 	clear(w.calls[:n]) // for the collector: no machine kept
 	w.first += n
 	switch {
+	case w.first == len(w.buf) && cap(w.buf) > 1024:
+		w.buf, w.first = nil, 0 // a burst's high-water mark is not kept
 	case w.first == len(w.buf):
 		w.buf, w.first = w.buf[:0], 0
 	case w.first > len(w.buf)/2:

@@ -268,3 +268,87 @@ func TestSlowRuleTripsAsTheWindowRolls(t *testing.T) {
 		}
 	})
 }
+
+// Calls that end at one instant are never counted twice: 3 slow calls
+// ending together stay below SlowCallMinCalls 4, whatever the order in
+// which their ends and the judgments interleave.
+func TestSlowRuleNeverBelowMinCalls(t *testing.T) {
+	for range 200 {
+		synctest.Test(t, func(t *testing.T) {
+			b := newBreaker(t, slowConfig())
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() {
+					b.Execute(context.Background(), func(context.Context) error { time.Sleep(2 * time.Second); return nil })
+				})
+			}
+			wg.Wait()
+			if s := b.State(); s != Closed {
+				t.Fatalf("state %v after 3 calls with SlowCallMinCalls 4, want closed", s)
+			}
+		})
+	}
+}
+
+// A Window that is no multiple of 10 ns still has 10 buckets, for
+// outcomes and slow calls alike: both are forgotten together.
+func TestSlowWindowOfAnyLength(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := slowConfig()
+		cfg.Window = 10*time.Second + 9
+		b := newBreaker(t, cfg)
+		goCall(b, 2*time.Second, nil)()
+		if c := b.Counts(); c.TotalSuccesses != 1 || c.SlowCalls != 1 {
+			t.Fatalf("counts %+v; want the slow success", c)
+		}
+		time.Sleep(8500 * time.Millisecond) // 10.5 s: the first bucket is gone
+		if c := b.Counts(); c.TotalSuccesses != 0 || c.SlowCalls != 0 {
+			t.Fatalf("counts %+v after the Window; want none", c)
+		}
+	})
+}
+
+// A call that hangs is judged before its bucket leaves the window, with
+// SlowCallDuration at its largest, 9/10 of the Window.
+func TestSlowCallJudgedWithinTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker(t, Config{ConsecutiveFailures: 1 << 30, SlowCallRatio: 1, SlowCallDuration: 9 * time.Second,
+			SlowCallMinCalls: 1, Window: 10 * time.Second, OpenTimeout: time.Minute})
+		time.Sleep(999 * time.Millisecond) // the end of the first bucket
+		wait := goCall(b, time.Hour, nil)
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if s := b.State(); s != Open {
+			t.Fatalf("state %v with a call hanging 9 s, want open", s)
+		}
+		b.Reset()
+		wait()
+	})
+}
+
+// After a burst, the watch does not keep the burst's buffer.
+func TestSlowWatchShrinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := slowConfig()
+		cfg.SlowCallMinCalls = 1 << 30
+		b := newBreaker(t, cfg)
+		var ps []Permit
+		for range 100000 {
+			p, err := b.Allow(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		for i := range ps {
+			ps[i].Done(nil)
+		}
+		call(b, nil)
+		b.slow.mu.Lock()
+		n := cap(b.slow.buf)
+		b.slow.mu.Unlock()
+		if n > 1024 {
+			t.Fatalf("the watch keeps room for %d calls after the burst", n)
+		}
+	})
+}

@@ -144,15 +144,9 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 // X-Should-Retry: false, which the OpenAI and Anthropic SDKs read as "do
 // not retry".
 func (x *exchange) spent(resp *http.Response) error {
-	if resp.Header == nil {
-		resp.Header = http.Header{}
-	}
-	resp.Header.Set("X-Should-Retry", "false")
 	x.last = resp
 	x.stopped = true
-	se := newStatusError(resp)
-	se.quota = true
-	return policy.Permanent(se)
+	return policy.Permanent(spentError(resp))
 }
 
 // accept takes resp, a response that is not a failure. It is handed
@@ -167,6 +161,10 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 		if !w.firstByteIn() {
 			closeResp(resp)
 			return x.failed(w.cause(), false)
+		}
+		if noBody && x.emptyStream(resp) {
+			closeResp(resp)
+			return x.failed(ErrStreamCut, false)
 		}
 		if noBody {
 			x.accepted = resp
@@ -199,6 +197,13 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 	x.stream = sb
 	x.handed = resp
 	return compose.ErrHandOver
+}
+
+// emptyStream reports whether resp, which has no body, is an event stream
+// that should have ended with the Transport's StreamEnd.
+func (x *exchange) emptyStream(resp *http.Response) bool {
+	return x.t.StreamEnd != nil && isEventStream(resp.Header) && x.req.Method != http.MethodHead &&
+		resp.StatusCode/100 == 2 && resp.StatusCode != http.StatusNoContent
 }
 
 // failed returns err, marked with policy.Permanent if it may not be

@@ -33,7 +33,8 @@ import (
 // gets the response at once, with the header X-Should-Retry: false, and
 // Signals never see it, so it sets no rate-limit hold. Its JSON error is
 // read from the first MaxFailureBody bytes of a 429's body, which the
-// Transport keeps in memory; a body that does not parse as one leaves the
+// Transport keeps in memory, as encoding/json decodes the first JSON value
+// there (field names in any case); a body that does not decode leaves the
 // 429 throttled. With RetryUnsafe, a Transport retries any request as an
 // idempotent one. A request whose body cannot be sent again is never
 // retried.
@@ -67,6 +68,18 @@ func idempotent(req *http.Request) bool {
 // act on the request: 529 is Anthropic's "overloaded".
 func unprocessedStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == 529
+}
+
+// spentError returns the error of resp, a spent quota, and sets
+// X-Should-Retry: false on it.
+func spentError(resp *http.Response) *StatusError {
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	resp.Header.Set("X-Should-Retry", "false")
+	se := newStatusError(resp)
+	se.quota = true
+	return se
 }
 
 // mayBeSpent reports whether a response of status code may be a spent

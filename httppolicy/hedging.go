@@ -41,7 +41,9 @@ type Hedging struct {
 // RoundTrip sends req through Base, hedged, and returns the first
 // response that is not a failure. The others are canceled with the cause
 // hedge.ErrLost, and their bodies closed. If every attempt failed with a
-// failure response, it returns the last; else the Hedge's error. A panic
+// failure response, it returns the last; else the Hedge's error. A spent
+// quota (see [DefaultIsFailure]) ends the call at once, whatever
+// IsFailure says: it is returned, and no hedge starts after it. A panic
 // in an attempt crashes the program, as package hedge says. RoundTrip
 // closes req.Body, even on error, and does not modify req.
 func (h *Hedging) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -132,15 +134,25 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 		}
 		return nil, err
 	}
-	failed := c.isFailure(resp)
+	spent := false
+	if mayBeSpent(resp.StatusCode) {
+		if _, ok := resp.Body.(memBody); !ok {
+			bufferBody(resp) // while the attempt holds resp alone
+		}
+		spent = quotaSpent(resp)
+	}
+	failed := !spent && c.isFailure(resp)
 	if failed {
-		bufferBody(resp) // while the attempt holds resp alone
+		bufferBody(resp)
 	}
 	if !c.keep(reply) {
 		return nil, hedge.ErrLost
 	}
 	kept = true
-	if failed {
+	switch {
+	case spent: // no hedge after it
+		return nil, spentError(resp)
+	case failed:
 		return nil, newStatusError(resp)
 	}
 	return resp, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -164,3 +165,30 @@ func TestOverloadedIsRetried(t *testing.T) {
 type execPolicy func(context.Context, policy.Func) error
 
 func (f execPolicy) Execute(ctx context.Context, fn policy.Func) error { return f(ctx, fn) }
+
+// Hedging sends no hedge after a spent quota, over a Transport or a raw
+// base: the first answer comes back.
+func TestHedgingStopsOnSpentQuota(t *testing.T) {
+	for _, overTransport := range []bool{false, true} {
+		base := &answers{status: 429, body: openAIQuota}
+		h, err := hedge.New(hedge.Config{Delay: time.Hour, MaxHedges: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rt http.RoundTripper = base
+		if overTransport {
+			rt = &httppolicy.Transport{Base: base, Policy: newPipeline(t, compose.Policies{})}
+		}
+		hr := &httppolicy.Hedging{Base: rt, Hedge: h}
+		req, _ := http.NewRequest(http.MethodGet, "http://llm.test/v1/models", nil)
+		resp, err := hr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if n := base.n.Load(); n != 1 || resp.StatusCode != 429 || resp.Header.Get("X-Should-Retry") != "false" {
+			t.Fatalf("over a Transport %v: %d requests, status %d, X-Should-Retry %q; want 1, 429, false",
+				overTransport, n, resp.StatusCode, resp.Header.Get("X-Should-Retry"))
+		}
+	}
+}

@@ -93,14 +93,15 @@ func endField(dst []byte, v []byte, whole bool) ([]byte, bool) {
 	return append(dst, v...), false
 }
 
-// matchEnd records whether the event being dispatched is the StreamEnd.
+// matchEnd records whether the event being dispatched, if it has data, is
+// the StreamEnd, and forgets it: a blank line ends every event, sent or not.
 func (s *sseScanner) matchEnd() {
 	e := s.end
 	typ := string(s.evType)
 	if typ == "" {
 		typ = "message"
 	}
-	if (e.Event == "" || !s.typeLong && typ == e.Event) && (e.Data == "" || !s.dLong && string(s.evData) == e.Data) {
+	if s.data && (e.Event == "" || !s.typeLong && typ == e.Event) && (e.Data == "" || !s.dLong && string(s.evData) == e.Data) {
 		s.ended = true
 	}
 	s.evType, s.evData = s.evType[:0], s.evData[:0]
@@ -227,7 +228,7 @@ func (s *sseScanner) endLine(at int) bool {
 	case blank:
 		// A blank line dispatches the event: all before it is settled.
 		s.kept = at + 1
-		if s.end != nil && s.data {
+		if s.end != nil {
 			s.matchEnd()
 		}
 		counts := s.data && !s.keepalive && !s.large

@@ -71,6 +71,8 @@ func TestStreamEnd(t *testing.T) {
 		{"anthropic whole", anthropicStream + anthropicStop, &httppolicy.AnthropicStreamEnd, false},
 		{"anthropic cut", anthropicStream + anthropicPingThenX, &httppolicy.AnthropicStreamEnd, true},
 		{"anthropic: message_stop as data only is not it", anthropicStream + "data: message_stop\n\n", &httppolicy.AnthropicStreamEnd, true},
+		{"anthropic: an event type without data is no event", anthropicStream + "event: message_stop\n\ndata: {\"partial\":true}\n\n", &httppolicy.AnthropicStreamEnd, true},
+		{"openai: [DONE] without its blank line is cut", openAIStream + "data: [DONE]", &httppolicy.OpenAIStreamEnd, true},
 		{"empty stream", "", &httppolicy.OpenAIStreamEnd, true},
 		{"no StreamEnd", openAIStream, nil, false},
 	} {
@@ -134,3 +136,23 @@ func TestStreamEndInvalid(t *testing.T) {
 type baseFunc func(*http.Request) (*http.Response, error)
 
 func (f baseFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// An event stream with no body at all (Content-Length: 0) was cut too:
+// its attempt fails with ErrStreamCut, a breaker failure.
+func TestStreamEndEmptyBody(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+	})
+	br := newBreaker(t, 1)
+	tr := &httppolicy.Transport{Base: newBase(t, 1), Policy: newPipeline(t, compose.Policies{Breaker: br}), StreamEnd: &httppolicy.OpenAIStreamEnd}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, httppolicy.ErrStreamCut) || br.State() != breaker.Open {
+		t.Fatalf("err %v, breaker %v; want ErrStreamCut, open", err, br.State())
+	}
+}

@@ -77,10 +77,12 @@ type Transport struct {
 	KeepaliveEvents []string
 	// StreamEnd, if set, is the event that ends every whole event stream
 	// (text/event-stream, not encoded) this Transport hands over, such as
-	// &OpenAIStreamEnd. A stream that reaches its end without it was cut:
-	// its last Read returns [ErrStreamCut] in place of io.EOF, and the
-	// call ends with that error, a failure for the breaker. An empty one
-	// makes RoundTrip fail.
+	// &OpenAIStreamEnd: an event dispatched (its blank line read) with
+	// data. A stream that reaches its end without it was cut: its last
+	// Read returns [ErrStreamCut] in place of io.EOF, and the call ends
+	// with that error, a failure for the breaker. A 2xx event stream with
+	// no body at all fails its attempt with ErrStreamCut, retried as a
+	// failure is. An empty StreamEnd makes RoundTrip fail.
 	StreamEnd *StreamEnd
 
 	// Name names the Transport in its errors and telemetry.
