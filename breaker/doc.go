@@ -63,9 +63,12 @@
 // (yet); it needs [Config.SlowCallMinCalls] of them. The rule is judged
 // when a call turns slow, and, while the window holds slow calls, as it
 // rolls and as calls end, so a share that rises as older calls are
-// forgotten, or calls that reach the minimum, trip the breaker too. While half-open, a probe that turns slow opens it again, as
-// a failed probe does. A trip by the slow rule is reported from the
-// timer's goroutine, with context.Background().
+// forgotten, or calls that reach the minimum, trip the breaker too. While
+// half-open, a probe that turns slow opens it again, as a failed probe
+// does. A trip by the slow rule is reported, with context.Background(),
+// from the goroutine that judged it: the timer's, or an ending call's. An
+// OnStateChange that panics on the timer's goroutine crashes the program,
+// as any goroutine's panic does.
 //
 // # Telemetry
 //
