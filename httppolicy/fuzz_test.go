@@ -64,7 +64,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 }
 
 func FuzzStatusClassification(f *testing.F) {
-	for _, c := range []int{0, 100, 200, 204, 301, 404, 408, 409, 429, 499, 500, 502, 503, 504, 599, 600, -1, math.MaxInt32} {
+	for _, c := range []int{0, 100, 200, 204, 301, 402, 404, 408, 409, 429, 499, 500, 502, 503, 504, 529, 599, 600, -1, math.MaxInt32} {
 		f.Add(c, "POST", false)
 		f.Add(c, "GET", true)
 	}
@@ -90,7 +90,7 @@ func FuzzStatusClassification(f *testing.F) {
 		switch {
 		case key && !retryable:
 			t.Fatalf("%s with Idempotency-Key, %d: not retryable", method, code)
-		case (method == "POST" || method == "PATCH") && !key && retryable != (code == 429 || code == 503):
+		case (method == "POST" || method == "PATCH") && !key && retryable != (code == 429 || code == 503 || code == 529):
 			t.Fatalf("%s %d: retryable = %v", method, code, retryable)
 		}
 		x.replayable = false
