@@ -1,6 +1,8 @@
 package httppolicy
 
 import (
+	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -101,3 +103,40 @@ func FuzzStatusClassification(f *testing.F) {
 }
 
 func trim(s string) string { return strings.Trim(s, " \t") }
+
+// FuzzQuotaSpent checks that a body never makes a spent quota of an answer
+// whose status cannot be one, that a 402 always is one, and that a 429 is
+// one exactly when its kept body decodes, as encoding/json reads it, to an
+// error whose type or code is insufficient_quota or billing_error.
+func FuzzQuotaSpent(f *testing.F) {
+	for _, s := range []string{
+		`{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}`,
+		`{"type":"error","error":{"type":"billing_error"}}`,
+		`{"error":{"code":"rate_limit_exceeded"}}`, `{"error":{"code":`, `[1]`, ``, `{"error":null}`,
+		`{"ERROR":{"CODE":"insufficient_quota"}} trailing`, `{"error":{"code":["insufficient_quota"]}}`,
+	} {
+		f.Add(429, s)
+		f.Add(402, s)
+		f.Add(503, s)
+	}
+	f.Fuzz(func(t *testing.T, code int, body string) {
+		resp := &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
+		bufferBody(resp)
+		got := mayBeSpent(code) && quotaSpent(resp)
+		var want bool
+		switch code {
+		case http.StatusPaymentRequired:
+			want = true
+		case http.StatusTooManyRequests:
+			var v struct{ Error struct{ Type, Code any } }
+			if len(body) <= MaxFailureBody && json.NewDecoder(strings.NewReader(body)).Decode(&v) == nil {
+				for _, x := range []any{v.Error.Type, v.Error.Code} {
+					want = want || x == "insufficient_quota" || x == "billing_error"
+				}
+			}
+		}
+		if got != want {
+			t.Fatalf("status %d, body %q: spent = %v, want %v", code, body, got, want)
+		}
+	})
+}
