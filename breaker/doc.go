@@ -68,9 +68,9 @@
 // does. A trip by the slow rule is reported, with context.Background(),
 // from the goroutine that judged it: the timer's, or an ending call's. An
 // OnStateChange that panics on the timer's goroutine crashes the program,
-// as any goroutine's panic does. With testing/synctest, use a Breaker with
-// a slow rule in one bubble only: its timer belongs to the bubble of its
-// first call.
+// as any goroutine's panic does. With testing/synctest, build and use a
+// Breaker with a slow rule in one bubble: its clock starts when it is
+// built, and its timer belongs to the bubble of its first call.
 //
 // # Telemetry
 //
