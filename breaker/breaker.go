@@ -39,7 +39,6 @@ type Breaker struct {
 	isFailure   func(error) bool
 	throttled   bool       // IsFailure is the default: exclude a throttled error
 	slow        *slowWatch // nil without a slow rule
-	buckets     int        // of a closed machine's window, with a slow rule
 
 	cb     atomic.Pointer[machine] // the current machine; written under mu
 	forced atomic.Bool             // ForceOpen until Reset; written under mu
@@ -88,7 +87,6 @@ func New(cfg Config) (*Breaker, error) {
 	if cfg.SlowCallRatio > 0 {
 		b.slow = &slowWatch{b: b, d: cfg.SlowCallDuration, ratio: cfg.SlowCallRatio,
 			min: cmp.Or(cfg.SlowCallMinCalls, DefaultMinRequests), base: time.Now(), head: 1}
-		b.buckets = int(st.Interval / st.BucketPeriod)
 		b.tel.slowCalls = telemetry.Counter(in.Meter, telemetry.MetricSlow, "{call}", "Calls a circuit breaker judged slow.")
 	}
 	b.cb.Store(b.newMachine(false, false))
@@ -101,7 +99,8 @@ func New(cfg Config) (*Breaker, error) {
 func (b *Breaker) newMachine(open, held bool) *machine {
 	m := &machine{open: open, held: held}
 	if b.slow != nil && !open {
-		m.slow = newSlowCounts(time.Since(b.slow.base), b.settings.BucketPeriod, b.buckets)
+		st := b.settings
+		m.slow = newSlowCounts(time.Since(b.slow.base), st.BucketPeriod, int(st.Interval/st.BucketPeriod))
 	}
 	st := b.settings
 	st.OnStateChange = func(_ string, _, to gobreaker.State) { b.changed(m, State(to)) }

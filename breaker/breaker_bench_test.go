@@ -149,19 +149,3 @@ func BenchmarkRejectOpenClock(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkExecuteSlowRule is BenchmarkExecute with the slow rule on.
-func BenchmarkExecuteSlowRule(b *testing.B) {
-	br, err := New(Config{Name: "bench", SlowCallRatio: 0.5, SlowCallDuration: 10 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := br.Execute(ctx, okFn); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -97,8 +97,8 @@
 // A rejection allocates nothing. An open breaker rejects without a lock or
 // a clock read until a tenth of the open period (at most 100 ms) before it
 // ends. The slow rule adds to each call one monotonic clock read and two
-// short holds of a mutex; Permit.Begin adds a context, one allocation and
-// one more clock read. It keeps 24 bytes for each call admitted since the
+// holds of a mutex, the second around gobreaker's count of the outcome;
+// Permit.Begin adds a context, two allocations and one more clock read. It keeps 24 bytes for each call admitted since the
 // oldest call not yet judged or ended (at most SlowCallDuration ago), and
 // an entry for each slow call still running.
 package breaker

@@ -21,11 +21,10 @@ type slowWatch struct {
 	base  time.Time // starts are ns since base
 
 	mu      sync.Mutex
-	buf     []timedCall           // calls = buf[first:], reused once empty
-	calls   []timedCall           // from seq head, in admission order
-	first   int                   // of calls in buf
-	head    uint64                // seq of calls[0]; seqs start at 1
-	running map[uint64]*timedCall // judged slow, not ended: at most the calls in flight
+	buf     []timedCall          // the calls timed are buf[first:], in admission order
+	first   int                  // buf is reused once empty
+	head    uint64               // seq of buf[first]; seqs start at 1
+	running map[uint64]timedCall // judged slow, not ended: at most the calls in flight
 	timer   *time.Timer
 	armed   bool          // timer will fire, at at
 	at      time.Duration // ns since base
@@ -100,13 +99,15 @@ func (c *slowCounts) sums() (slow, open uint32) {
 	return slow, open
 }
 
+// calls returns the calls timed, from seq head. w.mu must be held.
+func (w *slowWatch) calls() []timedCall { return w.buf[w.first:] }
+
 // admit starts timing a call m admitted, and returns its seq.
 func (w *slowWatch) admit(m *machine) uint64 {
 	now := time.Since(w.base)
 	w.mu.Lock()
 	w.buf = append(w.buf, timedCall{start: int64(now), m: m})
-	w.calls = w.buf[w.first:]
-	seq := w.head + uint64(len(w.calls)) - 1
+	seq := w.head + uint64(len(w.buf)-w.first) - 1
 	if !w.armed || now+w.d < w.at {
 		w.arm(now, now+w.d)
 	}
@@ -144,7 +145,7 @@ func (w *slowWatch) ended(seq uint64, counted bool, report func()) *machine {
 	report()
 	if seq >= w.head { // not judged
 		w.over(seq)
-	} else if c := w.running[seq]; c != nil { // judged slow
+	} else if c, ok := w.running[seq]; ok { // judged slow
 		delete(w.running, seq)
 		if s := c.m.slow; s != nil && counted {
 			s.add(s.ageAt(c.start), 0, -1)
@@ -166,12 +167,13 @@ func (w *slowWatch) answer(seq uint64) {
 // over marks call seq no longer timed, and drops the calls at the head
 // that are not. w.mu must be held.
 func (w *slowWatch) over(seq uint64) {
-	if seq < w.head || seq-w.head >= uint64(len(w.calls)) {
+	calls := w.calls()
+	if seq < w.head || seq-w.head >= uint64(len(calls)) {
 		return // judged slow, or already over
 	}
-	w.calls[seq-w.head].over = true
+	calls[seq-w.head].over = true
 	n := 0
-	for n < len(w.calls) && w.calls[n].over {
+	for n < len(calls) && calls[n].over {
 		n++
 	}
 	w.drop(n)
@@ -183,7 +185,7 @@ func (w *slowWatch) drop(n int) {
 		return
 	}
 	w.head += uint64(n)
-	clear(w.calls[:n]) // for the collector: no machine kept
+	clear(w.buf[w.first : w.first+n]) // for the collector: no machine kept
 	w.first += n
 	switch {
 	case w.first == len(w.buf) && cap(w.buf) > 1024:
@@ -194,7 +196,6 @@ func (w *slowWatch) drop(n int) {
 		w.buf = w.buf[:copy(w.buf, w.buf[w.first:])]
 		w.first = 0
 	}
-	w.calls = w.buf[w.first:]
 }
 
 // judge is the timer's function: it judges slow every call that has run
@@ -202,7 +203,7 @@ func (w *slowWatch) drop(n int) {
 func (w *slowWatch) judge() {
 	w.mu.Lock()
 	now := time.Since(w.base)
-	trips := w.judgeCalls(now)
+	trips, slowed := w.judgeCalls(now)
 	// As older calls leave the current machine's window, its share of slow
 	// calls may reach the ratio with no call turning slow: check it now,
 	// and again when the window next rolls while it holds slow calls.
@@ -210,57 +211,60 @@ func (w *slowWatch) judge() {
 	if m := w.b.cb.Load(); m.slow != nil && !slices.Contains(trips, m) {
 		if w.trips(m, now) {
 			trips = append(trips, m)
-		} else if slow, _ := m.slow.sums(); slow > 0 {
+		} else if m.slow.total > 0 { // trips rolled the window up to now
 			next = m.slow.nextRoll(now)
 		}
 	}
 	w.armed = false
-	if len(w.calls) > 0 && (next < 0 || time.Duration(w.calls[0].start)+w.d < next) {
-		next = time.Duration(w.calls[0].start) + w.d
+	if calls := w.calls(); len(calls) > 0 && (next < 0 || time.Duration(calls[0].start)+w.d < next) {
+		next = time.Duration(calls[0].start) + w.d
 	}
 	if next >= 0 {
 		w.arm(now, next)
 	}
 	w.mu.Unlock()
+	for range slowed {
+		w.b.tel.slow(context.Background())
+	}
 	for _, m := range trips {
 		w.b.tripSlow(m)
 	}
 }
 
 // judgeCalls judges slow the calls that have run for d by now, and returns
-// the machines that must trip. w.mu must be held.
-func (w *slowWatch) judgeCalls(now time.Duration) []*machine {
-	var trips []*machine
+// the machines that must trip and how many calls it judged. w.mu must be
+// held.
+func (w *slowWatch) judgeCalls(now time.Duration) (trips []*machine, slowed int) {
+	calls := w.calls()
 	n := 0
-	for ; n < len(w.calls); n++ {
-		c := &w.calls[n]
+	for ; n < len(calls); n++ {
+		c := &calls[n]
 		if c.over {
 			continue
 		}
 		if time.Duration(c.start)+w.d > now {
 			break
 		}
-		w.slowed(w.head+uint64(n), c, now)
+		w.slowed(w.head+uint64(n), *c, now)
+		slowed++
 		if !slices.Contains(trips, c.m) && w.trips(c.m, now) {
 			trips = append(trips, c.m)
 		}
 	}
 	w.drop(n)
-	return trips
+	return trips, slowed
 }
 
 // slowed counts call seq, c, as slow. w.mu must be held.
-func (w *slowWatch) slowed(seq uint64, c *timedCall, now time.Duration) {
+func (w *slowWatch) slowed(seq uint64, c timedCall, now time.Duration) {
 	if w.running == nil {
-		w.running = make(map[uint64]*timedCall)
+		w.running = make(map[uint64]timedCall)
 	}
-	cc := *c
-	w.running[seq] = &cc
+	w.running[seq] = c
 	if s := c.m.slow; s != nil {
 		s.roll(s.ageAt(int64(now)))
 		s.add(s.ageAt(c.start), 1, 1)
 	}
-	w.b.tel.slow(context.Background())
 }
 
 // trips reports whether m, the current machine, must trip: it is closed

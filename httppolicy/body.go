@@ -51,16 +51,17 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	if len(b.prefix) > 0 {
 		n := copy(p, b.prefix)
 		b.prefix = b.prefix[n:]
-		b.sse.scanEnd(p[:n])
+		if b.sse != nil {
+			b.sse.scan(p[:n]) // for its StreamEnd: the prefix holds the first byte
+		}
 		return n, nil
 	}
 	n, err := b.w.read(b.rc, p)
+	counts := n > 0
 	if b.sse != nil {
-		if b.sse.scan(p[:n]) > 0 && !b.first {
-			b.first = true
-			stage.FirstByte(b.ctx)
-		}
-	} else if !b.first && n > 0 {
+		counts = b.sse.scan(p[:n]) > 0 // every Read: the StreamEnd may come
+	}
+	if counts && !b.first {
 		b.first = true
 		stage.FirstByte(b.ctx)
 	}
@@ -143,8 +144,12 @@ func (b *streamBody) attemptErr(err error, byCtx bool) error {
 	return nil
 }
 
-// bufferBody replaces resp's body by its first MaxFailureBody bytes.
+// bufferBody replaces resp's body by its first MaxFailureBody bytes,
+// unless it is in memory.
 func bufferBody(resp *http.Response) {
+	if _, ok := resp.Body.(memBody); ok {
+		return
+	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		resp.Body = http.NoBody
 		return

@@ -136,9 +136,7 @@ func (c *hedgedCall) attempt(actx context.Context) (_ *http.Response, err error)
 	}
 	spent := false
 	if mayBeSpent(resp.StatusCode) {
-		if _, ok := resp.Body.(memBody); !ok {
-			bufferBody(resp) // while the attempt holds resp alone
-		}
+		bufferBody(resp) // while the attempt holds resp alone
 		spent = quotaSpent(resp)
 	}
 	failed := !spent && c.isFailure(resp)

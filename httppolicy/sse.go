@@ -74,13 +74,6 @@ type sseScanner struct {
 	ended           bool
 }
 
-// scanEnd scans p on a nil-safe receiver, for the StreamEnd only.
-func (s *sseScanner) scanEnd(p []byte) {
-	if s != nil {
-		s.scan(p)
-	}
-}
-
 // cut reports whether the stream ended without its StreamEnd event.
 func (s *sseScanner) cut() bool { return s != nil && s.end != nil && !s.ended }
 
