@@ -18,6 +18,7 @@ import (
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 )
 
 // call is one run through a pipeline. It walks the slots with from, one
@@ -26,6 +27,7 @@ import (
 // exit in pending, innermost first, for Held.End to run later.
 type call struct {
 	p        *Pipeline
+	slots    []slot // p.slots, or those of the endpoint picked
 	fn       func(context.Context) error
 	attempts trace.Tracer    // starts attempt spans, or nil
 	learner  adaptive.Permit // the Bulkhead slot's adaptive permit, if any
@@ -33,6 +35,8 @@ type call struct {
 	mayHand  bool            // run by Start: fn may hand the call over
 	handed   bool            // fn returned ErrHandOver under Start
 	pending  []exit
+	tried    uint64 // the endpoints the call's attempts were sent to
+	ran      bool   // fn ran since the last pick
 	// The call's telemetry, when it has any (kindCall).
 	ctx   context.Context // the call's, with its span
 	span  trace.Span
@@ -50,13 +54,15 @@ type exit struct {
 	rate   ratelimit.Permit
 	brk    breaker.Permit
 	span   trace.Span
+	pick   route.Permit
 	sample adaptive.Sample // kindAttempt: the adaptive limit's
 	held   *held           // kindExecute: a policy of another package
 }
 
 // from runs slots[i:] and fn.
 func (c *call) from(ctx context.Context, i int) error {
-	if i == len(c.p.slots) {
+	if i == len(c.slots) {
+		c.ran = true
 		err := c.fn(ctx)
 		if err == ErrHandOver && c.mayHand {
 			c.handed = true
@@ -64,8 +70,10 @@ func (c *call) from(ctx context.Context, i int) error {
 		}
 		return err
 	}
-	s := &c.p.slots[i]
+	s := &c.slots[i]
 	switch s.kind {
+	case kindRoute:
+		return c.route(ctx, i, s.router)
 	case kindAttempt:
 		if c.attempts == nil && !c.learns {
 			return c.from(ctx, i+1) // no span, no sample: no frame
@@ -94,6 +102,28 @@ func (c *call) from(ctx context.Context, i int) error {
 		c.learner, c.learns = x.adapt, true
 	}
 	return c.under(inner, i, &x)
+}
+
+// route runs one attempt on an endpoint r picks, and on another if the
+// endpoint's own policies refuse it.
+func (c *call) route(ctx context.Context, i int, r *route.Router) error {
+	var refused uint64
+	for {
+		actx, pm, err := r.Pick(ctx, c.tried, refused)
+		if err != nil {
+			return err
+		}
+		bit := uint64(1) << pm.Index()
+		c.tried |= bit
+		c.slots = c.p.routed[pm.Index()]
+		c.ran = false
+		x := exit{kind: kindRoute, pick: pm}
+		err = c.under(actx, i, &x)
+		if c.handed || c.ran || !errors.Is(err, policy.ErrRejected) {
+			return err
+		}
+		refused |= bit
+	}
 }
 
 // execute runs p, a policy of another package, with the slots below it as
@@ -298,6 +328,12 @@ func (c *call) end(x *exit, err error) error {
 		if x.span != nil {
 			endSpan(x.span, err)
 		}
+	case kindRoute:
+		if !c.ran && errors.Is(err, policy.ErrRejected) {
+			x.pick.Refused()
+			return err
+		}
+		return x.pick.Done(err)
 	case kindCall:
 		c.p.observe(c.ctx, c.span, c.start, c.timed, err)
 	case kindExecute:

@@ -18,6 +18,7 @@ import (
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 )
 
 // Pipeline runs calls through its policies in the fixed order described in
@@ -26,6 +27,9 @@ import (
 type Pipeline struct {
 	name  string
 	slots []slot
+	// routed holds, per endpoint of a Route slot (the last), the slots
+	// with the endpoint's own after it.
+	routed [][]slot
 	// retries: a Retry is in a slot; below it each attempt gets a span.
 	retries bool
 
@@ -44,6 +48,7 @@ type Pipeline struct {
 type slot struct {
 	policy policy.Policy
 	kind   kind
+	router *route.Router // kindRoute
 }
 
 // kind says how a call enters a slot: a policy of this module in two
@@ -58,6 +63,7 @@ const (
 	kindRateLimit
 	kindBreaker
 	kindRetry
+	kindRoute   // the pick of an endpoint
 	kindAttempt // an attempt's span and latency sample
 	kindCall    // the call's span and duration
 )
@@ -104,6 +110,9 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 		pipelineKV:  telemetry.KeyPipeline.String(name),
 	}
 	pl.slots = p.build()
+	if p.Route != nil {
+		pl.routed = p.routed(pl.slots, len(pl.slots)-1)
+	}
 	for _, s := range pl.slots {
 		pl.retries = pl.retries || s.kind == kindRetry
 	}
@@ -164,7 +173,7 @@ func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held
 	if ctx == nil {
 		panic("compose: nil Context")
 	}
-	c := &call{p: p, fn: fn, mayHand: mayHand}
+	c := &call{p: p, fn: fn, mayHand: mayHand, slots: p.slots}
 	tr := p.tracer.Tracer()
 	timed := p.duration.Enabled(ctx)
 	if tr == nil && !timed {

@@ -2,12 +2,14 @@ package compose
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/watertight/watertight/adaptive"
 	"github.com/watertight/watertight/internal/nilcheck"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 )
 
 // Policies names the policy in each slot of a [Pipeline]. A nil slot is
@@ -30,6 +32,11 @@ type Policies struct {
 	Breaker policy.Policy
 	// Attempt bounds each attempt (usually a second *deadline.Deadline).
 	Attempt policy.Policy
+
+	// Route, if set, sends each attempt to one of its endpoints, below
+	// Retry: the RateLimit, Breaker and Attempt slots are then each
+	// endpoint's own (route.Endpoint), and must be nil here.
+	Route *route.Router
 }
 
 // timeouter is implemented by deadline.Deadline; compose checks the
@@ -51,6 +58,9 @@ func (p Policies) slots() []named {
 }
 
 func (p Policies) validate() error {
+	if err := p.validateRoute(); err != nil {
+		return err
+	}
 	for _, s := range p.slots() {
 		if s.p == nil {
 			continue
@@ -75,6 +85,43 @@ func (p Policies) validate() error {
 	return nil
 }
 
+// validateRoute refuses a typed nil Route, and a Route beside the slots
+// its endpoints fill.
+func (p Policies) validateRoute() error {
+	if p.Route == nil {
+		return nil
+	}
+	for _, s := range p.slots()[3:] {
+		if s.p != nil {
+			return fmt.Errorf("compose: Policies.%s and Policies.Route are both set: with a Route, each route.Endpoint has its own %s", s.field, s.field)
+		}
+	}
+	for i, e := range p.Route.Endpoints() {
+		for _, pol := range e.Policies() {
+			if _, ok := pol.(*retry.Retry); ok {
+				return fmt.Errorf("compose: Policies.Route: endpoint %d (%q) holds a %T; put it in the Retry slot", i, e.Name, pol)
+			}
+		}
+	}
+	return nil
+}
+
+// routed returns, for each endpoint of the Route slot at index at of
+// slots, slots with the endpoint's own slots after it.
+func (p Policies) routed(slots []slot, at int) [][]slot {
+	var out [][]slot
+	for _, e := range p.Route.Endpoints() {
+		s := slices.Clone(slots[:at+1])
+		for _, pol := range e.Policies() {
+			if pol != nil {
+				s = append(s, slot{policy: pol, kind: kindOf(pol)})
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // build returns the filled slots in order, with an attempt's start after
 // the first Retry, or, without one, below an adaptive limit in the
 // Bulkhead slot (which learns from each attempt's latency).
@@ -93,8 +140,11 @@ func (p Policies) build() []slot {
 	if attemptAt < 0 && len(out) > 0 && out[0].kind == kindAdaptive {
 		attemptAt = 1
 	}
-	if attemptAt < 0 {
-		return out
+	if attemptAt >= 0 {
+		out = append(out[:attemptAt], append([]slot{{kind: kindAttempt}}, out[attemptAt:]...)...)
 	}
-	return append(out[:attemptAt], append([]slot{{kind: kindAttempt}}, out[attemptAt:]...)...)
+	if p.Route != nil {
+		out = append(out, slot{kind: kindRoute, router: p.Route})
+	}
+	return out
 }

@@ -118,6 +118,10 @@ func mark(ctx context.Context, firstByte bool) {
 	}
 }
 
+// Answered reports whether the answer of the sample's attempt has been
+// marked (and the sample has not ended).
+func (s *Sample) Answered() bool { return s.answered.Load() > 0 }
+
 // End ends the sample at now and returns its latency: up to its answer,
 // if one was marked, else up to now.
 func (s *Sample) End(now time.Time) time.Duration {

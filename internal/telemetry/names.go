@@ -22,6 +22,7 @@ const (
 	KeyWait        = attribute.Key("watertight.retry.wait")   // seconds, on watertight.retry events
 	KeyRetryReason = attribute.Key("watertight.retry.reason") // why a retry gave up
 	KeyError       = attribute.Key("error.type")
+	KeyEndpoint    = attribute.Key("watertight.route.endpoint")
 )
 
 // Rejection reasons of the policies that admit calls through package slots.
@@ -60,4 +61,8 @@ const (
 	MetricSlow         = "watertight.breaker.slow"
 	MetricCallDuration = "watertight.call.duration"
 	MetricLimit        = "watertight.adaptive.limit"
+	MetricRoutePicks   = "watertight.route.picks"
+	MetricEjections    = "watertight.route.ejections"
+	MetricReturns      = "watertight.route.returns"
+	MetricRouteLoad    = "watertight.route.load"
 )

@@ -1,0 +1,76 @@
+// Package route spreads the attempts of calls over equivalent endpoints
+// (deployments in several regions, several API keys, N replicas) and
+// routes around one that turns slow, fails or hangs, while the others
+// take its share.
+//
+// A [Router] holds the endpoints, each with a name, a weight, an optional
+// cap on its calls in flight, and its own RateLimit, Breaker and Attempt
+// policies. Put it in the Route slot of a compose pipeline; the order is
+//
+//	Bulkhead -> Deadline -> Retry -> Route (the pick) -> the endpoint's RateLimit -> Breaker -> Attempt -> fn
+//
+// fn learns its endpoint from its context ([EndpointOf]), or as an
+// argument through [Do].
+//
+// # The pick
+//
+// Each attempt goes to the lighter of two endpoints drawn at random (the
+// power of two choices). An endpoint's load is its latency estimate times
+// its calls in flight plus one, over its weight. The estimate is a peak
+// EWMA of its latencies, as Finagle's and Linkerd's: a slower latency is
+// taken at once, and faster ones pull it down over Config.Decay. It is the
+// age of the endpoint's oldest unanswered call instead, when that is more:
+// an endpoint whose calls hang looks slow before any of them ends. The
+// latency of a streamed answer is its time to the first byte (the first
+// event of an event stream, as httppolicy's Transport marks it). A failure
+// counts as a latency of twice the estimate, or its own time if more.
+//
+// A retry picks again and avoids the endpoints the call has tried while
+// another is in.
+//
+// # Out, ejected, and back
+//
+// An endpoint is out, and takes no calls but its probes, while:
+//   - its own RateLimit, Breaker or MaxConcurrent refused an attempt
+//     (the attempt goes on to another endpoint at once), or its
+//     RateLimit's hold is on, or it answered with a spent quota
+//     (policy.ErrQuotaSpent);
+//   - it is ejected: its estimate was more than Config.OutlierFactor times
+//     that of the endpoint it was drawn against. At most
+//     Config.MaxEjectedShare of the endpoints are ejected at once.
+//
+// An endpoint that is out gets one call, its probe, each
+// Config.ProbeInterval (its hold's end, for a hold), one at a time. A
+// probe that succeeds brings it back, with the probe's latency as its
+// estimate; an ejected endpoint comes back only if that latency is within
+// OutlierFactor of the fastest endpoint in.
+//
+// When every endpoint is out, the attempt goes to the fastest of them by
+// estimate (the least bad: a hold waits in its RateLimit, and an open
+// breaker refuses at once). When every endpoint has refused the attempt,
+// or is at its MaxConcurrent, the call is rejected.
+//
+// # Outcomes
+//
+//	what happened                            the call gets                       counted
+//	---------------------------------------  ----------------------------------  -------------------------------------
+//	an endpoint's policies refused           nothing: the attempt is picked      watertight.rejections of that policy
+//	                                         again, without it
+//	every endpoint refused, or is at its     *policy.RejectedError, Kind         watertight.rejections
+//	MaxConcurrent                            "route", Reason "unavailable",      {reason=unavailable}
+//	                                         matching ErrUnavailable
+//	anything else                            what the endpoint's policies and    watertight.route.picks{endpoint}
+//	                                         fn return
+//
+// # Telemetry
+//
+// Counters watertight.route.picks (attempts sent), watertight.route.ejections
+// and watertight.route.returns, and the gauge watertight.route.load (the
+// load score in seconds), each with the watertight.route.endpoint
+// attribute; a span event watertight.route.picked per attempt.
+//
+// # Cost
+//
+// A pick reads only atomics; an attempt's start and end each take its
+// endpoint's mutex once, to keep its calls in order of age.
+package route

@@ -1,0 +1,410 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/watertight/watertight/internal/stage"
+	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/policy"
+)
+
+// Kind is the watertight.policy.kind and RejectedError.Kind of a Router.
+const Kind = "route"
+
+// ReasonUnavailable is the RejectedError.Reason and
+// watertight.rejection.reason of a call no endpoint would take.
+const ReasonUnavailable = "unavailable"
+
+// ErrUnavailable is matched by the rejection of a call that no endpoint
+// would take: each was refused by its own policies or at its
+// MaxConcurrent. It matches [policy.ErrRejected].
+var ErrUnavailable = policy.NewSentinel("route: no endpoint available")
+
+// maxEffort is how many random pairs a pick draws before it looks at
+// every endpoint, as Finagle's.
+const maxEffort = 5
+
+// Router spreads the attempts of calls over equivalent endpoints, each
+// with its own policies (see the package documentation). Build one with
+// [New] and put it in a pipeline's Route slot. It is safe for concurrent
+// use. The zero value is not usable.
+type Router struct {
+	name       string
+	eps        []endpoint
+	epoch      time.Time
+	decay      float64 // ns
+	factor     float64 // < 0: no ejection
+	maxEjected int32
+	ejected    atomic.Int32
+	probeEvery int64
+	nextProbe  atomic.Int64 // no probe is due before it
+
+	unavailable *telemetry.Rejection
+	rec         recorder
+	obs         telemetry.Observers
+}
+
+// New returns a Router configured by cfg, or an error naming the first
+// invalid field.
+func New(cfg Config) (*Router, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := len(cfg.Endpoints)
+	r := &Router{
+		name:       cfg.Name,
+		eps:        make([]endpoint, n),
+		epoch:      time.Now(),
+		decay:      float64(cfg.Decay),
+		factor:     cfg.OutlierFactor,
+		maxEjected: int32(min(max(int(cfg.MaxEjectedShare*float64(n)), 1), n-1)),
+		probeEvery: int64(cfg.ProbeInterval),
+	}
+	r.nextProbe.Store(math.MaxInt64)
+	for i, ep := range cfg.Endpoints {
+		e := &r.eps[i]
+		e.Endpoint, e.weight, e.calls = ep, ep.Weight, newCalls()
+		if e.weight == 0 {
+			e.weight = 1
+		}
+		if h, ok := ep.RateLimit.(interface{ Held() time.Duration }); ok {
+			e.held = h.Held
+		}
+	}
+	in := telemetry.NewInstruments(cfg.MeterProvider)
+	r.unavailable = telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name}.New(ReasonUnavailable, ErrUnavailable)
+	r.rec = newRecorder(in, r)
+	return r, nil
+}
+
+// Name returns Config.Name.
+func (r *Router) Name() string { return r.name }
+
+// Endpoints returns a copy of Config.Endpoints.
+func (r *Router) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(r.eps))
+	for i := range r.eps {
+		out[i] = r.eps[i].Endpoint
+	}
+	return out
+}
+
+// Close unregisters the router's observable instruments. It always
+// returns nil; the Router goes on working without them.
+func (r *Router) Close() error { return r.obs.Close() }
+
+// now is the time since r was built, in ns, at least 1.
+func (r *Router) now() int64 { return int64(time.Since(r.epoch)) + 1 }
+
+// Permit is one attempt sent to an endpoint by [Router.Pick]. Exactly one
+// of its Done and Refused must be called. The zero Permit's methods do
+// nothing.
+type Permit struct {
+	r     *Router
+	s     *stage.Sample
+	start int64
+	i, n  int32 // the endpoint, and the call in its list
+	probe bool
+}
+
+// Index returns the index in Config.Endpoints of the permit's endpoint.
+func (p Permit) Index() int { return int(p.i) }
+
+// Pick chooses the endpoint of one attempt, and returns the context to run
+// the attempt with, which carries the endpoint ([EndpointOf]). Bit i of
+// tried marks endpoint i as tried by the call already: Pick avoids it while
+// another is available. Bit i of refused marks an endpoint that refused
+// this attempt: Pick never returns it. It returns ErrUnavailable's
+// rejection when no endpoint is left.
+func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Context, Permit, error) {
+	now := r.now()
+	for {
+		i, probe := r.choose(now, tried, refused)
+		if i < 0 {
+			return ctx, Permit{}, r.unavailable.Record(ctx)
+		}
+		e := &r.eps[i]
+		if e.MaxConcurrent > 0 && e.pending.Add(1) > int64(e.MaxConcurrent) {
+			e.pending.Add(-1)
+			refused |= 1 << i
+			r.endProbe(e, probe)
+			continue
+		} else if e.MaxConcurrent == 0 {
+			e.pending.Add(1)
+		}
+		if !probe && e.held != nil && len(r.eps) > 1 && e.out.Load() == 0 {
+			if h := e.held(); h > 0 {
+				// Its hold is on: out until it ends, as long as another
+				// endpoint is available.
+				e.pending.Add(-1)
+				r.setOut(e, now+int64(h))
+				continue
+			}
+		}
+		ctx, s := stage.Begin(ctx, nil, true)
+		p := Permit{r: r, s: s, start: now, i: int32(i), probe: probe}
+		p.n = e.begin(now, s)
+		r.rec.picked(ctx, i)
+		return &picked{Context: ctx, ep: Picked{Index: i, Name: e.Name}}, p, nil
+	}
+}
+
+// Done ends the attempt with its outcome err, and returns err. A nil err
+// is a success, and its latency, up to the first byte of a stream, feeds
+// the endpoint's estimate. A rejection, context.Canceled or the caller's
+// end counts nothing. Any other error is a failure, which counts as
+// a latency of twice the estimate, or the attempt's time if more.
+func (p *Permit) Done(err error) error {
+	if p.r == nil {
+		return err
+	}
+	r, e := p.r, &p.r.eps[p.i]
+	t := time.Now()
+	now := int64(t.Sub(r.epoch)) + 1
+	latency := float64(p.s.End(t))
+	switch {
+	case err == nil:
+		e.end(p.n, now, latency, true, r.decay)
+		if e.out.Load() != 0 {
+			r.tryReturn(p.i, now, latency, p.probe)
+		}
+	case errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled):
+		e.end(p.n, now, 0, false, r.decay)
+	default:
+		e.end(p.n, now, max(latency, 2*float64(e.cost.Load())), true, r.decay)
+		r.failed(e, now, err)
+	}
+	r.endProbe(e, p.probe)
+	*p = Permit{}
+	return err
+}
+
+// Refused ends an attempt that the endpoint's own policies refused before
+// it ran: the endpoint is out until its next probe.
+func (p *Permit) Refused() {
+	if p.r == nil {
+		return
+	}
+	r, e := p.r, &p.r.eps[p.i]
+	p.s.End(time.Now())
+	now := r.now()
+	e.end(p.n, now, 0, false, r.decay)
+	r.setOut(e, now+r.probeEvery)
+	r.endProbe(e, p.probe)
+	*p = Permit{}
+}
+
+// failed takes e out when the dependency said to stop: a spent quota, or
+// a throttled answer whose hold is on.
+func (r *Router) failed(e *endpoint, now int64, err error) {
+	switch {
+	case errors.Is(err, policy.ErrQuotaSpent):
+		r.setOut(e, now+r.probeEvery)
+	case errors.Is(err, policy.ErrThrottled) && e.held != nil:
+		if h := e.held(); h > 0 {
+			r.setOut(e, now+int64(h))
+		}
+	}
+}
+
+func (r *Router) endProbe(e *endpoint, probe bool) {
+	if probe {
+		e.probing.Store(false)
+	}
+}
+
+// setOut takes e out until at, or keeps it out until then.
+func (r *Router) setOut(e *endpoint, at int64) {
+	e.out.Store(at)
+	for {
+		n := r.nextProbe.Load()
+		if at >= n || r.nextProbe.CompareAndSwap(n, at) {
+			return
+		}
+	}
+}
+
+// tryReturn brings endpoint i back after a success of latency, unless it
+// is an ejected outlier and latency is still too slow beside the others.
+func (r *Router) tryReturn(i int32, now int64, latency float64, probe bool) {
+	e := &r.eps[i]
+	if e.ejected.Load() {
+		if best := r.bestCost(i); r.factor > 0 && best > 0 && latency > r.factor*float64(best) {
+			return
+		}
+		if !e.ejected.CompareAndSwap(true, false) {
+			return
+		}
+		r.ejected.Add(-1)
+	}
+	if probe {
+		e.reset(now, latency)
+	}
+	e.out.Store(0)
+	r.rec.returned(i)
+}
+
+// bestCost is the lowest latency estimate of the endpoints in, but i.
+func (r *Router) bestCost(i int32) int64 {
+	best := int64(0)
+	for j := range r.eps {
+		if c := r.eps[j].cost.Load(); int32(j) != i && r.eps[j].out.Load() == 0 && c > 0 && (best == 0 || c < best) {
+			best = c
+		}
+	}
+	return best
+}
+
+// eject takes endpoint i out as an outlier, unless the share is reached.
+func (r *Router) eject(i int, now int64) {
+	e := &r.eps[i]
+	if r.factor < 0 || !e.ejected.CompareAndSwap(false, true) {
+		return
+	}
+	if r.ejected.Add(1) > r.maxEjected {
+		r.ejected.Add(-1)
+		e.ejected.Store(false)
+		return
+	}
+	r.setOut(e, now+r.probeEvery)
+	r.rec.ejectedOne(i)
+}
+
+// choose returns the endpoint for an attempt at now, and whether the
+// attempt is its probe; -1 if none is left.
+func (r *Router) choose(now int64, tried, refused uint64) (int, bool) {
+	if due := r.nextProbe.Load(); now >= due {
+		if i := r.claimProbe(now, due, refused); i >= 0 {
+			return i, true
+		}
+	}
+	for level := range levels {
+		if i := r.p2c(now, tried, refused, level); i >= 0 {
+			return i, false
+		}
+	}
+	return -1, false
+}
+
+// The levels of a pick, each taking more endpoints than the one before.
+const (
+	levelFresh = iota // in, and not tried by the call
+	levelIn           // in
+	levelAny          // out too: the least bad, by latency
+	levels
+)
+
+// ok reports whether endpoint i may be picked at level.
+func (r *Router) ok(i int, tried, refused uint64, level int) bool {
+	e := &r.eps[i]
+	bit := uint64(1) << i
+	switch {
+	case refused&bit != 0:
+		return false
+	case e.MaxConcurrent > 0 && e.pending.Load() >= int64(e.MaxConcurrent):
+		return false
+	case level == levelAny:
+		return true
+	case e.out.Load() != 0:
+		return false
+	}
+	return level == levelIn || tried&bit == 0
+}
+
+// p2c picks the lighter of two random endpoints that may be picked at
+// level (the faster, at levelAny), or, after maxEffort draws, the lightest
+// of all; -1 if none may be.
+func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
+	n := uint64(len(r.eps))
+	if n == 1 {
+		if r.ok(0, tried, refused, level) {
+			return 0
+		}
+		return -1
+	}
+	for range maxEffort {
+		x := rand.Uint64()
+		a := int(x % n)
+		b := int((x >> 32) % (n - 1))
+		if b >= a {
+			b++
+		}
+		okA, okB := r.ok(a, tried, refused, level), r.ok(b, tried, refused, level)
+		switch {
+		case okA && okB:
+			return r.better(now, a, b, level)
+		case okA:
+			return a
+		case okB:
+			return b
+		}
+	}
+	best := -1
+	for i := range r.eps {
+		if r.ok(i, tried, refused, level) && (best < 0 || r.better(now, best, i, level) == i) {
+			best = i
+		}
+	}
+	return best
+}
+
+// better returns the lighter of a and b, ejecting the slower if it is an
+// outlier beside the other.
+func (r *Router) better(now int64, a, b, level int) int {
+	ea, eb := &r.eps[a], &r.eps[b]
+	ca, cb := ea.costAt(now), eb.costAt(now)
+	if level == levelAny {
+		if cb < ca {
+			return b
+		}
+		return a
+	}
+	switch {
+	case r.factor > 0 && cb > 0 && float64(ca) > r.factor*float64(cb):
+		r.eject(a, now)
+		return b
+	case r.factor > 0 && ca > 0 && float64(cb) > r.factor*float64(ca):
+		r.eject(b, now)
+		return a
+	}
+	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weight
+	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weight
+	if lb < la {
+		return b
+	}
+	return a
+}
+
+// claimProbe returns an endpoint whose probe is due and not running, now
+// claimed, or -1, and sets when the next is due, unless an endpoint went
+// out since due was read.
+func (r *Router) claimProbe(now, due int64, refused uint64) int {
+	next := int64(math.MaxInt64)
+	claimed := -1
+	for i := range r.eps {
+		e := &r.eps[i]
+		o := e.out.Load()
+		switch {
+		case o == 0:
+			continue
+		case claimed < 0 && o <= now && refused&(1<<i) == 0 && e.probing.CompareAndSwap(false, true):
+			if e.out.CompareAndSwap(o, now+r.probeEvery) {
+				claimed, o = i, now+r.probeEvery
+			} else {
+				e.probing.Store(false)
+				o = e.out.Load()
+			}
+		}
+		if o != 0 {
+			next = min(next, o)
+		}
+	}
+	r.nextProbe.CompareAndSwap(due, next)
+	return claimed
+}
