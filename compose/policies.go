@@ -96,11 +96,15 @@ func (p Policies) validateRoute() error {
 			return fmt.Errorf("compose: Policies.%s and Policies.Route are both set: with a Route, each route.Endpoint has its own %s", s.field, s.field)
 		}
 	}
+	d, dok := p.Deadline.(timeouter)
 	for i, e := range p.Route.Endpoints() {
 		for _, pol := range e.Policies() {
 			if _, ok := pol.(*retry.Retry); ok {
 				return fmt.Errorf("compose: Policies.Route: endpoint %d (%q) holds a %T; put it in the Retry slot", i, e.Name, pol)
 			}
+		}
+		if a, ok := e.Attempt.(timeouter); ok && dok && d.Timeout() > 0 && a.Timeout() > d.Timeout() {
+			return fmt.Errorf("compose: Policies.Route: endpoint %d (%q): Attempt timeout %v is longer than Policies.Deadline timeout %v", i, e.Name, a.Timeout(), d.Timeout())
 		}
 	}
 	return nil

@@ -31,8 +31,8 @@ type Config struct {
 	// most of a latency: the time constant of its peak EWMA. 0 means 10s.
 	Decay time.Duration
 	// OutlierFactor ejects an endpoint whose latency estimate is more than
-	// OutlierFactor times another's. 0 means 4; it must be > 1, or
-	// negative for no ejection.
+	// OutlierFactor times another's, and more than 100ms above it. 0
+	// means 4; it must be > 1, or negative for no ejection.
 	OutlierFactor float64
 	// MaxEjectedShare is the share of the endpoints that may be ejected at
 	// once, rounded down, but at least 1 of 2 or more, and never all. 0

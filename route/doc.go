@@ -36,14 +36,16 @@
 //     RateLimit's hold is on, or it answered with a spent quota
 //     (policy.ErrQuotaSpent);
 //   - it is ejected: its estimate was more than Config.OutlierFactor times
-//     that of the endpoint it was drawn against. At most
+//     that of the endpoint it was drawn against, and more than 100 ms
+//     above it (below that, a ratio is noise: a new connection, a pause).
+//     At most
 //     Config.MaxEjectedShare of the endpoints are ejected at once.
 //
 // An endpoint that is out gets one call, its probe, each
 // Config.ProbeInterval (its hold's end, for a hold), one at a time. A
 // probe that succeeds brings it back, with the probe's latency as its
-// estimate; an ejected endpoint comes back only if that latency is within
-// OutlierFactor of the fastest endpoint in.
+// estimate; an ejected endpoint comes back only if that latency is no
+// outlier beside the fastest estimate of the endpoints in.
 //
 // When every endpoint is out, the attempt goes to the fastest of them by
 // estimate (the least bad: a hold waits in its RateLimit, and an open

@@ -32,20 +32,21 @@ type endpoint struct {
 
 // load is e's load score at now: its latency estimate times its calls in
 // flight and the one to come, over its weight.
-func (e *endpoint) load(now int64) float64 {
-	return float64(e.costAt(now)) * float64(e.pending.Load()+1) / e.weight
+func (e *endpoint) load(now int64, prune bool) float64 {
+	return float64(e.costAt(now, prune)) * float64(e.pending.Load()+1) / e.weight
 }
 
 // costAt is e's latency estimate at now: the peak EWMA of its latencies,
 // or the age of its oldest unanswered call if that is more, so that an
-// endpoint whose calls hang looks slow before any of them ends.
-func (e *endpoint) costAt(now int64) int64 {
+// endpoint whose calls hang looks slow before any of them ends. With
+// prune, a stream that has answered no longer counts as unanswered.
+func (e *endpoint) costAt(now int64, prune bool) int64 {
 	c := e.cost.Load()
 	o := e.oldest.Load()
 	if o == 0 || now-o <= c {
 		return c
 	}
-	if s := e.first.Load(); s != nil && s.Answered() {
+	if s := e.first.Load(); prune && s != nil && s.Answered() {
 		// The oldest call is a stream that has answered: its age is no
 		// latency. Rare, so a lock is fine.
 		e.mu.Lock()
@@ -85,11 +86,15 @@ func (e *endpoint) end(n int32, now int64, latency float64, observed bool, decay
 		} else {
 			e.ewma = latency
 		}
+		e.ewma = min(e.ewma, ceiling)
 		e.cost.Store(max(int64(e.ewma), 1))
 	}
 	e.mu.Unlock()
 	e.pending.Add(-1)
 }
+
+// ceiling caps an estimate, which failures double.
+const ceiling = float64(10 * time.Minute)
 
 // reset sets e's latency estimate to latency, as of now.
 func (e *endpoint) reset(now int64, latency float64) {

@@ -235,7 +235,7 @@ func (r *Router) setOut(e *endpoint, at int64) {
 func (r *Router) tryReturn(i int32, now int64, latency float64, probe bool) {
 	e := &r.eps[i]
 	if e.ejected.Load() {
-		if best := r.bestCost(i); r.factor > 0 && best > 0 && latency > r.factor*float64(best) {
+		if r.outlier(int64(latency), r.bestCost(i)) {
 			return
 		}
 		if !e.ejected.CompareAndSwap(true, false) {
@@ -358,7 +358,7 @@ func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
 // outlier beside the other.
 func (r *Router) better(now int64, a, b, level int) int {
 	ea, eb := &r.eps[a], &r.eps[b]
-	ca, cb := ea.costAt(now), eb.costAt(now)
+	ca, cb := ea.costAt(now, true), eb.costAt(now, true)
 	if level == levelAny {
 		if cb < ca {
 			return b
@@ -366,10 +366,10 @@ func (r *Router) better(now int64, a, b, level int) int {
 		return a
 	}
 	switch {
-	case r.factor > 0 && cb > 0 && float64(ca) > r.factor*float64(cb):
+	case r.outlier(ca, cb):
 		r.eject(a, now)
 		return b
-	case r.factor > 0 && ca > 0 && float64(cb) > r.factor*float64(ca):
+	case r.outlier(cb, ca):
 		r.eject(b, now)
 		return a
 	}
@@ -379,6 +379,16 @@ func (r *Router) better(now int64, a, b, level int) int {
 		return b
 	}
 	return a
+}
+
+// minGap is the least by which an outlier's estimate passes the other's:
+// below it, calls are fast, and a ratio is noise (a new connection, a
+// pause).
+const minGap = int64(100 * time.Millisecond)
+
+// outlier reports whether estimate c is an outlier beside estimate of.
+func (r *Router) outlier(c, of int64) bool {
+	return r.factor > 0 && of > 0 && float64(c) > r.factor*float64(of) && c-of > minGap
 }
 
 // claimProbe returns an endpoint whose probe is due and not running, now
