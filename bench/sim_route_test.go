@@ -191,6 +191,7 @@ type routeRun struct {
 	total    atomic.Int64
 	latency  []time.Duration // by call
 	failed   []bool
+	router   *route.Router // the watertight arm's
 }
 
 // latencyAt returns endpoint ep's latency at t (since the start), and
@@ -361,6 +362,7 @@ func routeWatertight(t *testing.T, r *routeRun) routeCaller {
 	}
 	router := must[*route.Router](t)(route.New(route.Config{Name: "llm", Endpoints: eps}))
 	t.Cleanup(func() { router.Close() })
+	r.router = router
 	rt := must[*retry.Retry](t)(retry.New(retry.Config{Name: "llm", MaxAttempts: routeAttempts, InitialInterval: routeWait}))
 	pipe := must[*compose.Pipeline](t)(compose.New("llm", compose.Policies{Retry: rt, Route: router}))
 	return func(ctx context.Context, _ int, w float64) error {

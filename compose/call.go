@@ -14,6 +14,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -35,8 +36,10 @@ type call struct {
 	mayHand  bool            // run by Start: fn may hand the call over
 	handed   bool            // fn returned ErrHandOver under Start
 	pending  []exit
-	tried    uint64 // the endpoints the call's attempts were sent to
-	ran      bool   // fn ran since the last pick
+	tried    uint64       // the endpoints the call's attempts were sent to
+	hedged   *stage.Tried // those of the hedge the call is an attempt of
+	looked   bool         // hedged was looked up
+	ran      bool         // fn ran since the last pick
 	// The call's telemetry, when it has any (kindCall).
 	ctx   context.Context // the call's, with its span
 	span  trace.Span
@@ -108,13 +111,23 @@ func (c *call) from(ctx context.Context, i int) error {
 // endpoint's own policies refuse it.
 func (c *call) route(ctx context.Context, i int, r *route.Router) error {
 	var refused uint64
+	if !c.looked {
+		c.hedged, c.looked = stage.HedgeTried(ctx), true
+	}
 	for {
-		actx, pm, err := r.Pick(ctx, c.tried, refused)
+		tried := c.tried
+		if c.hedged != nil {
+			tried |= c.hedged.Load()
+		}
+		actx, pm, err := r.Pick(ctx, tried, refused)
 		if err != nil {
 			return err
 		}
 		bit := uint64(1) << pm.Index()
 		c.tried |= bit
+		if c.hedged != nil {
+			c.hedged.Add(bit)
+		}
 		c.slots = c.p.routed[pm.Index()]
 		c.ran = false
 		x := exit{kind: kindRoute, pick: pm}

@@ -22,6 +22,7 @@ type call struct {
 	reported []bool                    // attempt n has reported, at n-1
 	running  int
 	results  chan result // room for every attempt's
+	tried    stage.Tried // the endpoints the attempts were routed to
 	timer    *time.Timer
 	tick     <-chan time.Time // the timer's channel while armed
 
@@ -109,7 +110,7 @@ func (c *call) launch(ctx context.Context, afterFailure bool) {
 	}
 	c.starts = append(c.starts, start)
 	c.running++
-	go c.run(stage.WithHedge(actx, n), n)
+	go c.run(stage.WithHedge(actx, n, &c.tried), n)
 	c.tick = nil
 	if d := h.delay(); n <= h.s.MaxHedges && d >= 0 {
 		if c.timer == nil {

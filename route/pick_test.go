@@ -11,6 +11,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -309,4 +310,36 @@ func TestDoAndEndpointOf(t *testing.T) {
 	if _, ok := route.EndpointOf(t.Context()); ok || got != (route.Picked{}) {
 		t.Errorf("outside a route: %+v; want the zero Picked", got)
 	}
+}
+
+// TestHedgeAvoidsTried checks that the hedged attempts of a call go to
+// different endpoints while one is left.
+func TestHedgeAvoidsTried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, route.Config{Endpoints: names(3), OutlierFactor: -1})
+		p := pipeline(t, compose.Policies{Route: r})
+		h, err := hedge.New(hedge.Config{MaxHedges: 2, Delay: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			var mu sync.Mutex
+			var seen []int
+			hedge.Do(t.Context(), h, p, func(ctx context.Context) (struct{}, error) {
+				ep, _ := route.EndpointOf(ctx)
+				mu.Lock()
+				seen = append(seen, ep.Index)
+				n := len(seen)
+				mu.Unlock()
+				if n < 3 {
+					<-ctx.Done()
+					return struct{}{}, ctx.Err()
+				}
+				return struct{}{}, nil
+			})
+			if len(seen) != 3 || seen[0] == seen[1] || seen[1] == seen[2] || seen[0] == seen[2] {
+				t.Fatalf("hedged attempts went to endpoints %v; want three different ones", seen)
+			}
+		}
+	})
 }

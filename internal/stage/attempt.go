@@ -14,8 +14,9 @@ import (
 // layer copies and looks up nothing when it starts an attempt.
 type record struct {
 	context.Context
-	n int
-	s *Sample
+	n     int
+	s     *Sample
+	tried *Tried // a hedge's
 }
 
 type recordKey struct{}
@@ -38,9 +39,32 @@ func WithRetry(call context.Context, n int) context.Context {
 	return &record{Context: call, n: n}
 }
 
-// WithHedge returns the context of hedged attempt n.
-func WithHedge(ctx context.Context, n int) context.Context {
-	return &record{Context: ctx, n: -n}
+// WithHedge returns the context of hedged attempt n, whose call's
+// attempts share tried.
+func WithHedge(ctx context.Context, n int, tried *Tried) context.Context {
+	return &record{Context: ctx, n: -n, tried: tried}
+}
+
+// Tried is the set of endpoints (route.Router's, by index) that the
+// attempts of one hedged call were sent to. The zero value is empty. It is
+// safe for concurrent use.
+type Tried struct{ bits atomic.Uint64 }
+
+// Add adds the endpoints of bits.
+func (t *Tried) Add(bits uint64) { t.bits.Or(bits) }
+
+// Load returns the endpoints tried.
+func (t *Tried) Load() uint64 { return t.bits.Load() }
+
+// HedgeTried returns the Tried of the innermost hedge ctx runs under, or
+// nil.
+func HedgeTried(ctx context.Context) *Tried {
+	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
+		if r.n < 0 {
+			return r.tried
+		}
+	}
+	return nil
 }
 
 // Retry returns the number of the attempt ctx belongs to under the

@@ -49,7 +49,7 @@ func TestAttemptCountsItsAnswerOnce(t *testing.T) {
 // attempt hides the outer one.
 func TestAttemptRecordLayers(t *testing.T) {
 	call := context.Background()
-	ctx := stage.WithHedge(stage.WithRetry(call, 2), 3)
+	ctx := stage.WithHedge(stage.WithRetry(call, 2), 3, nil)
 	ctx, _ = stage.Begin(ctx, nil, false)
 	if n, c := stage.Retry(ctx); n != 2 || c != call || stage.Hedge(ctx) != 3 {
 		t.Fatalf("retry %d (call %v), hedge %d; want 2, the retry's call, 3", n, c, stage.Hedge(ctx))
