@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/hedge"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/internal/pipeopt"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/route"
 )
 
 // HTTPOptions are the settings of the httppolicy.Transport that
@@ -36,11 +39,28 @@ type HTTPOptions struct {
 	// CloseIdleConnections method.
 	Base http.RoundTripper
 
+	// Endpoints, if set, routes the requests over equivalent endpoints
+	// (see package route): each attempt goes to one of them, with its URL
+	// and headers, over a connection pool of its own (its MaxConcurrent,
+	// else sized as the client's), and its answers feed its own RateLimit.
+	// The route's settings come from Config.Route, whose Endpoints must
+	// then be empty.
+	Endpoints []HTTPEndpoint
+
 	// Hedge, if set, hedges the requests that are safe to send twice: the
 	// client's Transport is an httppolicy.Hedging around the
 	// httppolicy.Transport, so each attempt is a whole call of the
 	// pipeline, with its own bulkhead slot.
 	Hedge *hedge.Hedge
+}
+
+// HTTPEndpoint is one endpoint of a routed [Client]: the route.Endpoint
+// (its name, weight, cap and any policies of its own) and where its
+// requests go (see httppolicy.Endpoint).
+type HTTPEndpoint struct {
+	route.Endpoint
+	BaseURL string
+	Header  http.Header
 }
 
 // Client is an *http.Client whose every request runs through Pipeline,
@@ -52,6 +72,48 @@ type Client struct {
 	Pipeline *Pipeline
 
 	base http.RoundTripper
+}
+
+// routed returns cfg with a Route of h's endpoints, or cfg if h has none.
+func routed(cfg Config, h HTTPOptions) (Config, error) {
+	if len(h.Endpoints) == 0 {
+		return cfg, nil
+	}
+	var rc route.Config
+	if cfg.Route != nil {
+		if len(cfg.Route.Endpoints) > 0 {
+			return cfg, errors.New("watertight: HTTPOptions.Endpoints and Config.Route.Endpoints are both set: give the endpoints, with their URLs, in HTTPOptions.Endpoints")
+		}
+		rc = *cfg.Route
+	}
+	for _, e := range h.Endpoints {
+		rc.Endpoints = append(rc.Endpoints, e.Endpoint)
+	}
+	cfg.Route = &rc
+	return cfg, nil
+}
+
+// endpoints returns the httppolicy.Endpoints of p's router for h, each
+// over h.Base or a pool of its own.
+func endpoints(p *Pipeline, h HTTPOptions) (*httppolicy.Endpoints, error) {
+	r := p.Router()
+	eps := make([]httppolicy.Endpoint, len(h.Endpoints))
+	for i, e := range r.Endpoints() {
+		base := h.Base
+		if base == nil && e.MaxConcurrent > 0 {
+			base = httppolicy.NewDependencyTransport(e.MaxConcurrent)
+		} else if base == nil {
+			base = dependencyTransport(p)
+		}
+		rl, _ := e.RateLimit.(*ratelimit.Limiter)
+		eps[i] = httppolicy.Endpoint{Name: e.Name, BaseURL: h.Endpoints[i].BaseURL, Header: h.Endpoints[i].Header,
+			Base: base, Signals: httppolicy.LimiterSignals(rl)}
+	}
+	out, err := httppolicy.NewEndpoints(r, eps)
+	if err != nil {
+		return nil, fmt.Errorf("watertight: HTTPOptions.%s", strings.TrimPrefix(err.Error(), "httppolicy: "))
+	}
+	return out, nil
 }
 
 // NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
@@ -77,12 +139,24 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	case h.StreamEnd != nil && (len(h.StreamEnd.Event) > 64 || len(h.StreamEnd.Data) > 64):
 		return nil, errors.New("watertight: HTTPOptions.StreamEnd fields must be at most 64 bytes")
 	}
+	cfg, err := routed(cfg, h)
+	if err != nil {
+		return nil, err
+	}
 	p, err := New(name, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
 	base := h.Base
-	if base == nil {
+	signals := httppolicy.LimiterSignals(p.RateLimit())
+	if len(h.Endpoints) > 0 {
+		eps, err := endpoints(p, h)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		base, signals = eps, eps
+	} else if base == nil {
 		base = dependencyTransport(p)
 	}
 	var rt http.RoundTripper = &httppolicy.Transport{
@@ -97,7 +171,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		StreamEnd:         h.StreamEnd,
 		Name:              name,
 		MeterProvider:     pipeopt.Apply(opts).MeterProvider,
-		Signals:           httppolicy.LimiterSignals(p.RateLimit()),
+		Signals:           signals,
 	}
 	if h.Hedge != nil {
 		rt = &httppolicy.Hedging{Base: rt, Hedge: h.Hedge, IsFailure: h.IsFailure}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -44,6 +46,14 @@ type Config struct {
 	// Attempt bounds each attempt (innermost). Its Timeout must not be
 	// longer than Deadline's.
 	Attempt *deadline.Config
+
+	// Route, if set, sends each attempt to one of its endpoints, below
+	// Retry (see package route). Each endpoint then gets a RateLimit,
+	// Breaker and Attempt of its own, built from those sections and named
+	// name.endpoint (name.endpoint.attempt for the Attempt), unless it
+	// holds its own. Its empty Name takes name; its nil MeterProvider, the
+	// pipeline's.
+	Route *route.Config
 
 	// Use takes ready policies, slot by slot. A slot may be set here or by
 	// its section, not both. The Pipeline's Close does not close them.
@@ -74,12 +84,25 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		return nil, errors.New("watertight: name must not be empty")
 	}
 	pols := cfg.Use
-	secs := sections(cfg, name, pipeopt.Apply(opts).MeterProvider, &pols)
+	mp := pipeopt.Apply(opts).MeterProvider
+	secs := sections(cfg, name, mp, &pols)
 	if err := checkSlots(secs); err != nil {
 		return nil, err
 	}
+	if cfg.Route != nil {
+		if cfg.Use.Route != nil {
+			return nil, errors.New("watertight: Route: both Route and Use.Route set")
+		}
+		for i := range secs[4:] {
+			secs[4+i].set = false // each endpoint's own, below
+		}
+	}
 	p := &Pipeline{}
-	if err := p.build(secs); err != nil {
+	err := p.build(secs)
+	if err == nil && cfg.Route != nil {
+		pols.Route, err = p.buildRoute(cfg, name, mp)
+	}
+	if err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -130,6 +153,9 @@ func (p *Pipeline) Breaker() *breaker.Breaker {
 	b, _ := p.policies().Breaker.(*breaker.Breaker)
 	return b
 }
+
+// Router returns the *route.Router in the Route slot, or nil.
+func (p *Pipeline) Router() *route.Router { return p.policies().Route }
 
 // RateLimit returns the *ratelimit.Limiter in the RateLimit slot, or nil.
 func (p *Pipeline) RateLimit() *ratelimit.Limiter {
@@ -272,6 +298,37 @@ func (p *Pipeline) build(secs []section) error {
 		*s.dst = pol
 	}
 	return nil
+}
+
+// buildRoute builds cfg.Route's router, with the endpoints' policies
+// built from cfg's RateLimit, Breaker and Attempt sections.
+func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) (*route.Router, error) {
+	rc := *cfg.Route
+	rc.Name = cmp.Or(rc.Name, name)
+	rc.MeterProvider = cmp.Or(rc.MeterProvider, mp)
+	rc.Endpoints = slices.Clone(rc.Endpoints)
+	for i := range rc.Endpoints {
+		ep := &rc.Endpoints[i]
+		var own compose.Policies
+		secs := sections(cfg, name+"."+ep.Name, mp, &own)[4:]
+		for k, pol := range ep.Policies() {
+			secs[k].set = secs[k].set && pol == nil
+		}
+		if err := p.build(secs); err != nil {
+			return nil, &configError{msg: fmt.Sprintf("watertight: Route.Endpoints[%d] (%q): %s", i, ep.Name,
+				strings.TrimPrefix(err.Error(), "watertight: ")), err: err}
+		}
+		ep.RateLimit = cmp.Or(ep.RateLimit, own.RateLimit)
+		ep.Breaker = cmp.Or(ep.Breaker, own.Breaker)
+		ep.Attempt = cmp.Or(ep.Attempt, own.Attempt)
+	}
+	r, err := route.New(rc)
+	if err != nil {
+		_, msg, _ := strings.Cut(err.Error(), ": ")
+		return nil, &configError{msg: "watertight: Route: " + msg, err: err}
+	}
+	p.owned = append(p.owned, r)
+	return r, nil
 }
 
 type configError struct {

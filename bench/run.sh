@@ -16,6 +16,8 @@
 #                        shedding, simulated), which writes out/sim-priority.json
 #   out/sim-slow.txt     the output of TestSimSlowProvider (the breaker's slow
 #                        rule, simulated), which writes out/sim-slow.json
+#   out/sim-route.txt    the output of TestSimRoute (routing around a sick
+#                        endpoint, simulated), which writes out/sim-route.json
 #   out/machine.txt      the machine the rounds ran on: go version, CPU model
 #                        (from /proc/cpuinfo) and core count, recorded at the
 #                        start of the run
@@ -86,7 +88,7 @@ else
 	# figures do not depend on the machine's speed; they vary a little from
 	# run to run, since calls due at the same simulated instant run in no
 	# fixed order.
-	rm -f out/sim-adaptive.json out/sim-attempts.json out/sim-priority.json out/sim-slow.json
+	rm -f out/sim-adaptive.json out/sim-attempts.json out/sim-priority.json out/sim-slow.json out/sim-route.json
 	if [ "${SIM:-1}" != 0 ]; then
 		echo "TestSimAdaptive (adaptive limit simulation)" >&2
 		go test -count=1 -run '^TestSimAdaptive$' -v . | tee out/sim-adaptive.txt >&2
@@ -96,6 +98,8 @@ else
 		go test -count=1 -run '^TestSimPriority$' -v . | tee out/sim-priority.txt >&2
 		echo "TestSimSlowProvider (slow-call rule simulation)" >&2
 		go test -count=1 -run '^TestSimSlowProvider$' -v . | tee out/sim-slow.txt >&2
+		echo "TestSimRoute (routing around a sick endpoint, simulation)" >&2
+		go test -count=1 -run '^TestSimRoute$' -v . | tee out/sim-route.txt >&2
 	fi
 fi
 

@@ -108,7 +108,8 @@ func (c *call) from(ctx context.Context, i int) error {
 }
 
 // route runs one attempt on an endpoint r picks, and on another if the
-// endpoint's own policies refuse it.
+// endpoint's own policies refuse it, or if it answers that its quota is
+// spent while another endpoint is in.
 func (c *call) route(ctx context.Context, i int, r *route.Router) error {
 	var refused uint64
 	if !c.looked {
@@ -132,10 +133,16 @@ func (c *call) route(ctx context.Context, i int, r *route.Router) error {
 		c.ran = false
 		x := exit{kind: kindRoute, pick: pm}
 		err = c.under(actx, i, &x)
-		if c.handed || c.ran || !errors.Is(err, policy.ErrRejected) {
-			return err
-		}
 		refused |= bit
+		switch {
+		case c.handed:
+			return err
+		case !c.ran && errors.Is(err, policy.ErrRejected):
+			continue // refused by the endpoint's own policies
+		case c.ran && errors.Is(err, policy.ErrQuotaSpent) && r.Left(refused):
+			continue // the endpoint's quota, not another's
+		}
+		return err
 	}
 }
 

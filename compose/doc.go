@@ -17,6 +17,11 @@
 //	Retry ────── repeats what is below; stops on a rejection, a permanent error,
 //	  │   ▲      the caller's cancellation, or when the budget is spent
 //	  ▼   │ attempt failed
+//	Route ────── optional: picks one of N equivalent endpoints for the attempt,
+//	  │          avoiding those the call tried; the three slots below are then
+//	  │          the endpoint's own, and their refusal sends the attempt on to
+//	  │          another endpoint
+//	  ▼
 //	RateLimit ── optional: holds each attempt while the provider says its quota is
 //	  │          spent (the hold keeps the bulkhead slot); too long: rejected
 //	  ▼
@@ -30,7 +35,15 @@
 //
 // The bulkhead is outermost, so a call it refuses costs nothing more. A
 // rejection is never retried. [New] rejects an Attempt timeout longer than
-// the Deadline.
+// the Deadline, and a Route beside a RateLimit, Breaker or Attempt of the
+// pipeline's own.
+//
+// With a Route (package route), an attempt refused by its endpoint's
+// RateLimit, Breaker or MaxConcurrent goes on at once to another endpoint,
+// as does one whose fn returned policy.ErrQuotaSpent while another
+// endpoint is in: that quota is the endpoint's. A retry, and each attempt
+// of a hedge around the pipeline, avoids the endpoints the call has tried
+// while another is in.
 //
 // Every slot is optional and takes any [policy.Policy]. The policies of
 // this module are found by their types and entered in two steps; any other

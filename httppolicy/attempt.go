@@ -11,6 +11,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/route"
 )
 
 // attempt is the policy.Func: it sends the request once.
@@ -52,7 +53,7 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 			return err
 		}
 		if quotaSpent(resp) {
-			return x.spent(resp)
+			return x.spent(ctx, resp)
 		}
 	}
 	if x.judge(resp) {
@@ -143,9 +144,12 @@ func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
 // spent ends the call with resp, a spent quota: the caller gets it, with
 // X-Should-Retry: false, which the OpenAI and Anthropic SDKs read as "do
 // not retry".
-func (x *exchange) spent(resp *http.Response) error {
+func (x *exchange) spent(ctx context.Context, resp *http.Response) error {
 	x.last = resp
-	x.stopped = true
+	// Only a Route may send it on: to another endpoint, with a quota of
+	// its own.
+	_, routed := route.EndpointOf(ctx)
+	x.stopped = !routed
 	return policy.Permanent(spentError(resp))
 }
 

@@ -56,10 +56,12 @@
 //
 //	what happened                            the call gets                       counted
 //	---------------------------------------  ----------------------------------  -------------------------------------
-//	an endpoint's policies refused           nothing: the attempt is picked      watertight.rejections of that policy
-//	                                         again, without it
-//	every endpoint refused, or is at its     *policy.RejectedError, Kind         watertight.rejections
-//	MaxConcurrent                            "route", Reason "unavailable",      {reason=unavailable}
+//	the endpoint's own RateLimit or Breaker  nothing: the attempt goes on to     watertight.rejections of that policy
+//	refused the attempt                      another endpoint, at once
+//	fn returned policy.ErrQuotaSpent while   nothing: the attempt goes on to     -
+//	another endpoint is in                   another endpoint, at once
+//	every endpoint refused the attempt, or   *policy.RejectedError, Kind         watertight.rejections
+//	is at its MaxConcurrent                  "route", Reason "unavailable",      {route, unavailable}
 //	                                         matching ErrUnavailable
 //	anything else                            what the endpoint's policies and    watertight.route.picks{endpoint}
 //	                                         fn return

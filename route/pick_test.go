@@ -271,22 +271,30 @@ func TestStreamLatencyIsFirstByte(t *testing.T) {
 }
 
 // TestSpentQuotaOut checks that an endpoint answering with a spent quota
-// is out, and the other takes the calls.
+// is out, that the attempt goes on to another endpoint at once, without a
+// retry, and that the quota error comes back when none is left.
 func TestSpentQuotaOut(t *testing.T) {
 	r := newRouter(t, route.Config{Endpoints: names(2), ProbeInterval: time.Hour})
-	p := pipeline(t, compose.Policies{Retry: newRetry(t, 2), Route: r})
+	p := pipeline(t, compose.Policies{Route: r})
 	spent := 0
 	for range 100 {
-		p.Execute(t.Context(), func(ctx context.Context) error {
+		err := p.Execute(t.Context(), func(ctx context.Context) error {
 			if ep, _ := route.EndpointOf(ctx); ep.Index == 0 {
 				spent++
 				return policy.ErrQuotaSpent
 			}
 			return nil
 		})
+		if err != nil {
+			t.Fatalf("Execute = %v; want the other endpoint's answer", err)
+		}
 	}
 	if spent != 1 {
 		t.Errorf("the endpoint whose quota is spent ran %d calls; want 1", spent)
+	}
+	err := p.Execute(t.Context(), func(ctx context.Context) error { return policy.ErrQuotaSpent })
+	if !errors.Is(err, policy.ErrQuotaSpent) {
+		t.Errorf("Execute with every quota spent = %v; want ErrQuotaSpent", err)
 	}
 }
 

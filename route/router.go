@@ -155,6 +155,17 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 	}
 }
 
+// Left reports whether an endpoint is in and not in refused (bit i for
+// endpoint i), so that Pick would return one.
+func (r *Router) Left(refused uint64) bool {
+	for i := range r.eps {
+		if r.ok(i, 0, refused, levelIn) {
+			return true
+		}
+	}
+	return false
+}
+
 // Done ends the attempt with its outcome err, and returns err. A nil err
 // is a success, and its latency, up to the first byte of a stream, feeds
 // the endpoint's estimate. A rejection, context.Canceled or the caller's

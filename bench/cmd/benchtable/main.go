@@ -3,7 +3,10 @@
 // ratios), watertight-only benchmarks, the floors, and the targets checked.
 // If sim-adaptive.json (written by TestSimAdaptive) lies beside the raw
 // file, the report also has the adaptive limit simulation's figures, and
-// its five targets are checked in the targets table.
+// its five targets are checked in the targets table. So for the other
+// simulations' JSON files beside it: sim-attempts.json, sim-priority.json,
+// sim-slow.json and sim-route.json (TestSimRoute, routing around a sick
+// endpoint).
 //
 // Usage: go run ./cmd/benchtable out/raw.txt > out/table.md
 package main
@@ -103,7 +106,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := report{all: all, sim: sim, att: att, pri: pri, slow: slow, w: os.Stdout}
+	rt, err := readSim(filepath.Join(filepath.Dir(os.Args[1]), "sim-route.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, sim: sim, att: att, pri: pri, slow: slow, route: rt, w: os.Stdout}
 	r.machine()
 	r.sideBySide(order)
 	r.alone(order)
@@ -112,6 +120,7 @@ func main() {
 	r.simAttempts()
 	r.simPriority()
 	r.simSlow()
+	r.simRoute()
 }
 
 type report struct {
@@ -120,7 +129,9 @@ type report struct {
 	att  map[string]float64 // TestSimAttempts's JSON; nil if absent
 	pri  map[string]float64 // TestSimPriority's JSON; nil if absent
 	slow map[string]float64 // TestSimSlowProvider's JSON; nil if absent
-	w    io.Writer
+	// route is TestSimRoute's JSON; nil if absent.
+	route map[string]float64
+	w     io.Writer
 }
 
 // readSim reads TestSimAdaptive's JSON, or returns nil if there is none.
@@ -379,6 +390,7 @@ func (r report) targets() {
 	r.attTargets()
 	r.priTargets()
 	r.slowTargets()
+	r.routeTargets()
 	r.p("\n")
 }
 
@@ -611,4 +623,79 @@ func (r report) slowTargets() {
 	r.check("slow rule (simulation): a provider from 2 s to 25 s", "opens within 10 s of the change, rejections < 1 ms",
 		fmt.Sprintf("opened after %.1f s, longest rejection %.3f ms; without the rule %.0f calls paid 25 s, with it %.0f",
 			open, rej, r.slow["ours_paid_25s"], r.slow["ours-slow_paid_25s"]), open >= 0 && open <= 10 && rej < 1)
+}
+
+// routeArms are TestSimRoute's arms, in the order of its table.
+var routeArms = []struct{ key, what string }{
+	{"rr", "round robin"},
+	{"random", "uniform random (LiteLLM simple-shuffle)"},
+	{"least", "least in flight (LiteLLM least-busy)"},
+	{"watertight", "watertight Route (p2c, peak EWMA), breaker, Retry"},
+}
+
+// simRoute prints the routing simulation's figures, if its JSON was found.
+func (r report) simRoute() {
+	if r.route == nil {
+		return
+	}
+	r.p("## Routing around a sick endpoint (simulation)\n\n")
+	r.p("`TestSimRoute`, in simulated time (testing/synctest): 200 calls/s for 240 s over 3 endpoints; each call needs 1 unit of work " +
+		"(x a jitter in [0.8, 1.2]) done at speed 1/latency (2 s healthy), so a slowdown slows the calls in flight too. Endpoint 1 is sick from " +
+		"60 s to 180 s: slow (30 s), fail (a 500 after 50 ms) or hang (never answers). Every arm: 2 attempts at most, the retry on another " +
+		"endpoint after 10 ms +-50%%, a 60 s timeout per attempt, no bulkhead; watertight's endpoints each have a breaker (5 failures in a row, " +
+		"open 5 s). Sick share: of the attempts started in [60 s, 180 s). p99: of the calls started in [60 s, 180 s) and in [20 s, 60 s) " +
+		"(healthy; in the slow scenario it holds the calls slowed at 60 s), base: [20 s, 50 s), which no fault touches. Move: to the end of the " +
+		"last 1 s bin of the sick phase sending the sick endpoint > 5%% of its attempts (-1: never). Return: from 180 s to the first 1 s bin " +
+		"from which every 5 s window gives the sick endpoint 25-41%% of the attempts (-1: never).\n\n")
+	r.p("| scenario | arm | sick share | p99 sick s | p99 healthy s | ratio | p99 base s | calls failed | attempts | move s | return s |\n")
+	r.p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, sc := range []string{"slow", "fail", "hang"} {
+		for _, a := range routeArms {
+			g := func(k string, digits int) string {
+				v, ok := r.route[sc+"_"+a.key+"_"+k]
+				if !ok {
+					return "n/a"
+				}
+				return strconv.FormatFloat(v, 'f', digits, 64)
+			}
+			r.p("| %s | %s | %s%% | %s | %s | %sx | %s | %s | %s | %s | %s |\n", sc, a.what, g("sick_share_pct", 2),
+				g("p99_sick_s", 2), g("p99_healthy_s", 2), g("p99_ratio", 2), g("p99_base_s", 2), g("failed", 0), g("attempts", 0),
+				g("move_s", 0), g("return_s", 0))
+		}
+	}
+	r.p("\n")
+}
+
+// routeTargets adds the routing targets to the targets table: the cost
+// of a pick and of a Route in a pipeline, if benchmarked, and the
+// simulation's, if its JSON was found.
+func (r report) routeTargets() {
+	if r.samples("BenchmarkRoute/op=pick8") > 0 {
+		v, a := r.get("BenchmarkRoute/op=pick8", "ns/op"), r.get("BenchmarkRoute/op=pick8", "allocs/op")
+		r.check("route: a pick among 8 endpoints (Pick + Done)", "<= 100 ns, 0 allocs",
+			fmt.Sprintf("%s ns, %s allocs; 2 x time.Now %s ns", fmtNum(v), fmtNum(a), fmtNum(r.get("BenchmarkFloor/op=2xNow", "ns/op"))),
+			v <= 100 && a == 0)
+	}
+	if r.samples("BenchmarkRouted/route=1ep") > 0 {
+		d := r.pairedDiff("BenchmarkRouted/route=1ep", "BenchmarkRouted/route=none")
+		r.check("route: a Route of 1 endpoint in a pipeline with a Retry", "<= +300 ns (median of the per-round differences)",
+			fmt.Sprintf("%+.0f ns per round (medians: %s vs %s ns)", d, fmtNum(r.get("BenchmarkRouted/route=1ep", "ns/op")),
+				fmtNum(r.get("BenchmarkRouted/route=none", "ns/op"))), d <= 300)
+	}
+	if r.route == nil {
+		return
+	}
+	for _, sc := range []string{"slow", "fail", "hang"} {
+		g := func(k string) float64 {
+			v, ok := r.route[sc+"_watertight_"+k]
+			if !ok {
+				return math.NaN()
+			}
+			return v
+		}
+		share, ratio, move, ret := g("sick_share_pct"), g("p99_ratio"), g("move_s"), g("return_s")
+		r.check("route (simulation), "+sc+": watertight", "sick share <= 1%, sick p99 <= 1.5x healthy, move <= 1 s, return <= 40 s",
+			fmt.Sprintf("%.2f%%, %.2fx (%.2fx the base p99), %g s, %g s", share, ratio, g("p99_sick_s")/g("p99_base_s"), move, ret),
+			share <= 1 && ratio <= 1.5 && move >= 0 && move <= 1 && ret >= 0 && ret <= 40)
+	}
 }
