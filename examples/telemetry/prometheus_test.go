@@ -43,6 +43,10 @@ var exposedFamilies = []string{
 	"watertight_rejections_total",
 	"watertight_retry_attempts_total",
 	"watertight_retry_exhausted_total",
+	"watertight_route_ejections_total",
+	"watertight_route_load_seconds",
+	"watertight_route_picks_total",
+	"watertight_route_returns_total",
 	"watertight_timeouts_total",
 }
 
@@ -217,7 +221,7 @@ func isLabel(n string) bool {
 	switch n {
 	case "watertight_policy_kind", "watertight_policy_name", "watertight_rejection_reason",
 		"watertight_pipeline_name", "watertight_breaker_state", "watertight_breaker_from",
-		"watertight_retry_reason", "watertight_priority":
+		"watertight_retry_reason", "watertight_priority", "watertight_route_endpoint":
 		return true
 	}
 	return false

@@ -18,6 +18,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 )
 
 // StormConfig shapes [RunStorm]. Its zero value is the demo's storm: 20
@@ -58,6 +59,11 @@ type Storm struct {
 	// sheddable call waits, and a critical call takes its place.
 	ShedCalls, ShedOK, ShedRejected int
 
+	// Phase 6, pipeline "routed": a route over endpoints eu and us. eu
+	// answers in 150 ms and us in 1 ms until eu is ejected; then eu heals,
+	// and its next probe brings it back.
+	RoutedCalls, RoutedEU, RoutedUS, RoutedEjections, RoutedReturns int
+
 	// closers are the policies with observable instruments (the bulkhead's
 	// active and queued gauges, the breaker's state gauge), kept registered
 	// until Close so that a scrape after the storm still shows them.
@@ -83,11 +89,12 @@ const (
 	nameSlowAttempt = "slow-attempt"
 	nameDown        = "down"
 	nameShed        = "shed"
+	nameRouted      = "routed"
 )
 
 var errUpstream = errors.New("upstream: 503")
 
-// RunStorm runs the five phases in turn through pipelines built on tp and
+// RunStorm runs the six phases in turn through pipelines built on tp and
 // mp, writing one summary line per phase to log (if not nil). It returns an
 // error only if a pipeline cannot be built or a call ends in a way the
 // phase does not expect; even then, the caller must Close the Storm.
@@ -106,7 +113,7 @@ func RunStorm(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvi
 	}
 	var s Storm
 	phases := []func(context.Context, trace.TracerProvider, metric.MeterProvider, StormConfig, *Storm, io.Writer) error{
-		bulkheadPhase, flakyPhase, slowPhase, downPhase, shedPhase,
+		bulkheadPhase, flakyPhase, slowPhase, downPhase, shedPhase, routedPhase,
 	}
 	for _, phase := range phases {
 		if err := phase(ctx, tp, mp, cfg, &s, log); err != nil {
@@ -315,5 +322,51 @@ func shedPhase(ctx context.Context, _ trace.TracerProvider, mp metric.MeterProvi
 	s.ShedCalls, s.ShedOK, s.ShedRejected = 3, 2, 1
 	fmt.Fprintf(log, "shed: %d calls into a bulkhead of 1 with a queue of 1, a critical call taking a sheddable one's place: %d ok, %d shed\n",
 		s.ShedCalls, s.ShedOK, s.ShedRejected)
+	return nil
+}
+
+func routedPhase(ctx context.Context, tp trace.TracerProvider, mp metric.MeterProvider, _ StormConfig, s *Storm, log io.Writer) error {
+	r, err := route.New(route.Config{Name: nameRouted, ProbeInterval: 50 * time.Millisecond, MeterProvider: mp,
+		Endpoints: []route.Endpoint{{Name: "eu"}, {Name: "us"}}})
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, r)
+	p, err := compose.New(nameRouted, compose.Policies{Route: r}, compose.WithTracerProvider(tp), compose.WithMeterProvider(mp))
+	if err != nil {
+		return err
+	}
+	var euSlow atomic.Bool
+	euSlow.Store(true)
+	call := func() error {
+		s.RoutedCalls++
+		return p.Execute(ctx, func(ctx context.Context) error {
+			ep, _ := route.EndpointOf(ctx)
+			if ep.Name == "us" {
+				s.RoutedUS++
+				return sleep(ctx, time.Millisecond)
+			}
+			s.RoutedEU++
+			if euSlow.Load() {
+				return sleep(ctx, 150*time.Millisecond)
+			}
+			return sleep(ctx, time.Millisecond)
+		})
+	}
+	for until := time.Now().Add(10 * time.Second); !r.Status()[0].Ejected; {
+		if err := call(); err != nil || time.Now().After(until) {
+			return fmt.Errorf("routed: eu not ejected after %d calls: %v", s.RoutedCalls, err)
+		}
+	}
+	s.RoutedEjections = 1
+	euSlow.Store(false)
+	for until := time.Now().Add(10 * time.Second); r.Status()[0].Out; {
+		if err := call(); err != nil || time.Now().After(until) {
+			return fmt.Errorf("routed: eu not back after %d calls: %v", s.RoutedCalls, err)
+		}
+	}
+	s.RoutedReturns = 1
+	fmt.Fprintf(log, "routed: %d calls over eu and us: eu, slow, ejected and probed back once healed: %d to eu, %d to us\n",
+		s.RoutedCalls, s.RoutedEU, s.RoutedUS)
 	return nil
 }

@@ -279,6 +279,11 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 			{"watertight_call_duration_seconds", "error_type=retry_exhausted,watertight_pipeline_name=slow", storm.SlowExhausted},
 			{"watertight_call_duration_seconds", "error_type=retry_exhausted,watertight_pipeline_name=down", storm.DownExhausted},
 			{"watertight_call_duration_seconds", "error_type=rejected,watertight_pipeline_name=down", storm.DownRejected},
+			{"watertight_call_duration_seconds", "watertight_pipeline_name=routed", storm.RoutedCalls},
+			{"watertight_route_picks_total", "watertight_policy_kind=route,watertight_policy_name=routed,watertight_route_endpoint=eu", storm.RoutedEU},
+			{"watertight_route_picks_total", "watertight_policy_kind=route,watertight_policy_name=routed,watertight_route_endpoint=us", storm.RoutedUS},
+			{"watertight_route_ejections_total", "watertight_policy_kind=route,watertight_policy_name=routed,watertight_route_endpoint=eu", storm.RoutedEjections},
+			{"watertight_route_returns_total", "watertight_policy_kind=route,watertight_policy_name=routed,watertight_route_endpoint=eu", storm.RoutedReturns},
 		}
 		for _, tt := range tests {
 			i := slices.IndexFunc(got[tt.family], func(s sample) bool { return withoutLabels(s.labels, optionalLabels...) == tt.labels })
@@ -295,7 +300,11 @@ func TestStormExportsMetricsAndSpans(t *testing.T) {
 			"watertight_rejections_total":          3,
 			"watertight_timeouts_total":            1,
 			"watertight_retry_exhausted_total":     2,
-			"watertight_call_duration_seconds":     6,
+			"watertight_call_duration_seconds":     7,
+			"watertight_route_picks_total":         2,
+			"watertight_route_ejections_total":     1,
+			"watertight_route_returns_total":       1,
+			"watertight_route_load_seconds":        2,
 			"watertight_breaker_state":             6,
 			"watertight_breaker_slow_total":        1,
 			"watertight_breaker_transitions_total": 1,
@@ -347,6 +356,7 @@ func checkSpans(t *testing.T, spans []*tracepb.Span, s Storm) {
 		"watertight slow attempt":  s.SlowTimeouts,
 		"watertight down":          s.DownCalls,
 		"watertight down attempt":  s.DownAttempts + s.DownRejected,
+		"watertight routed":        s.RoutedCalls,
 	}
 	total := 0
 	for name, want := range wantCount {
@@ -432,6 +442,10 @@ func checkSpans(t *testing.T, spans []*tracepb.Span, s Storm) {
 			"watertight.policy.kind=retry,watertight.policy.name=down,watertight.retry.attempt=2"}: 1,
 		{"watertight down", "watertight.retry",
 			"watertight.policy.kind=retry,watertight.policy.name=down,watertight.retry.attempt=3"}: 1,
+		{"watertight routed", "watertight.route.picked",
+			"watertight.policy.kind=route,watertight.policy.name=routed,watertight.route.endpoint=eu"}: s.RoutedEU,
+		{"watertight routed", "watertight.route.picked",
+			"watertight.policy.kind=route,watertight.policy.name=routed,watertight.route.endpoint=us"}: s.RoutedUS,
 	}
 	for k, want := range wantEvents {
 		if events[k] != want {
