@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -15,27 +16,12 @@ type Picked struct {
 	Name  string
 }
 
-// picked carries the Picked of an attempt, under one key.
-type picked struct {
-	context.Context
-	ep Picked
-}
-
-type pickedKey struct{}
-
-func (p *picked) Value(key any) any {
-	if key == (pickedKey{}) {
-		return p
-	}
-	return p.Context.Value(key)
-}
-
 // EndpointOf returns the endpoint the attempt of ctx runs against, and
 // whether it runs against one: the context of fn in a pipeline with a
 // Route slot does.
 func EndpointOf(ctx context.Context) (Picked, bool) {
-	if p, ok := ctx.Value(pickedKey{}).(*picked); ok {
-		return p.ep, true
+	if p, ok := stage.Tag(ctx).(*Picked); ok {
+		return *p, true
 	}
 	return Picked{}, false
 }

@@ -44,7 +44,8 @@
 // An endpoint that is out gets one call, its probe, each
 // Config.ProbeInterval (its hold's end, for a hold), one at a time. A
 // probe that succeeds brings it back, with the probe's latency as its
-// estimate; an ejected endpoint comes back only if that latency is no
+// estimate, and its weight rising from a tenth to all of it over
+// Config.Decay, so that its calls come back gradually, not in a herd; an ejected endpoint comes back only if that latency is no
 // outlier beside the fastest estimate of the endpoints in.
 //
 // When every endpoint is out, the attempt goes to the fastest of them by

@@ -13,6 +13,7 @@ import (
 // atomics; a call's start and end take its mutex once each.
 type endpoint struct {
 	Endpoint
+	picked Picked // what the attempts sent to it carry
 	weight float64
 	held   func() time.Duration // the RateLimit's hold, if it has one
 
@@ -23,6 +24,7 @@ type endpoint struct {
 	out     atomic.Int64 // 0: in; else when its next probe is due
 	ejected atomic.Bool  // out as an outlier, counted against the share
 	probing atomic.Bool  // a probe is in flight
+	back    atomic.Int64 // when it last came back; 0: never out
 
 	mu    sync.Mutex
 	stamp int64   // the last latency's time
@@ -31,9 +33,21 @@ type endpoint struct {
 }
 
 // load is e's load score at now: its latency estimate times its calls in
-// flight and the one to come, over its weight.
-func (e *endpoint) load(now int64, prune bool) float64 {
-	return float64(e.costAt(now, prune)) * float64(e.pending.Load()+1) / e.weight
+// flight and the one to come, over its weight (as it ramps up over ramp
+// after a return).
+func (e *endpoint) load(now, ramp int64, prune bool) float64 {
+	return float64(e.costAt(now, prune)) * float64(e.pending.Load()+1) / e.weightAt(now, ramp)
+}
+
+// weightAt is e's weight at now: from a tenth of it when it came back to
+// all of it ramp later, so that the calls an endpoint that comes back
+// takes rise gradually, not in a herd.
+func (e *endpoint) weightAt(now, ramp int64) float64 {
+	b := e.back.Load()
+	if b == 0 || now-b >= ramp {
+		return e.weight
+	}
+	return e.weight * max(0.1, float64(now-b)/float64(ramp))
 }
 
 // costAt is e's latency estimate at now: the peak EWMA of its latencies,

@@ -351,3 +351,35 @@ func TestHedgeAvoidsTried(t *testing.T) {
 		}
 	})
 }
+
+// TestReturnRampsUp checks that an endpoint that comes back takes its
+// share gradually: a tenth of its weight at first, all of it Decay later.
+func TestReturnRampsUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel(2, 100*time.Millisecond)
+		r := newRouter(t, route.Config{Endpoints: names(2)})
+		p := pipeline(t, compose.Policies{Route: r})
+		m.set(1, 2*time.Second, nil, false)
+		load(t.Context(), p, m.fn, 100, 5*time.Second)
+		if !r.Status()[1].Ejected {
+			t.Fatalf("Status = %+v; want e1 ejected", r.Status())
+		}
+		m.set(1, 100*time.Millisecond, nil, false)
+		for r.Status()[1].Out {
+			load(t.Context(), p, m.fn, 100, 100*time.Millisecond)
+		}
+		share := func() float64 {
+			m.reset()
+			load(t.Context(), p, m.fn, 100, time.Second)
+			c := m.counts()
+			return float64(c[1]) / float64(c[0]+c[1])
+		}
+		first := share()
+		load(t.Context(), p, m.fn, 100, 10*time.Second)
+		later := share()
+		t.Logf("e1's share of calls: %.2f in the first second back, %.2f ten seconds later", first, later)
+		if first > 0.25 || later < 0.4 {
+			t.Errorf("e1's share %.2f in its first second back, %.2f later; want under a quarter, then about half", first, later)
+		}
+	})
+}

@@ -69,7 +69,7 @@ func New(cfg Config) (*Router, error) {
 	r.nextProbe.Store(math.MaxInt64)
 	for i, ep := range cfg.Endpoints {
 		e := &r.eps[i]
-		e.Endpoint, e.weight, e.calls = ep, ep.Weight, newCalls()
+		e.Endpoint, e.picked, e.weight, e.calls = ep, Picked{Index: i, Name: ep.Name}, ep.Weight, newCalls()
 		if e.weight == 0 {
 			e.weight = 1
 		}
@@ -108,7 +108,6 @@ func (r *Router) now() int64 { return int64(time.Since(r.epoch)) + 1 }
 type Permit struct {
 	r     *Router
 	s     *stage.Sample
-	start int64
 	i, n  int32 // the endpoint, and the call in its list
 	probe bool
 }
@@ -123,7 +122,8 @@ func (p Permit) Index() int { return int(p.i) }
 // this attempt: Pick never returns it. It returns ErrUnavailable's
 // rejection when no endpoint is left.
 func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Context, Permit, error) {
-	now := r.now()
+	t := time.Now()
+	now := int64(t.Sub(r.epoch)) + 1
 	for {
 		i, probe := r.choose(now, tried, refused)
 		if i < 0 {
@@ -147,11 +147,11 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 				continue
 			}
 		}
-		ctx, s := stage.Begin(ctx, nil, true)
-		p := Permit{r: r, s: s, start: now, i: int32(i), probe: probe}
+		ctx, s := stage.BeginAt(ctx, nil, true, t, &e.picked)
+		p := Permit{r: r, s: s, i: int32(i), probe: probe}
 		p.n = e.begin(now, s)
 		r.rec.picked(ctx, i)
-		return &picked{Context: ctx, ep: Picked{Index: i, Name: e.Name}}, p, nil
+		return ctx, p, nil
 	}
 }
 
@@ -257,6 +257,7 @@ func (r *Router) tryReturn(i int32, now int64, latency float64, probe bool) {
 	if probe {
 		e.reset(now, latency)
 	}
+	e.back.Store(now)
 	e.out.Store(0)
 	r.rec.returned(i)
 }
@@ -384,8 +385,9 @@ func (r *Router) better(now int64, a, b, level int) int {
 		r.eject(b, now)
 		return a
 	}
-	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weight
-	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weight
+	ramp := int64(r.decay)
+	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weightAt(now, ramp)
+	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weightAt(now, ramp)
 	if lb < la {
 		return b
 	}

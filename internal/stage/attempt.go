@@ -17,6 +17,7 @@ type record struct {
 	n     int
 	s     *Sample
 	tried *Tried // a hedge's
+	tag   any    // a sample's, if any (see Tag)
 }
 
 type recordKey struct{}
@@ -116,12 +117,28 @@ type sampleRecord struct {
 // byte if firstByte, else by its answer, and returns the context that
 // carries it.
 func Begin(ctx context.Context, count func(delta int), firstByte bool) (context.Context, *Sample) {
-	c := &sampleRecord{record: record{Context: ctx}}
-	c.s.start = time.Now()
+	return BeginAt(ctx, count, firstByte, time.Now(), nil)
+}
+
+// BeginAt is Begin for a sample started at start, whose attempt's context
+// carries tag (see [Tag]).
+func BeginAt(ctx context.Context, count func(delta int), firstByte bool, start time.Time, tag any) (context.Context, *Sample) {
+	c := &sampleRecord{record: record{Context: ctx, tag: tag}}
+	c.s.start = start
 	c.s.count = count
 	c.s.firstByte = firstByte
 	c.record.s = &c.s
 	return &c.record, &c.s
+}
+
+// Tag returns the tag of the innermost sample of ctx that has one, or nil.
+func Tag(ctx context.Context) any {
+	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
+		if r.tag != nil {
+			return r.tag
+		}
+	}
+	return nil
 }
 
 // Answered marks the answer of the attempt ctx belongs to, in its sample
