@@ -21,11 +21,12 @@ func wtRouter(tb testing.TB, n int) *route.Router {
 	return r
 }
 
-// BenchmarkRoute is the cost of one pick among 8 endpoints: Router.Pick,
-// the work with the context it returns, then Permit.Done(nil), on the
-// success path (the target: at most 100 ns and 0 allocations).
-// op=bare is the work called directly, for reference; op=pick8-parallel
-// is op=pick8 from 32 x GOMAXPROCS goroutines sharing the router.
+// BenchmarkRoute is the bookkeeping of one attempt routed among 8
+// endpoints: Router.Pick, the work with the context it returns, then
+// Permit.Done(nil), on the success path. (The route package's
+// BenchmarkPick times the choice alone.) op=bare is the work called
+// directly, for reference; op=pick8-parallel is op=pick8 from 32 x
+// GOMAXPROCS goroutines sharing the router.
 func BenchmarkRoute(b *testing.B) {
 	b.Run("op=bare", func(b *testing.B) {
 		seq(b, nil, func() error { return work(bg) })

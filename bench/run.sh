@@ -70,13 +70,19 @@ else
 	# (watertight to failsafe-go, to the floors) compare runs made moments apart.
 	echo "bench.test -test.bench=$BENCH -test.benchtime=$BENCHTIME -test.cpu 2, $COUNT interleaved rounds (load average $LOADAVG_START)" >&2
 	go test -c -o out/bench.test .
+	# The route package's own benchmark times the pick alone (unexported).
+	(cd .. && go test -c -o bench/out/route.test ./route)
 	: >out/raw.txt
 	for round in $(seq 1 "$COUNT"); do
 		echo "round $round of $COUNT" >&2
 		./out/bench.test -test.run='^$' -test.bench="$BENCH" -test.benchmem -test.count=1 \
 			-test.benchtime="$BENCHTIME" -test.cpu 2 -test.timeout 30m | tee -a out/raw.txt >&2
+		if [ "$BENCH" = . ] || echo BenchmarkPick | grep -qE -- "$BENCH"; then
+			./out/route.test -test.run='^$' -test.bench='^BenchmarkPick$' -test.benchmem -test.count=1 \
+				-test.benchtime="$BENCHTIME" -test.cpu 2 | tee -a out/raw.txt >&2
+		fi
 	done
-	rm -f out/bench.test
+	rm -f out/bench.test out/route.test
 	LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
 	export LOADAVG_END
 	echo "$LOADAVG_START" >out/loadavg-start

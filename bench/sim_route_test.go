@@ -42,8 +42,9 @@ import (
 //   - slow: the sick endpoint's latency is 30 s instead of 2 s;
 //   - fail: an attempt started on the sick endpoint while it is sick answers
 //     an error (a 500) after 50 ms;
-//   - hang: an attempt started on the sick endpoint while it is sick never
-//     answers: its 60 s attempt timeout ends it.
+//   - hang: the sick endpoint does no work at all (speed 0), so its calls,
+//     those in flight at 60 s included, answer nothing until their 60 s
+//     attempt timeout ends them.
 //
 // Arms. Every arm gets the same model, at most 2 attempts per call, a wait
 // of 10 ms ±50% (uniform) before the second, a 60 s timeout per attempt
@@ -204,12 +205,14 @@ type routeRun struct {
 // latencyAt returns endpoint ep's latency at t (since the start), and
 // until when it holds.
 func (r *routeRun) latencyAt(ep int, t time.Duration) (lat, until time.Duration) {
-	if ep != routeSickEp || r.scenario != "slow" {
+	if ep != routeSickEp || r.scenario == "fail" {
 		return routeHealthyLat, routeNever
 	}
 	switch {
 	case t < routeSickFrom:
 		return routeHealthyLat, routeSickFrom
+	case t < routeSickTo && r.scenario == "hang":
+		return routeNever, routeSickTo // no work done: speed 0
 	case t < routeSickTo:
 		return routeSlowLat, routeSickTo
 	}
@@ -221,11 +224,8 @@ func (r *routeRun) latencyAt(ep int, t time.Duration) (lat, until time.Duration)
 // routeNever if it never answers.
 func (r *routeRun) model(ep int, s time.Duration, w float64) (time.Duration, bool) {
 	sick := ep == routeSickEp && s >= routeSickFrom && s < routeSickTo
-	switch {
-	case sick && r.scenario == "fail":
+	if sick && r.scenario == "fail" {
 		return routeFailAfter, true
-	case sick && r.scenario == "hang":
-		return routeNever, false
 	}
 	t := s
 	for {

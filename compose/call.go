@@ -112,7 +112,7 @@ func (c *call) from(ctx context.Context, i int) error {
 // spent while another endpoint is in.
 func (c *call) route(ctx context.Context, i int, r *route.Router) error {
 	var refused uint64
-	if !c.looked {
+	if !c.looked && len(c.p.routed) > 1 {
 		c.hedged, c.looked = stage.HedgeTried(ctx), true
 	}
 	for {

@@ -85,17 +85,25 @@ func (e *endpoint) begin(now int64, s *stage.Sample) int32 {
 	return n
 }
 
-// end records the end of call n at now, with its latency if observed.
+// end records the end of call n (-1: not listed) at now, with its latency
+// if observed.
 func (e *endpoint) end(n int32, now int64, latency float64, observed bool, decay float64) {
 	e.mu.Lock()
-	e.calls.remove(n)
-	e.publishLocked()
+	switch {
+	case n < 0: // not listed
+	case e.calls.head == n:
+		e.calls.remove(n)
+		e.publishLocked()
+	default:
+		e.calls.remove(n)
+	}
 	if observed {
 		td := max(now-e.stamp, 0)
 		e.stamp = now
 		// Finagle's peak EWMA: a slower latency is taken at once, a faster
 		// one weighs by the time since the last.
-		if w := math.Exp(-float64(td) / decay); latency < e.ewma {
+		if latency < e.ewma {
+			w := math.Exp(-float64(td) / decay)
 			e.ewma = e.ewma*w + latency*(1-w)
 		} else {
 			e.ewma = latency

@@ -149,7 +149,11 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 		}
 		ctx, s := stage.BeginAt(ctx, nil, true, t, &e.picked)
 		p := Permit{r: r, s: s, i: int32(i), probe: probe}
-		p.n = e.begin(now, s)
+		p.n = -1
+		if len(r.eps) > 1 {
+			// With one endpoint there is no choice, and no age to keep.
+			p.n = e.begin(now, s)
+		}
 		r.rec.picked(ctx, i)
 		return ctx, p, nil
 	}
