@@ -50,8 +50,10 @@
 //
 // When every endpoint is out, the attempt goes to the fastest of them by
 // estimate (the least bad: a hold waits in its RateLimit, and an open
-// breaker refuses at once). When every endpoint has refused the attempt,
-// or is at its MaxConcurrent, the call is rejected.
+// breaker refuses at once). When the endpoints in are all at their
+// MaxConcurrent, or every endpoint has refused the attempt, the call is
+// rejected: an endpoint out never takes the load the others have no room
+// for.
 //
 // # Outcomes
 //

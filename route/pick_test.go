@@ -383,3 +383,35 @@ func TestReturnRampsUp(t *testing.T) {
 		}
 	})
 }
+
+// TestFullIsNoReasonForOut checks that an endpoint that is out takes no
+// call when the endpoints in are at their MaxConcurrent: the call is
+// rejected.
+func TestFullIsNoReasonForOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eps := names(2)
+		eps[0].MaxConcurrent = 1
+		b, _ := breaker.New(breaker.Config{Name: "e1"})
+		defer b.Close()
+		eps[1].Breaker = b
+		r := newRouter(t, route.Config{Endpoints: eps, ProbeInterval: time.Hour})
+		p := pipeline(t, compose.Policies{Route: r})
+		b.ForceOpen()
+		for !r.Status()[1].Out {
+			p.Execute(t.Context(), func(context.Context) error { return nil })
+		}
+		b.Reset()
+		release := make(chan struct{})
+		go p.Execute(t.Context(), func(context.Context) error { <-release; return nil })
+		synctest.Wait()
+		err := p.Execute(t.Context(), func(ctx context.Context) error {
+			ep, _ := route.EndpointOf(ctx)
+			t.Errorf("fn ran on %s", ep.Name)
+			return nil
+		})
+		if !errors.Is(err, route.ErrUnavailable) {
+			t.Errorf("Execute with e0 full and e1 out = %v; want ErrUnavailable", err)
+		}
+		close(release)
+	})
+}

@@ -301,11 +301,24 @@ func (r *Router) choose(now int64, tried, refused uint64) (int, bool) {
 		}
 	}
 	for level := range levels {
+		if level == levelAny && r.someIn(refused) {
+			return -1, false // those in are at their MaxConcurrent
+		}
 		if i := r.p2c(now, tried, refused, level); i >= 0 {
 			return i, false
 		}
 	}
 	return -1, false
+}
+
+// someIn reports whether an endpoint not in refused is in.
+func (r *Router) someIn(refused uint64) bool {
+	for i := range r.eps {
+		if refused&(1<<i) == 0 && r.eps[i].out.Load() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // The levels of a pick, each taking more endpoints than the one before.
