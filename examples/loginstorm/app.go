@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/watertight/watertight"
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/route"
 )
 
 // The app's modes, as in the seed's MODE environment variable.
@@ -21,6 +24,7 @@ const (
 	modeBulkhead = "bulkhead" // chats go through their own compartment
 	modePriority = "priority" // one server limit, logins critical and chats sheddable
 	modeBreaker  = "breaker"  // the bulkhead's compartment, and a breaker that opens on slow calls
+	modeRoute    = "route"    // chats routed over a slow upstream and a healthy one
 )
 
 // The seed's numbers.
@@ -37,7 +41,13 @@ const (
 	upstreamPath   = "/complete"            // the upstream's path, as in the seed
 	modeHeader     = "Loginstorm-Mode"      // tells the load which mode answered
 	defaultSlow    = 5 * time.Second        // breaker mode: a chat this long without an answer is slow
+	healthyShare   = 15                     // route mode: the healthy upstream's delay is the slow one's over this, as 2 s is to 30 s
+	routeHealthy   = 40                     // route mode: chats in flight to the healthy upstream
+	upstreamHeader = "Loginstorm-Upstream"  // route mode: which upstream answered a chat
 )
+
+// upstreams are the app's upstreams: slow, and in route mode healthy.
+type upstreams struct{ slow, healthy string }
 
 // app is the service under test: /login answers at once, /chat calls the
 // slow upstream; every request first takes one of serverSlots slots. It is
@@ -47,6 +57,7 @@ type app struct {
 	upstream string
 	handler  http.Handler
 	chat     *http.Client
+	hosts    map[string]string // route mode: the upstreams' names by host
 	// closers free what the app holds: bulkhead gauges, idle connections.
 	closers []func()
 }
@@ -81,8 +92,15 @@ type app struct {
 // run slow (0: 5 s) without an answer: the chats that come then are
 // answered 503 at once, instead of taking the slots the slow ones free.
 // It stays open 2 x slow, then lets one chat through to probe.
-func newApp(mode, upstreamURL string, slow time.Duration) (*app, error) {
-	a := &app{mode: mode, upstream: upstreamURL + upstreamPath}
+//
+// In route mode /chat calls two equivalent upstreams, up.slow and
+// up.healthy, through a watertight.Client that routes each chat to one of
+// them: at most chatLimit chats in flight to the slow one, as in bulkhead
+// mode, and routeHealthy to the healthy one; the slow one, once seen to be
+// slow, is ejected and gets one probe each fifth of slow (0: 5 s). A chat
+// neither can take is answered 503 with Retry-After.
+func newApp(mode string, up upstreams, slow time.Duration) (*app, error) {
+	a := &app{mode: mode, upstream: up.slow + upstreamPath}
 	cfg := bulkhead.Config{Name: "server", Limit: serverSlots, MaxQueue: bulkhead.Unbounded}
 	var hcfg httppolicy.HandlerConfig
 	if mode == modePriority {
@@ -108,6 +126,11 @@ func newApp(mode, upstreamURL string, slow time.Duration) (*app, error) {
 		tr.MaxIdleConnsPerHost = sharedIdle
 		a.chat = &http.Client{Transport: tr}
 		a.closers = append(a.closers, tr.CloseIdleConnections)
+	case modeRoute:
+		if err := a.routeClient(up, cmp.Or(slow, defaultSlow)); err != nil {
+			slots.Close()
+			return nil, err
+		}
 	case modeBulkhead, modeBreaker:
 		pol, closers, err := chatPolicy(mode, cmp.Or(slow, defaultSlow))
 		if err != nil {
@@ -120,7 +143,7 @@ func newApp(mode, upstreamURL string, slow time.Duration) (*app, error) {
 		a.closers = append(a.closers, base.CloseIdleConnections)
 	default:
 		slots.Close()
-		return nil, fmt.Errorf("loginstorm: mode must be %q, %q, %q or %q, got %q", modeShared, modeBulkhead, modePriority, modeBreaker, mode)
+		return nil, fmt.Errorf("loginstorm: mode must be %q, %q, %q, %q or %q, got %q", modeShared, modeBulkhead, modePriority, modeBreaker, modeRoute, mode)
 	}
 
 	mux := http.NewServeMux()
@@ -158,6 +181,31 @@ func chatPolicy(mode string, slow time.Duration) (policy.Policy, []func(), error
 		return nil, nil, err
 	}
 	return pipe, closers, nil
+}
+
+// routeClient sets the chats' client in route mode.
+func (a *app) routeClient(up upstreams, slow time.Duration) error {
+	if up.healthy == "" {
+		return errors.New("loginstorm: route mode needs a healthy upstream")
+	}
+	a.upstream = "http://llm.invalid" + upstreamPath // each endpoint's URL replaces the host
+	c, err := watertight.NewHTTPClient("llm", watertight.Config{Route: &route.Config{ProbeInterval: slow / 5}},
+		watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+			{Endpoint: route.Endpoint{Name: "slow", MaxConcurrent: chatLimit}, BaseURL: up.slow},
+			{Endpoint: route.Endpoint{Name: "healthy", MaxConcurrent: routeHealthy}, BaseURL: up.healthy},
+		}})
+	if err != nil {
+		return err
+	}
+	a.hosts = map[string]string{}
+	for name, u := range map[string]string{"slow": up.slow, "healthy": up.healthy} {
+		if pu, err := url.Parse(u); err == nil {
+			a.hosts[pu.Host] = name
+		}
+	}
+	a.chat = c.Client
+	a.closers = append(a.closers, func() { c.Close() })
+	return nil
 }
 
 // routePriority is the priority of a request in priority mode.
@@ -201,6 +249,9 @@ func (a *app) chatHandler(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Error(w, "upstream error", http.StatusBadGateway)
 		return
+	}
+	if name := a.hosts[resp.Request.URL.Host]; name != "" {
+		w.Header().Set(upstreamHeader, name)
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

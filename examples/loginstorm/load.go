@@ -22,6 +22,7 @@ type loadConfig struct {
 	Logins   int           // logins per wave
 	Rounds   int           // login waves
 	Gap      time.Duration // from the start to the first wave, and between waves
+	Warmup   time.Duration // if set, a chat each Warmup/24 for Warmup, then Warmup/6 before the chats
 	Timeout  time.Duration // the load client's timeout per request
 	Label    string        // names the run in progress lines
 	Progress io.Writer     // progress lines go here; nil means none
@@ -34,10 +35,15 @@ type loadResult struct {
 	Logins      []time.Duration // every login's latency, sorted
 	LoginErrors int             // logins that did not end in 200
 	ChatOK      int             // chats answered 200
+	OK          []time.Duration // their latencies, sorted
+	Upstreams   map[string]int  // the chats answered 200 by upstream (route mode)
 	ChatBusy    int             // chats answered 503 with a Retry-After
 	Busy        []time.Duration // their latencies, sorted
 	ChatOther   int             // chats answered otherwise, or not at all
 	Wall        time.Duration   // from the first chat sent to the last answer read
+	// UpstreamCalls are the requests each upstream got, the warm-up's
+	// included (route mode, all-in-one).
+	UpstreamCalls map[string]int
 }
 
 // loadClient returns a client that cannot be the bottleneck: no limit per
@@ -76,6 +82,8 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		mode    atomic.Pointer[string]
 		lastEnd atomic.Int64 // nanoseconds since start of the last answer read
 	)
+	stopWarmup := warmup(ctx, cfg, client)
+	defer stopWarmup()
 	start := time.Now()
 	g := getter{ctx: ctx, client: client, target: cfg.Target, start: start, mode: &mode, lastEnd: &lastEnd}
 	get := g.get
@@ -83,11 +91,18 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	stop := startProgress(cfg, &c, start)
 	defer stop()
 
-	var busy []time.Duration
+	var busy, ok []time.Duration
+	upstreams := map[string]int{}
 	sendChats(ctx, cfg, start, &wg, func() {
-		switch status, d := get("/chat"); status {
+		switch status, d, up := get("/chat"); status {
 		case http.StatusOK:
 			c.chatOK.Add(1)
+			mu.Lock()
+			ok = append(ok, d)
+			if up != "" {
+				upstreams[up]++
+			}
+			mu.Unlock()
 		case http.StatusServiceUnavailable:
 			c.chatBusy.Add(1)
 			mu.Lock()
@@ -110,7 +125,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 		}
 		for range cfg.Logins {
 			wg.Go(func() {
-				status, d := get("/login")
+				status, d, _ := get("/login")
 				mu.Lock()
 				logins = append(logins, d)
 				if status != http.StatusOK {
@@ -125,7 +140,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 
 	slices.Sort(logins)
 	slices.Sort(busy)
+	slices.Sort(ok)
 	r := loadResult{
+		OK:          ok,
 		Busy:        busy,
 		Logins:      logins,
 		LoginErrors: failed,
@@ -137,7 +154,43 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadResult, error) {
 	if m := mode.Load(); m != nil {
 		r.Mode = *m
 	}
+	if len(upstreams) > 0 {
+		r.Upstreams = upstreams
+	}
 	return r, ctx.Err()
+}
+
+// warmup sends a chat each cfg.Warmup/24 for cfg.Warmup, then waits
+// cfg.Warmup/6: the light traffic before the storm, which shows a router
+// which upstream is slow. The returned stop cancels the warm-up's chats
+// still running and waits for them.
+func warmup(ctx context.Context, cfg loadConfig, client *http.Client) (stop func()) {
+	if cfg.Warmup <= 0 {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 24 {
+		if !sleepUntil(ctx, start.Add(time.Duration(i)*cfg.Warmup/24)) {
+			break
+		}
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(wctx, http.MethodGet, cfg.Target+"/chat", nil)
+			if err != nil {
+				return
+			}
+			if resp, err := client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	sleepUntil(ctx, start.Add(cfg.Warmup+cfg.Warmup/6))
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // getter sends the load's requests, and records the app's mode and when the
@@ -152,10 +205,11 @@ type getter struct {
 }
 
 // get returns the status of a GET of path (0 if it failed), 503 only with
-// a Retry-After, and how long it took.
-func (g getter) get(path string) (int, time.Duration) {
+// a Retry-After, how long it took, and the upstream that answered (route
+// mode).
+func (g getter) get(path string) (int, time.Duration, string) {
 	t0 := time.Now()
-	status := 0
+	status, upstream := 0, ""
 	req, err := http.NewRequestWithContext(g.ctx, http.MethodGet, g.target+path, nil)
 	if err == nil {
 		var resp *http.Response
@@ -171,6 +225,7 @@ func (g getter) get(path string) (int, time.Duration) {
 			if m := resp.Header.Get(modeHeader); m != "" && g.mode.Load() == nil {
 				g.mode.CompareAndSwap(nil, &m)
 			}
+			upstream = resp.Header.Get(upstreamHeader)
 		}
 	}
 	d := time.Since(t0)
@@ -181,7 +236,7 @@ func (g getter) get(path string) (int, time.Duration) {
 			break
 		}
 	}
-	return status, d
+	return status, d, upstream
 }
 
 // sendChats runs chat cfg.Chats times on goroutines of wg, at once or

@@ -136,6 +136,28 @@ var jsonKeys = []string{
 	"login_p50_ms", "login_p99_ms", "logins", "wall_ms",
 }
 
+// routeKeys are the keys route mode adds.
+var routeKeys = []string{"chat_200_p99_ms", "storm_chats_to_slow", "upstream_calls"}
+
+// checkRoute asserts the outcome of route mode: the healthy upstream
+// answers routeHealthy chats in its own delay, no chat of the storm goes to
+// the slow upstream, and the logins walk in.
+func checkRoute(t *testing.T, m modeJSON, delay time.Duration) {
+	t.Helper()
+	if m.ChatOK != routeHealthy || m.ChatBusy != 80-routeHealthy || m.ChatOther != 0 {
+		t.Errorf("route chats = %d x 200, %d x 503, %d other; want %d, %d, 0", m.ChatOK, m.ChatBusy, m.ChatOther, routeHealthy, 80-routeHealthy)
+	}
+	if m.StormSlow == nil || *m.StormSlow != 0 || m.UpstreamCalls["slow"] == 0 || m.UpstreamCalls["healthy"] < routeHealthy {
+		t.Errorf("route: %v storm chats to the slow upstream, upstream calls %v; want none, and the warm-up's on both", m.StormSlow, m.UpstreamCalls)
+	}
+	if m.OKP99 == nil || *m.OKP99 > ms(2*delay/healthyShare) {
+		t.Errorf("route chat 200 p99 = %v ms; want at most twice the healthy delay, %v", m.OKP99, 2*delay/healthyShare)
+	}
+	if m.Logins != 50 || m.LoginErrors != 0 || m.LoginP99 >= 500 {
+		t.Errorf("route logins = %d, %d errors, p99 %v ms; want 50, 0 errors, < 500 ms", m.Logins, m.LoginErrors, m.LoginP99)
+	}
+}
+
 // decodeReport checks the -json output's shape and returns it decoded.
 func decodeReport(t *testing.T, out []byte, modes ...string) reportJSON {
 	t.Helper()
@@ -156,13 +178,17 @@ func decodeReport(t *testing.T, out []byte, modes ...string) reportJSON {
 		var keys []string
 		for k, v := range fields {
 			keys = append(keys, k)
-			if _, ok := v.(float64); !ok {
+			if _, ok := v.(float64); !ok && k != "upstream_calls" {
 				t.Errorf("modes.%s.%s = %v, want a number", m, k, v)
 			}
 		}
 		slices.Sort(keys)
-		if !slices.Equal(keys, jsonKeys) {
-			t.Errorf("modes.%s has keys %v, want %v", m, keys, jsonKeys)
+		want := jsonKeys
+		if m == modeRoute {
+			want = slices.Sorted(slices.Values(append(slices.Clone(jsonKeys), routeKeys...)))
+		}
+		if !slices.Equal(keys, want) {
+			t.Errorf("modes.%s has keys %v, want %v", m, keys, want)
 		}
 	}
 	slices.Sort(gotModes)
@@ -238,7 +264,7 @@ func TestAllModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s", out.Bytes())
-	r := decodeReport(t, out.Bytes(), modeShared, modeBulkhead, modePriority)
+	r := decodeReport(t, out.Bytes(), modeShared, modeBulkhead, modePriority, modeRoute)
 	if r.DelayMs != 2000 || r.Chats != 80 || r.Logins != 50 || r.Rounds != 1 {
 		t.Errorf("JSON params = %+v, want delay 2000 ms, 80 chats, 50 logins, 1 round", r)
 	}
@@ -270,9 +296,10 @@ func TestAllModes(t *testing.T) {
 	}
 
 	checkPriority(t, r.Modes[modePriority])
+	checkRoute(t, r.Modes[modeRoute], 2*time.Second)
 	checkSpread(t, r.Spread)
 
-	for _, want := range []string{"shared ", "bulkhead ", "priority ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
+	for _, want := range []string{"shared ", "bulkhead ", "priority ", "route ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress has no %q:\n%s", want, progress.String())
 		}
@@ -364,7 +391,7 @@ func TestLoadCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	a, err := newApp(modeShared, up.URL(), 0)
+	a, err := newApp(modeShared, upstreams{slow: up.URL()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,14 @@
 // breaker, fewer chats hold a slot for the whole delay, and the 503s come
 // at once instead of after the bulkhead's 1 s of patience.
 //
+// In route mode /chat has two equivalent upstreams, the slow one and a
+// healthy one answering in a fifteenth of -delay, and routes each chat to
+// one of them (package route, through watertight.NewHTTPClient's
+// endpoints): at most 10 in flight to the slow one, 40 to the healthy one,
+// no queue. Light traffic for six healthy delays before the storm shows
+// the router which one is slow: it is ejected, and the storm's chats all go
+// to the healthy one; those it has no room for are answered 503 at once.
+//
 // Usage:
 //
 //	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode all] [-json]
@@ -89,7 +97,9 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -181,7 +191,7 @@ const delayUsage = "how long the upstream takes to answer, taken from $DELAY if 
 const usage = `Usage:
   loginstorm [flags]             run upstream, app and load in this process, for each -mode in turn
   loginstorm upstream [flags]    serve the slow upstream (a fake LLM provider)
-  loginstorm app [flags]         serve /login and /chat, in shared, bulkhead, priority or breaker mode
+  loginstorm app [flags]         serve /login and /chat, in shared, bulkhead, priority, breaker or route mode
   loginstorm load [flags]        send the chats and logins to an app started elsewhere
   loginstorm help                print this
 
@@ -211,7 +221,7 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var mode string
 	fs := newFlagSet("loginstorm", usage, stderr)
 	f.register(fs, defDelay)
-	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, breaker (bulkhead and breaker with the chats spread), or all")
+	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, breaker (bulkhead and breaker with the chats spread), route, or all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -224,13 +234,13 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var modes, spread []string
 	switch mode {
 	case "all":
-		modes, spread = []string{modeShared, modeBulkhead, modePriority}, []string{modeBulkhead, modeBreaker}
-	case modeShared, modeBulkhead, modePriority:
+		modes, spread = []string{modeShared, modeBulkhead, modePriority, modeRoute}, []string{modeBulkhead, modeBreaker}
+	case modeShared, modeBulkhead, modePriority, modeRoute:
 		modes = []string{mode}
 	case modeBreaker:
 		spread = []string{modeBulkhead, modeBreaker}
 	default:
-		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority, breaker or all, got %q", mode)
+		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority, breaker, route or all, got %q", mode)
 	}
 	rows, err := runModes(ctx, modes, f, 0, stderr)
 	if err != nil {
@@ -301,12 +311,23 @@ func slowFor(delay time.Duration) time.Duration { return max(delay/6, time.Milli
 // runMode starts a fresh upstream and app in mode on ephemeral ports, runs
 // the load against them, and shuts everything down.
 func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration, stderr io.Writer) (loadResult, error) {
-	up, err := listen("127.0.0.1:0", upstreamHandler(f.delay))
+	var calls [2]atomic.Int64 // the slow upstream's, the healthy one's
+	up, err := listen("127.0.0.1:0", counted(&calls[0], upstreamHandler(f.delay)))
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer up.Close()
-	a, err := newApp(mode, up.URL(), slowFor(f.delay))
+	ups := upstreams{slow: up.URL()}
+	var warmup time.Duration
+	if mode == modeRoute {
+		healthy, err := listen("127.0.0.1:0", counted(&calls[1], upstreamHandler(f.delay/healthyShare)))
+		if err != nil {
+			return loadResult{}, err
+		}
+		defer healthy.Close()
+		ups.healthy, warmup = healthy.URL(), warmupFor(f.delay)
+	}
+	a, err := newApp(mode, ups, slowFor(f.delay))
 	if err != nil {
 		return loadResult{}, err
 	}
@@ -321,16 +342,35 @@ func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration
 	}
 	defer srv.Close()
 
-	return runLoad(ctx, loadConfig{
+	r, err := runLoad(ctx, loadConfig{
 		Target:   srv.URL(),
 		Chats:    f.chats,
 		Spread:   spread,
 		Logins:   f.logins,
 		Rounds:   f.rounds,
 		Gap:      waveGap,
+		Warmup:   warmup,
 		Timeout:  f.clientTimeout(),
 		Label:    label,
 		Progress: stderr,
+	})
+	if mode == modeRoute {
+		r.UpstreamCalls = map[string]int{"slow": int(calls[0].Load()), "healthy": int(calls[1].Load())}
+	}
+	return r, err
+}
+
+// warmupFor is route mode's warm-up for an upstream delay: six healthy
+// delays (12 s for the seed's 30 s), long enough for the slow upstream's
+// first chats to run four healthy delays without an answer, which ejects
+// it, and for a warm-up chat to take its first probe.
+func warmupFor(delay time.Duration) time.Duration { return 6 * delay / healthyShare }
+
+// counted counts the requests h serves in n.
+func counted(n *atomic.Int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -362,15 +402,20 @@ func runApp(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("loginstorm app", "Usage: loginstorm app [flags]\n\nServes /login and /chat until interrupted; /chat calls the upstream.\n", stderr)
 	addr := fs.String("addr", "127.0.0.1:3000", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:4001", "the upstream's base URL")
-	mode := fs.String("mode", defMode, "shared, bulkhead, priority or breaker, taken from $MODE if set")
-	slow := fs.Duration("slow", defaultSlow, "breaker mode: how long a chat runs without an answer before it is slow")
+	healthy := fs.String("healthy", "http://127.0.0.1:4002", "route mode: the healthy upstream's base URL")
+	mode := fs.String("mode", defMode, "shared, bulkhead, priority, breaker or route, taken from $MODE if set")
+	slow := fs.Duration("slow", defaultSlow, "breaker mode: how long a chat runs without an answer before it is slow; route mode: five probe intervals")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *slow <= 0 {
 		return fmt.Errorf("loginstorm: -slow must be > 0, got %v", *slow)
 	}
-	a, err := newApp(*mode, *upstream, *slow)
+	ups := upstreams{slow: *upstream}
+	if *mode == modeRoute {
+		ups.healthy = *healthy
+	}
+	a, err := newApp(*mode, ups, *slow)
 	if err != nil {
 		return err
 	}
@@ -389,11 +434,15 @@ func runLoadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("loginstorm load", "Usage: loginstorm load [flags]\n\nSends the chats, then the login waves, to an app started elsewhere and reports the logins' latency.\n", stderr)
 	f.register(fs, defDelay)
 	target := fs.String("target", "http://127.0.0.1:3000", "the app's base URL")
+	warm := fs.Duration("warmup", 0, "route mode: a chat each warmup/24 for warmup, then warmup/6 of quiet, before the chats")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := f.validate(); err != nil {
 		return err
+	}
+	if *warm < 0 {
+		return fmt.Errorf("loginstorm: -warmup must be >= 0, got %v", *warm)
 	}
 	r, err := runLoad(ctx, loadConfig{
 		Target:   *target,
@@ -401,6 +450,7 @@ func runLoadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Logins:   f.logins,
 		Rounds:   f.rounds,
 		Gap:      waveGap,
+		Warmup:   *warm,
 		Timeout:  f.clientTimeout(),
 		Label:    "load",
 		Progress: stderr,

@@ -44,6 +44,10 @@ type modeJSON struct {
 	Wall        float64 `json:"wall_ms"`
 	BusyP50     float64 `json:"chat_503_p50_ms"`
 	BusyMax     float64 `json:"chat_503_max_ms"`
+	// Route mode only.
+	OKP99         *float64       `json:"chat_200_p99_ms,omitempty"`
+	StormSlow     *int           `json:"storm_chats_to_slow,omitempty"`
+	UpstreamCalls map[string]int `json:"upstream_calls,omitempty"` // the warm-up's included
 }
 
 // reportJSON is the whole -json output.
@@ -119,6 +123,12 @@ func modesJSON(rows []summary) map[string]modeJSON {
 			BusyP50:     ms(percentile(s.Busy, 0.50)),
 			BusyMax:     ms(percentile(s.Busy, 1)),
 		}
+		if s.Mode == modeRoute {
+			m := out[s.Mode]
+			p99, slow := ms(percentile(s.OK, 0.99)), s.Upstreams["slow"]
+			m.OKP99, m.StormSlow, m.UpstreamCalls = &p99, &slow, s.UpstreamCalls
+			out[s.Mode] = m
+		}
 	}
 	return out
 }
@@ -171,8 +181,16 @@ func writeStorm(w io.Writer, p params, rows []summary) error {
 		return err
 	}
 	if r := p99Ratio(rows); r > 0 {
-		_, err := fmt.Fprintf(w, "\nlogin p99: %sx lower with the bulkhead\n", group(int64(math.Round(r))))
-		return err
+		if _, err := fmt.Fprintf(w, "\nlogin p99: %sx lower with the bulkhead\n", group(int64(math.Round(r)))); err != nil {
+			return err
+		}
+	}
+	for _, s := range rows {
+		if s.Mode == modeRoute {
+			_, err := fmt.Fprintf(w, "\nroute: chats answered 200: %d, p99 %s, %d of them by the slow upstream; requests each upstream got, the warm-up's included: slow %d, healthy %d\n",
+				s.ChatOK, fmtMs(percentile(s.OK, 0.99)), s.Upstreams["slow"], s.UpstreamCalls["slow"], s.UpstreamCalls["healthy"])
+			return err
+		}
 	}
 	return nil
 }
