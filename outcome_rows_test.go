@@ -24,6 +24,7 @@ import (
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
+	"github.com/watertight/watertight/route"
 )
 
 var errDependency = errors.New("dependency failed")
@@ -290,6 +291,73 @@ func checkCounted(t *testing.T, r *sdkmetric.ManualReader, seen map[row]int) {
 	for _, k := range []row{"timeout/call", rowExhausted} {
 		if _, ok := counted[k]; !ok && seen[k] > 0 {
 			t.Errorf("%s: callers saw %d, none counted", k, seen[k])
+		}
+	}
+}
+
+// TestEveryRoutedCallMatchesOneRow storms a pipeline whose Retry sits over
+// a Route of three endpoints, each with its own RateLimit, Breaker and
+// Attempt, and checks that every call ends in exactly one row. The
+// endpoints' refusals are no outcome of a call (the attempt goes on to
+// another endpoint), so the route's own rejections are checked against
+// the callers', not the endpoints'.
+func TestEveryRoutedCallMatchesOneRow(t *testing.T) {
+	calls := 100_000
+	if testing.Short() {
+		calls = 10_000
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	var eps []route.Endpoint
+	for _, name := range []string{"a", "b", "c"} {
+		rl, err := ratelimit.New(ratelimit.Config{Name: name, MaxWait: 2 * time.Millisecond, MaxHold: 2 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := breaker.New(breaker.Config{Name: name, ConsecutiveFailures: 20, OpenTimeout: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer br.Close()
+		at, _ := deadline.New(deadline.Config{Name: "attempt", Timeout: time.Millisecond})
+		eps = append(eps, route.Endpoint{Name: name, RateLimit: rl, Breaker: br, Attempt: at, MaxConcurrent: 6})
+	}
+	r, err := route.New(route.Config{Name: "rows", Endpoints: eps, ProbeInterval: time.Millisecond, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	bh, _ := bulkhead.New(bulkhead.Config{Limit: 16, MaxQueue: 16, MaxWait: time.Millisecond})
+	defer bh.Close()
+	dl, _ := deadline.New(deadline.Config{Name: "call", Timeout: 2 * time.Millisecond})
+	rt, _ := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: 100 * time.Microsecond, MaxInterval: time.Millisecond})
+	p, err := compose.New("rows", compose.Policies{Bulkhead: bh, Deadline: dl, Retry: rt, Route: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := stormRows(t, p, calls)
+	t.Logf("%v", counts)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counted := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "watertight.rejections" {
+				for _, dp := range sum.DataPoints {
+					counted += int(dp.Value)
+				}
+			}
+		}
+	}
+	if seen := counts["route/unavailable"]; counted != seen {
+		t.Errorf("route rejections: counted %d, callers saw %d", counted, seen)
+	}
+	for _, s := range r.Status() {
+		if s.InFlight != 0 {
+			t.Errorf("endpoint %s keeps %d calls in flight", s.Name, s.InFlight)
 		}
 	}
 }
