@@ -93,7 +93,7 @@ func baseURL(s string) (*url.URL, error) {
 	case err != nil:
 		return nil, errors.New("not a URL")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
+		return nil, errors.New("scheme must be http or https")
 	case u.Host == "":
 		return nil, errors.New("no host")
 	case u.User != nil:
