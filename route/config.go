@@ -39,7 +39,9 @@ type Config struct {
 	// means 0.5; it must be at most 1.
 	MaxEjectedShare float64
 	// ProbeInterval is how often an endpoint that is out (ejected, or
-	// refused by its own policies) gets a call to test it. 0 means 1s.
+	// refused by its own policies) gets a call to test it, at first: the
+	// wait doubles after each probe that ran and failed to bring it back,
+	// up to ten times ProbeInterval. 0 means 1s.
 	ProbeInterval time.Duration
 
 	// MeterProvider provides the router's instruments. Nil means the

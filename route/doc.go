@@ -23,7 +23,10 @@
 // an endpoint whose calls hang looks slow before any of them ends. The
 // latency of a streamed answer is its time to the first byte (the first
 // event of an event stream, as httppolicy's Transport marks it). A failure
-// counts as a latency of twice the estimate, or its own time if more.
+// counts as a latency of twice the estimate, or its own time if more. An
+// attempt cut short by its caller, or lost in a hedge, is no failure, but
+// its time so far counts if above the estimate: the endpoint took at least
+// that.
 //
 // A retry picks again and avoids the endpoints the call has tried while
 // another is in.
@@ -41,8 +44,11 @@
 //     At most
 //     Config.MaxEjectedShare of the endpoints are ejected at once.
 //
-// An endpoint that is out gets one call, its probe, each
-// Config.ProbeInterval (its hold's end, for a hold), one at a time. A
+// An endpoint that is out gets one call, its probe, one at a time, each
+// Config.ProbeInterval (its hold's end, for a hold); the wait doubles
+// after each probe that ran and did not bring it back, up to ten times
+// ProbeInterval, so that a sick endpoint's probes take few of a light
+// traffic. A probe that hangs holds the next until its Attempt timeout. A
 // probe that succeeds brings it back, with the probe's latency as its
 // estimate, and its weight rising from a tenth to all of it over
 // Config.Decay, so that its calls come back gradually, not in a herd; an ejected endpoint comes back only if that latency is no

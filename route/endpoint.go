@@ -24,6 +24,7 @@ type endpoint struct {
 	out     atomic.Int64 // 0: in; else when its next probe is due
 	ejected atomic.Bool  // out as an outlier, counted against the share
 	probing atomic.Bool  // a probe is in flight
+	misses  atomic.Int32 // probes in a row that ran and did not bring it back
 	back    atomic.Int64 // when it last came back; 0: never out
 
 	mu    sync.Mutex

@@ -3,7 +3,6 @@ package route
 import (
 	"context"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -42,7 +41,6 @@ type Router struct {
 	maxEjected int32
 	ejected    atomic.Int32
 	probeEvery int64
-	nextProbe  atomic.Int64 // no probe is due before it
 
 	unavailable *telemetry.Rejection
 	rec         recorder
@@ -66,7 +64,6 @@ func New(cfg Config) (*Router, error) {
 		maxEjected: int32(min(max(int(cfg.MaxEjectedShare*float64(n)), 1), n-1)),
 		probeEvery: int64(cfg.ProbeInterval),
 	}
-	r.nextProbe.Store(math.MaxInt64)
 	for i, ep := range cfg.Endpoints {
 		e := &r.eps[i]
 		e.Endpoint, e.picked, e.weight, e.calls = ep, Picked{Index: i, Name: ep.Name}, ep.Weight, newCalls()
@@ -107,6 +104,7 @@ func (r *Router) now() int64 { return int64(time.Since(r.epoch)) + 1 }
 // nothing.
 type Permit struct {
 	r     *Router
+	ctx   context.Context // Pick's, to tell the caller's end
 	s     *stage.Sample
 	i, n  int32 // the endpoint, and the call in its list
 	probe bool
@@ -133,7 +131,7 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 		if e.MaxConcurrent > 0 && e.pending.Add(1) > int64(e.MaxConcurrent) {
 			e.pending.Add(-1)
 			refused |= 1 << i
-			r.endProbe(e, probe)
+			r.endProbe(e, probe, false)
 			continue
 		} else if e.MaxConcurrent == 0 {
 			e.pending.Add(1)
@@ -143,19 +141,19 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 				// Its hold is on: out until it ends, as long as another
 				// endpoint is available.
 				e.pending.Add(-1)
-				r.setOut(e, now+int64(h))
+				e.out.Store(now+int64(h))
 				continue
 			}
 		}
-		ctx, s := stage.BeginAt(ctx, nil, true, t, &e.picked)
-		p := Permit{r: r, s: s, i: int32(i), probe: probe}
+		actx, s := stage.BeginAt(ctx, nil, true, t, &e.picked)
+		p := Permit{r: r, ctx: ctx, s: s, i: int32(i), probe: probe}
 		p.n = -1
 		if len(r.eps) > 1 {
 			// With one endpoint there is no choice, and no age to keep.
 			p.n = e.begin(now, s)
 		}
-		r.rec.picked(ctx, i)
-		return ctx, p, nil
+		r.rec.picked(actx, i)
+		return actx, p, nil
 	}
 }
 
@@ -172,9 +170,13 @@ func (r *Router) Left(refused uint64) bool {
 
 // Done ends the attempt with its outcome err, and returns err. A nil err
 // is a success, and its latency, up to the first byte of a stream, feeds
-// the endpoint's estimate. A rejection, context.Canceled or the caller's
-// end counts nothing. Any other error is a failure, which counts as
-// a latency of twice the estimate, or the attempt's time if more.
+// the endpoint's estimate. A rejection counts nothing. An attempt ended by
+// context.Canceled or by the caller's end (the end of Pick's ctx, not by a
+// timer of this module) is no failure, but its time so far is a latency
+// the endpoint took at least: it counts if above the estimate, so that an
+// endpoint whose attempts are all cut short (a hedge's losers) is still
+// seen to be slow. Any other error is a failure, which counts as a latency
+// of twice the estimate, or the attempt's time if more.
 func (p *Permit) Done(err error) error {
 	if p.r == nil {
 		return err
@@ -189,13 +191,15 @@ func (p *Permit) Done(err error) error {
 		if e.out.Load() != 0 {
 			r.tryReturn(p.i, now, latency, p.probe)
 		}
-	case errors.Is(err, policy.ErrRejected) || errors.Is(err, context.Canceled):
+	case errors.Is(err, policy.ErrRejected):
 		e.end(p.n, now, 0, false, r.decay)
+	case errors.Is(err, context.Canceled) || p.ctx.Err() != nil && !policy.TimedOut(p.ctx):
+		e.end(p.n, now, latency, latency > float64(e.cost.Load()), r.decay)
 	default:
 		e.end(p.n, now, max(latency, 2*float64(e.cost.Load())), true, r.decay)
 		r.failed(e, now, err)
 	}
-	r.endProbe(e, p.probe)
+	r.endProbe(e, p.probe, !errors.Is(err, policy.ErrRejected))
 	*p = Permit{}
 	return err
 }
@@ -210,8 +214,8 @@ func (p *Permit) Refused() {
 	p.s.End(time.Now())
 	now := r.now()
 	e.end(p.n, now, 0, false, r.decay)
-	r.setOut(e, now+r.probeEvery)
-	r.endProbe(e, p.probe)
+	e.out.Store(now + r.probeEvery)
+	r.endProbe(e, p.probe, false)
 	*p = Permit{}
 }
 
@@ -220,30 +224,31 @@ func (p *Permit) Refused() {
 func (r *Router) failed(e *endpoint, now int64, err error) {
 	switch {
 	case errors.Is(err, policy.ErrQuotaSpent):
-		r.setOut(e, now+r.probeEvery)
+		e.out.Store(now+r.probeEvery)
 	case errors.Is(err, policy.ErrThrottled) && e.held != nil:
 		if h := e.held(); h > 0 {
-			r.setOut(e, now+int64(h))
+			e.out.Store(now+int64(h))
 		}
 	}
 }
 
-func (r *Router) endProbe(e *endpoint, probe bool) {
+// endProbe ends a probe of e, if the attempt was one; ran: fn ran.
+func (r *Router) endProbe(e *endpoint, probe, ran bool) {
+	if probe && ran && e.out.Load() != 0 {
+		e.misses.Add(1)
+	}
 	if probe {
 		e.probing.Store(false)
 	}
 }
 
-// setOut takes e out until at, or keeps it out until then.
-func (r *Router) setOut(e *endpoint, at int64) {
-	e.out.Store(at)
-	for {
-		n := r.nextProbe.Load()
-		if at >= n || r.nextProbe.CompareAndSwap(n, at) {
-			return
-		}
-	}
+// probeWait is the wait before e's next probe: ProbeInterval, doubled for
+// each probe in a row that ran and did not bring it back, up to ten times
+// it, so that a sick endpoint's probes take few of a light traffic.
+func (r *Router) probeWait(e *endpoint) int64 {
+	return min(r.probeEvery<<min(e.misses.Load(), 4), 10*r.probeEvery)
 }
+
 
 // tryReturn brings endpoint i back after a success of latency, unless it
 // is an ejected outlier and latency is still too slow beside the others.
@@ -262,6 +267,7 @@ func (r *Router) tryReturn(i int32, now int64, latency float64, probe bool) {
 		e.reset(now, latency)
 	}
 	e.back.Store(now)
+	e.misses.Store(0)
 	e.out.Store(0)
 	r.rec.returned(i)
 }
@@ -288,17 +294,15 @@ func (r *Router) eject(i int, now int64) {
 		e.ejected.Store(false)
 		return
 	}
-	r.setOut(e, now+r.probeEvery)
+	e.out.Store(now+r.probeEvery)
 	r.rec.ejectedOne(i)
 }
 
 // choose returns the endpoint for an attempt at now, and whether the
 // attempt is its probe; -1 if none is left.
 func (r *Router) choose(now int64, tried, refused uint64) (int, bool) {
-	if due := r.nextProbe.Load(); now >= due {
-		if i := r.claimProbe(now, due, refused); i >= 0 {
-			return i, true
-		}
+	if i := r.claimProbe(now, refused); i >= 0 {
+		return i, true
 	}
 	for level := range levels {
 		if level == levelAny && r.someIn(refused) {
@@ -422,29 +426,18 @@ func (r *Router) outlier(c, of int64) bool {
 }
 
 // claimProbe returns an endpoint whose probe is due and not running, now
-// claimed, or -1, and sets when the next is due, unless an endpoint went
-// out since due was read.
-func (r *Router) claimProbe(now, due int64, refused uint64) int {
-	next := int64(math.MaxInt64)
-	claimed := -1
+// claimed, or -1.
+func (r *Router) claimProbe(now int64, refused uint64) int {
 	for i := range r.eps {
 		e := &r.eps[i]
 		o := e.out.Load()
-		switch {
-		case o == 0:
+		if o == 0 || o > now || refused&(1<<i) != 0 || !e.probing.CompareAndSwap(false, true) {
 			continue
-		case claimed < 0 && o <= now && refused&(1<<i) == 0 && e.probing.CompareAndSwap(false, true):
-			if e.out.CompareAndSwap(o, now+r.probeEvery) {
-				claimed, o = i, now+r.probeEvery
-			} else {
-				e.probing.Store(false)
-				o = e.out.Load()
-			}
 		}
-		if o != 0 {
-			next = min(next, o)
+		if e.out.CompareAndSwap(o, now+r.probeWait(e)) {
+			return i
 		}
+		e.probing.Store(false)
 	}
-	r.nextProbe.CompareAndSwap(due, next)
-	return claimed
+	return -1
 }
