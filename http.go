@@ -44,7 +44,9 @@ type HTTPOptions struct {
 	// and headers, over a connection pool of its own (its MaxConcurrent,
 	// else sized as the client's), and its answers feed its own RateLimit.
 	// The route's settings come from Config.Route, whose Endpoints must
-	// then be empty.
+	// then be empty. The client does not follow redirects: the caller gets
+	// the 3xx, whose Location is the endpoint's. A response's Request is
+	// the request sent, with the endpoint's URL and the caller's headers.
 	Endpoints []HTTPEndpoint
 
 	// Hedge, if set, hedges the requests that are safe to send twice: the
@@ -176,7 +178,13 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	if h.Hedge != nil {
 		rt = &httppolicy.Hedging{Base: rt, Hedge: h.Hedge, IsFailure: h.IsFailure}
 	}
-	return &Client{Client: &http.Client{Transport: rt}, Pipeline: p, base: base}, nil
+	hc := &http.Client{Transport: rt}
+	if len(h.Endpoints) > 0 {
+		// A redirect's Location is an endpoint's, and another pick would
+		// send it to another: the caller gets the 3xx.
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return &Client{Client: hc, Pipeline: p, base: base}, nil
 }
 
 // Close closes the client's idle connections and its Pipeline. It is safe

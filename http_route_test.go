@@ -309,3 +309,51 @@ func TestHTTPClientSpentQuotaMovesOn(t *testing.T) {
 		t.Errorf("with every quota spent, eu got %d requests in all, other %d; want one each", eu.n(), other.n())
 	}
 }
+
+// TestHTTPClientEndpointURLs checks how a request's URL joins an
+// endpoint's, escapes kept; that a redirect comes back to the caller; and
+// that the response's Request shows the endpoint's URL without its key.
+func TestHTTPClientEndpointURLs(t *testing.T) {
+	var s seen
+	srv := endpointServer(t, &s, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/old" {
+			http.Redirect(w, r, "/v1/new", http.StatusTemporaryRedirect)
+			return
+		}
+		io.WriteString(w, r.URL.EscapedPath())
+	})
+	c, err := watertight.NewHTTPClient("chat", watertight.Config{}, watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+		{Endpoint: route.Endpoint{Name: "eu"}, BaseURL: srv.URL + "/v1/", Header: http.Header{"Api-Key": {"sk-eu"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for path, want := range map[string]string{
+		"/files/a%2Fb": "/v1/files/a%2Fb",
+		"/x":           "/v1/x",
+		"/":            "/v1/",
+		"":             "/v1",
+	} {
+		resp, err := c.Get("http://api.invalid" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != want {
+			t.Errorf("request path %q reached the endpoint as %q; want %q", path, body, want)
+		}
+		if resp.Request.URL.Host != strings.TrimPrefix(srv.URL, "http://") || resp.Request.Header.Get("Api-Key") != "" {
+			t.Errorf("response's Request: %s, %v; want the endpoint's URL, without its key", resp.Request.URL, resp.Request.Header)
+		}
+	}
+	resp, err := c.Get("http://api.invalid/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/v1/new" {
+		t.Errorf("redirect: %d to %q; want the 307 itself, to /v1/new", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}

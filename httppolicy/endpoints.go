@@ -19,8 +19,8 @@ type Endpoint struct {
 	Name string
 	// BaseURL is the endpoint's scheme, host and optional path prefix,
 	// such as https://eu.example.com/openai/deployments/chat. A request's
-	// path is appended to the prefix, and its query kept: a request for
-	// /v1/chat/completions?x=1 goes to
+	// path is appended to the prefix, as escaped (a %2F stays one), and its
+	// query kept: a request for /v1/chat/completions?x=1 goes to
 	// https://eu.example.com/openai/deployments/chat/v1/chat/completions?x=1.
 	// It must have no user info, query or fragment.
 	BaseURL string
@@ -51,7 +51,10 @@ type endpoint struct {
 	u *url.URL
 }
 
-var errNoEndpoint = errors.New("httppolicy: the request's context names no endpoint: use Endpoints below a pipeline's Route")
+var (
+	errNoEndpoint = errors.New("httppolicy: the request's context names no endpoint of these Endpoints: use them below a pipeline whose Route they were built for")
+	errRedirect   = errors.New("httppolicy: Endpoints do not follow redirects: have the http.Client's CheckRedirect return http.ErrUseLastResponse")
+)
 
 // NewEndpoints returns the Endpoints of r: eps holds one Endpoint for each
 // of r's endpoints, by name. It fails, naming the field, on a name that r
@@ -103,27 +106,47 @@ func baseURL(s string) (*url.URL, error) {
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return nil, errors.New("a fragment is not allowed")
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
-	u.RawPath = ""
+	// The prefix is kept escaped, as given: a %2F in it stays one.
+	u.RawPath = strings.TrimSuffix(u.EscapedPath(), "/")
 	return u, nil
 }
 
-// RoundTrip sends a copy of req to the endpoint of its context.
+// RoundTrip sends a copy of req to the endpoint of its context. The
+// response's Request is that copy, with req's headers in place of the
+// endpoint's. It refuses a redirect's request (req.Response set): its URL
+// is the caller's view, resolved against no endpoint; an
+// [http.Client] over Endpoints should return [http.ErrUseLastResponse]
+// from its CheckRedirect, as NewHTTPClient's does.
 func (e *Endpoints) RoundTrip(req *http.Request) (*http.Response, error) {
 	ep, ok := route.EndpointOf(req.Context())
-	if !ok || ep.Index >= len(e.eps) {
+	switch {
+	case !ok || ep.Index >= len(e.eps) || e.eps[ep.Index].Name != ep.Name:
 		closeReqBody(req)
 		return nil, errNoEndpoint
+	case req.Response != nil:
+		closeReqBody(req)
+		return nil, errRedirect
 	}
 	d := &e.eps[ep.Index]
 	r := req.Clone(req.Context())
 	r.URL.Scheme, r.URL.Host, r.Host = d.u.Scheme, d.u.Host, ""
-	r.URL.Path = d.u.Path + "/" + strings.TrimPrefix(req.URL.Path, "/")
-	r.URL.RawPath = ""
+	raw := d.u.RawPath
+	if p := req.URL.EscapedPath(); p != "" {
+		raw += "/" + strings.TrimPrefix(p, "/")
+	}
+	r.URL.RawPath = cmp.Or(raw, "/")
+	r.URL.Path, _ = url.PathUnescape(r.URL.RawPath) // both from valid escapes
 	for k, v := range d.Header {
 		r.Header[http.CanonicalHeaderKey(k)] = slices.Clone(v)
 	}
-	return cmp.Or(d.Base, http.DefaultTransport).RoundTrip(r)
+	resp, err := cmp.Or(d.Base, http.DefaultTransport).RoundTrip(r)
+	if resp != nil && resp.Request == r {
+		// The endpoint's URL, not its secrets, for the caller to see.
+		shown := *r
+		shown.Header = req.Header
+		resp.Request = &shown
+	}
+	return resp, err
 }
 
 // Observe passes resp to the Signals of the endpoint that sent it.
