@@ -141,7 +141,7 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 				// Its hold is on: out until it ends, as long as another
 				// endpoint is available.
 				e.pending.Add(-1)
-				e.out.Store(now+int64(h))
+				e.out.Store(now + int64(h))
 				continue
 			}
 		}
@@ -224,10 +224,10 @@ func (p *Permit) Refused() {
 func (r *Router) failed(e *endpoint, now int64, err error) {
 	switch {
 	case errors.Is(err, policy.ErrQuotaSpent):
-		e.out.Store(now+r.probeEvery)
+		e.out.Store(now + r.probeEvery)
 	case errors.Is(err, policy.ErrThrottled) && e.held != nil:
 		if h := e.held(); h > 0 {
-			e.out.Store(now+int64(h))
+			e.out.Store(now + int64(h))
 		}
 	}
 }
@@ -248,7 +248,6 @@ func (r *Router) endProbe(e *endpoint, probe, ran bool) {
 func (r *Router) probeWait(e *endpoint) int64 {
 	return min(r.probeEvery<<min(e.misses.Load(), 4), 10*r.probeEvery)
 }
-
 
 // tryReturn brings endpoint i back after a success of latency, unless it
 // is an ejected outlier and latency is still too slow beside the others.
@@ -294,7 +293,7 @@ func (r *Router) eject(i int, now int64) {
 		e.ejected.Store(false)
 		return
 	}
-	e.out.Store(now+r.probeEvery)
+	e.out.Store(now + r.probeEvery)
 	r.rec.ejectedOne(i)
 }
 
