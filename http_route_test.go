@@ -357,3 +357,62 @@ func TestHTTPClientEndpointURLs(t *testing.T) {
 		t.Errorf("redirect: %d to %q; want the 307 itself, to /v1/new", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestHTTPClientEndpointStreams checks that a routed stream keeps the
+// client's first-byte timeout: an endpoint that sends its headers and no
+// event fails the attempt, which goes on to the other endpoint, and the
+// stream handed over holds its endpoint's call until its body ends.
+func TestHTTPClientEndpointStreams(t *testing.T) {
+	var mute, live seen
+	muteSrv := endpointServer(t, &mute, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	next := make(chan struct{})
+	liveSrv := endpointServer(t, &live, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	c, err := watertight.NewHTTPClient("chat", watertight.Config{
+		Retry: &retry.Config{MaxAttempts: 2, InitialInterval: time.Millisecond},
+		Route: &route.Config{OutlierFactor: -1},
+	}, watertight.HTTPOptions{FirstByteTimeout: 100 * time.Millisecond, Endpoints: []watertight.HTTPEndpoint{
+		{Endpoint: route.Endpoint{Name: "mute"}, BaseURL: muteSrv.URL},
+		{Endpoint: route.Endpoint{Name: "live"}, BaseURL: liveSrv.URL},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 4 {
+		resp, err := c.Get("http://api.invalid/chat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len("data: one\n\n"))
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: one\n\n" {
+			t.Fatalf("first event %q, %v", buf, err)
+		}
+		if st := c.Pipeline.Router().Status(); st[1].InFlight != 1 {
+			t.Errorf("Status while the stream is read = %+v; want its call in flight on live", st)
+		}
+		next <- struct{}{}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if st := c.Pipeline.Router().Status(); st[0].InFlight+st[1].InFlight != 0 {
+			t.Errorf("Status after the stream = %+v; want nothing in flight", st)
+		}
+	}
+	if mute.n() == 0 || live.n() != 4 {
+		t.Errorf("mute got %d requests, live %d; want mute tried and timed out, live to answer all 4", mute.n(), live.n())
+	}
+}
