@@ -14,10 +14,8 @@ import (
 // layer copies and looks up nothing when it starts an attempt.
 type record struct {
 	context.Context
-	n     int
-	s     *Sample
-	tried *Tried // a hedge's
-	tag   any    // a sample's, if any (see Tag)
+	n int
+	s *Sample
 }
 
 type recordKey struct{}
@@ -40,10 +38,29 @@ func WithRetry(call context.Context, n int) context.Context {
 	return &record{Context: call, n: n}
 }
 
+// hedgeRecord is a hedged attempt's record, and its call's Tried under a
+// key of its own: a retry's record stays small.
+type hedgeRecord struct {
+	record
+	tried *Tried
+}
+
+type triedKey struct{}
+
+func (h *hedgeRecord) Value(key any) any {
+	switch key {
+	case recordKey{}:
+		return &h.record
+	case triedKey{}:
+		return h.tried
+	}
+	return h.Context.Value(key)
+}
+
 // WithHedge returns the context of hedged attempt n, whose call's
 // attempts share tried.
 func WithHedge(ctx context.Context, n int, tried *Tried) context.Context {
-	return &record{Context: ctx, n: -n, tried: tried}
+	return &hedgeRecord{record: record{Context: ctx, n: -n}, tried: tried}
 }
 
 // Tried is the set of endpoints (route.Router's, by index) that the
@@ -60,12 +77,8 @@ func (t *Tried) Load() uint64 { return t.bits.Load() }
 // HedgeTried returns the Tried of the innermost hedge ctx runs under, or
 // nil.
 func HedgeTried(ctx context.Context) *Tried {
-	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
-		if r.n < 0 {
-			return r.tried
-		}
-	}
-	return nil
+	t, _ := ctx.Value(triedKey{}).(*Tried)
+	return t
 }
 
 // Retry returns the number of the attempt ctx belongs to under the
@@ -105,6 +118,7 @@ type Sample struct {
 	// count, if set, is told +1 at the answer and -1 when an answered
 	// attempt ends.
 	count func(delta int)
+	tag   any // see Tag
 }
 
 // sampleRecord carries a record and its Sample: one allocation.
@@ -123,8 +137,9 @@ func Begin(ctx context.Context, count func(delta int), firstByte bool) (context.
 // BeginAt is Begin for a sample started at start, whose attempt's context
 // carries tag (see [Tag]).
 func BeginAt(ctx context.Context, count func(delta int), firstByte bool, start time.Time, tag any) (context.Context, *Sample) {
-	c := &sampleRecord{record: record{Context: ctx, tag: tag}}
+	c := &sampleRecord{record: record{Context: ctx}}
 	c.s.start = start
+	c.s.tag = tag
 	c.s.count = count
 	c.s.firstByte = firstByte
 	c.record.s = &c.s
@@ -134,8 +149,8 @@ func BeginAt(ctx context.Context, count func(delta int), firstByte bool, start t
 // Tag returns the tag of the innermost sample of ctx that has one, or nil.
 func Tag(ctx context.Context) any {
 	for r := innermost(ctx); r != nil; r = innermost(r.Context) {
-		if r.tag != nil {
-			return r.tag
+		if r.s != nil && r.s.tag != nil {
+			return r.s.tag
 		}
 	}
 	return nil
