@@ -416,3 +416,51 @@ func TestHTTPClientEndpointStreams(t *testing.T) {
 		t.Errorf("mute got %d requests, live %d; want mute tried and timed out, live to answer all 4", mute.n(), live.n())
 	}
 }
+
+// TestHTTPClientEndpointBodyReplay checks that a request's body goes whole
+// to each endpoint an attempt is sent to.
+func TestHTTPClientEndpointBodyReplay(t *testing.T) {
+	var bodies []string
+	var mu sync.Mutex
+	h := func(status int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+			w.WriteHeader(status)
+		}
+	}
+	var s1, s2 seen
+	failing := endpointServer(t, &s1, h(http.StatusServiceUnavailable))
+	ok := endpointServer(t, &s2, h(http.StatusOK))
+	c, err := watertight.NewHTTPClient("chat", watertight.Config{
+		Retry: &retry.Config{MaxAttempts: 2, InitialInterval: time.Millisecond},
+		Route: &route.Config{OutlierFactor: -1},
+	}, watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+		{Endpoint: route.Endpoint{Name: "failing"}, BaseURL: failing.URL},
+		{Endpoint: route.Endpoint{Name: "ok"}, BaseURL: ok.URL},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 10 {
+		resp, err := c.Post("http://api.invalid/x", "application/json", strings.NewReader(`{"prompt":"hello"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d; want the ok endpoint's 200 (a 503 is retried, POST or not)", resp.StatusCode)
+		}
+	}
+	for _, b := range bodies {
+		if b != `{"prompt":"hello"}` {
+			t.Errorf("an endpoint got the body %q; want it whole", b)
+		}
+	}
+	if s1.n() == 0 {
+		t.Errorf("the failing endpoint got no request; the replay was not tested")
+	}
+}
