@@ -16,5 +16,8 @@
 //	answer, err := policy.Do(ctx, p, callTheProvider)
 //
 // [NewHTTPClient] puts such a pipeline around every request of an
-// *http.Client. The policy packages, compose and httppolicy cover the rest.
+// *http.Client. With [Config.Route] (or [HTTPOptions.Endpoints]) each
+// attempt goes to one of several equivalent endpoints, each with its own
+// rate limit, breaker and attempt deadline (package route). The policy
+// packages, compose and httppolicy cover the rest.
 package watertight
