@@ -344,6 +344,11 @@ func TestHTTPClientHedgeWithAdaptiveLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// A hedge returns with its winner; its losers, canceled, free their
+	// slots as they end, on their own goroutines.
+	for deadline := time.Now().Add(10 * time.Second); lim.Active() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := lim.Active(); n != 0 {
 		t.Fatalf("%d slots held after every call ended", n)
 	}

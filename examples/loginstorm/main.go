@@ -48,7 +48,7 @@
 // healthy one answering in a fifteenth of -delay, and routes each chat to
 // one of them (package route, through watertight.NewHTTPClient's
 // endpoints): at most 10 in flight to the slow one, 40 to the healthy one,
-// no queue. Light traffic for six healthy delays before the storm shows
+// no queue. Light traffic for eight healthy delays before the storm shows
 // the router which one is slow: it is ejected, and the storm's chats all go
 // to the healthy one; those it has no room for are answered 503 at once.
 //
@@ -360,11 +360,12 @@ func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration
 	return r, err
 }
 
-// warmupFor is route mode's warm-up for an upstream delay: six healthy
-// delays (12 s for the seed's 30 s), long enough for the slow upstream's
+// warmupFor is route mode's warm-up for an upstream delay: eight healthy
+// delays (16 s for the seed's 30 s), long enough for the slow upstream's
 // first chats to run four healthy delays without an answer, which ejects
-// it, and for a warm-up chat to take its first probe.
-func warmupFor(delay time.Duration) time.Duration { return 6 * delay / healthyShare }
+// it, and for a warm-up chat to take its first probe, with room to spare
+// on a busy machine.
+func warmupFor(delay time.Duration) time.Duration { return 8 * delay / healthyShare }
 
 // counted counts the requests h serves in n.
 func counted(n *atomic.Int64, h http.Handler) http.Handler {
