@@ -29,20 +29,21 @@
 // that.
 //
 // A retry picks again and avoids the endpoints the call has tried while
-// another is in.
+// another is in; so does each attempt of a hedge around the pipeline.
 //
 // # Out, ejected, and back
 //
 // An endpoint is out, and takes no calls but its probes, while:
-//   - its own RateLimit, Breaker or MaxConcurrent refused an attempt
-//     (the attempt goes on to another endpoint at once), or its
-//     RateLimit's hold is on, or it answered with a spent quota
-//     (policy.ErrQuotaSpent);
+//   - its own RateLimit or Breaker refused an attempt (the attempt goes
+//     on to another endpoint at once), or its RateLimit's hold is on, or
+//     it answered with a spent quota (policy.ErrQuotaSpent);
 //   - it is ejected: its estimate was more than Config.OutlierFactor times
 //     that of the endpoint it was drawn against, and more than 100 ms
 //     above it (below that, a ratio is noise: a new connection, a pause).
-//     At most
-//     Config.MaxEjectedShare of the endpoints are ejected at once.
+//     At most Config.MaxEjectedShare of the endpoints are ejected at once.
+//
+// An endpoint at its MaxConcurrent is not out: the attempt goes to
+// another.
 //
 // An endpoint that is out gets one call, its probe, one at a time, each
 // Config.ProbeInterval (its hold's end, for a hold); the wait doubles
@@ -51,8 +52,9 @@
 // traffic. A probe that hangs holds the next until its Attempt timeout. A
 // probe that succeeds brings it back, with the probe's latency as its
 // estimate, and its weight rising from a tenth to all of it over
-// Config.Decay, so that its calls come back gradually, not in a herd; an ejected endpoint comes back only if that latency is no
-// outlier beside the fastest estimate of the endpoints in.
+// Config.Decay, so that its calls come back gradually, not in a herd. An
+// ejected endpoint comes back only if that latency is no outlier beside
+// the fastest estimate of the endpoints in.
 //
 // When every endpoint is out, the attempt goes to the fastest of them by
 // estimate (the least bad: a hold waits in its RateLimit, and an open
@@ -70,8 +72,8 @@
 //	fn returned policy.ErrQuotaSpent while   nothing: the attempt goes on to     -
 //	another endpoint is in                   another endpoint, at once
 //	every endpoint refused the attempt, or   *policy.RejectedError, Kind         watertight.rejections
-//	is at its MaxConcurrent                  "route", Reason "unavailable",      {route, unavailable}
-//	                                         matching ErrUnavailable
+//	those in are all at their                "route", Reason "unavailable",      {route, unavailable}
+//	MaxConcurrent                            matching ErrUnavailable
 //	anything else                            what the endpoint's policies and    watertight.route.picks{endpoint}
 //	                                         fn return
 //
@@ -84,6 +86,8 @@
 //
 // # Cost
 //
-// A pick reads only atomics; an attempt's start and end each take its
-// endpoint's mutex once, to keep its calls in order of age.
+// A pick reads atomics, and the hold of the endpoint it chose (its
+// RateLimit's Held); an attempt's start and end each take the endpoint's
+// mutex once, to keep its calls in order of age. With one endpoint there
+// is no choice to make, and no age is kept.
 package route
