@@ -263,10 +263,12 @@ func TestHTTPClientSpentQuotaMovesOn(t *testing.T) {
 	var eu, us seen
 	euSrv := endpointServer(t, &eu, spent)
 	usSrv := endpointServer(t, &us, answerOK)
-	c, err := watertight.NewHTTPClient("chat", watertight.Config{}, watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
-		{Endpoint: route.Endpoint{Name: "eu"}, BaseURL: euSrv.URL},
-		{Endpoint: route.Endpoint{Name: "us"}, BaseURL: usSrv.URL},
-	}})
+	// No probe within the test, however slow the machine.
+	c, err := watertight.NewHTTPClient("chat", watertight.Config{Route: &route.Config{ProbeInterval: time.Hour}},
+		watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+			{Endpoint: route.Endpoint{Name: "eu"}, BaseURL: euSrv.URL},
+			{Endpoint: route.Endpoint{Name: "us"}, BaseURL: usSrv.URL},
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
