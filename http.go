@@ -78,7 +78,10 @@ type Client struct {
 
 // routed returns cfg with a Route of h's endpoints, or cfg if h has none.
 func routed(cfg Config, h HTTPOptions) (Config, error) {
-	if len(h.Endpoints) == 0 {
+	switch {
+	case len(h.Endpoints) == 0 && (cfg.Route != nil || cfg.Use.Route != nil):
+		return cfg, errors.New("watertight: a Route needs HTTPOptions.Endpoints, the endpoints with their URLs")
+	case len(h.Endpoints) == 0:
 		return cfg, nil
 	}
 	var rc route.Config

@@ -243,6 +243,7 @@ func TestHTTPClientEndpointErrors(t *testing.T) {
 		{watertight.Config{}, ep("https:///x"), "no host"},
 		{watertight.Config{}, []watertight.HTTPEndpoint{{BaseURL: "https://host"}}, "Name must not be empty"},
 		{watertight.Config{Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a"}}}}, ep("https://host"), "both set"},
+		{watertight.Config{Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a"}}}}, nil, "a Route needs HTTPOptions.Endpoints"},
 	} {
 		c, err := watertight.NewHTTPClient("chat", tc.cfg, watertight.HTTPOptions{Endpoints: tc.eps})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sk-1") {
