@@ -130,9 +130,10 @@ func endpoints(p *Pipeline, h HTTPOptions) (*httppolicy.Endpoints, error) {
 // If the RateLimit slot holds a *ratelimit.Limiter, every response's
 // rate-limit headers feed it.
 //
-// NewHTTPClient fails as New does, and if a timeout in h is negative or
-// its StreamEnd is invalid. Call
-// [Client.Close] when done with the client.
+// NewHTTPClient fails as New does, and if a timeout in h is negative, its
+// StreamEnd is invalid, an endpoint's BaseURL is invalid (the error names
+// it), or cfg has a Route without h.Endpoints. Call [Client.Close] when
+// done with the client.
 func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Option) (*Client, error) {
 	switch {
 	case h.FirstByteTimeout < 0:
