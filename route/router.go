@@ -100,8 +100,10 @@ func (r *Router) Close() error { return r.obs.Close() }
 func (r *Router) now() int64 { return int64(time.Since(r.epoch)) + 1 }
 
 // Permit is one attempt sent to an endpoint by [Router.Pick]. Exactly one
-// of its Done and Refused must be called. The zero Permit's methods do
-// nothing.
+// of its Done and Refused must be called, once: until then the attempt
+// counts as in flight. The zero Permit's methods do nothing. A Permit is
+// not safe for concurrent use. A pipeline's Route slot does all this;
+// Pick and its Permit are for running a Router by hand.
 type Permit struct {
 	r     *Router
 	ctx   context.Context // Pick's, to tell the caller's end
