@@ -17,6 +17,10 @@ import (
 // endpoints it tried in one 64-bit set.
 const MaxEndpoints = 64
 
+// maxProbeInterval bounds Config.ProbeInterval, so that ten times it, the
+// longest wait between probes, is a time.
+const maxProbeInterval = 24 * time.Hour
+
 // Config configures a [Router]. The zero value of each field but Endpoints
 // means its default.
 type Config struct {
@@ -41,7 +45,7 @@ type Config struct {
 	// ProbeInterval is how often an endpoint that is out (ejected, or
 	// refused by its own policies) gets a call to test it, at first: the
 	// wait doubles after each probe that ran and failed to bring it back,
-	// up to ten times ProbeInterval. 0 means 1s.
+	// up to ten times ProbeInterval. 0 means 1s; at most 24h.
 	ProbeInterval time.Duration
 
 	// MeterProvider provides the router's instruments. Nil means the
@@ -114,8 +118,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("route: Config.OutlierFactor must be > 1, or negative for none, got %v", c.OutlierFactor)
 	case !(c.MaxEjectedShare > 0 && c.MaxEjectedShare <= 1):
 		return fmt.Errorf("route: Config.MaxEjectedShare must be in (0, 1], got %v", c.MaxEjectedShare)
-	case c.ProbeInterval < 0:
-		return fmt.Errorf("route: Config.ProbeInterval must be >= 0, got %v", c.ProbeInterval)
+	case c.ProbeInterval < 0 || c.ProbeInterval > maxProbeInterval:
+		return fmt.Errorf("route: Config.ProbeInterval must be >= 0 and at most %v, got %v", maxProbeInterval, c.ProbeInterval)
 	}
 	seen := make(map[string]int, len(c.Endpoints))
 	for i, e := range c.Endpoints {

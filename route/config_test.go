@@ -46,6 +46,7 @@ func TestNewErrors(t *testing.T) {
 		{route.Config{Name: "r", Endpoints: names(2), MaxEjectedShare: 1.5}, "Config.MaxEjectedShare"},
 		{route.Config{Name: "r", Endpoints: names(2), MaxEjectedShare: -0.1}, "Config.MaxEjectedShare"},
 		{route.Config{Name: "r", Endpoints: names(2), ProbeInterval: -time.Second}, "Config.ProbeInterval"},
+		{route.Config{Name: "r", Endpoints: names(2), ProbeInterval: 25 * time.Hour}, "Config.ProbeInterval"},
 	} {
 		r, err := route.New(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "route: ") {
