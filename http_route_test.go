@@ -467,3 +467,33 @@ func TestHTTPClientEndpointBodyReplay(t *testing.T) {
 		t.Errorf("the failing endpoint got no request; the replay was not tested")
 	}
 }
+
+// TestHTTPClientEndpointHeaderReplaces checks that an endpoint's header
+// replaces the request's of the same name, however the request spells it.
+func TestHTTPClientEndpointHeaderReplaces(t *testing.T) {
+	got := make(chan []string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Values("Api-Key")
+	}))
+	defer srv.Close()
+	c, err := watertight.NewHTTPClient("chat", watertight.Config{}, watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+		{Endpoint: route.Endpoint{Name: "eu"}, BaseURL: srv.URL, Header: http.Header{"api-key": {"endpoint"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req, _ := http.NewRequest(http.MethodGet, "http://api.invalid/", nil)
+	req.Header["api-key"] = []string{"caller"} // set directly, not canonical
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := <-got; len(v) != 1 || v[0] != "endpoint" {
+		t.Errorf("the endpoint got Api-Key %q; want only the endpoint's", v)
+	}
+	if req.Header["api-key"][0] != "caller" {
+		t.Errorf("the caller's request changed: %v", req.Header)
+	}
+}

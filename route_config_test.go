@@ -2,6 +2,7 @@ package watertight_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/route"
 )
 
@@ -68,7 +70,7 @@ func TestConfigRouteErrors(t *testing.T) {
 		{watertight.Config{Route: &route.Config{}}, "watertight: Route: Config.Endpoints must not be empty"},
 		{watertight.Config{Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a"}, {Name: "a"}}}}, `watertight: Route: Config.Endpoints[1].Name "a"`},
 		{watertight.Config{Breaker: &breaker.Config{FailureRatio: 2}, Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a"}}}},
-			`watertight: Route.Endpoints[0] ("a"): Breaker: `},
+			`watertight: Breaker: Config.FailureRatio`},
 		{watertight.Config{Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a"}}}, Use: compose.Policies{Route: r}},
 			"both Route and Use.Route"},
 		{watertight.Config{Deadline: &deadline.Config{Timeout: time.Second}, Attempt: &deadline.Config{Timeout: time.Minute},
@@ -78,5 +80,41 @@ func TestConfigRouteErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New = %v, %v; want an error with %q", p, err, tc.want)
 		}
+	}
+}
+
+// TestConfigRouteSectionNames checks that a section's own Name gets each
+// endpoint's name added, and that a section is checked even when every
+// endpoint holds its own policy.
+func TestConfigRouteSectionNames(t *testing.T) {
+	p, err := watertight.New("chat", watertight.Config{
+		Breaker: &breaker.Config{Name: "chat-breaker"},
+		Route:   &route.Config{Endpoints: []route.Endpoint{{Name: "eu"}, {Name: "us"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []string
+	for _, e := range p.Router().Endpoints() {
+		b := e.Breaker.(*breaker.Breaker)
+		b.ForceOpen()
+		var re *policy.RejectedError
+		if err := b.Execute(context.Background(), func(context.Context) error { return nil }); errors.As(err, &re) {
+			got = append(got, re.Name)
+		}
+	}
+	if strings.Join(got, ",") != "chat-breaker.eu,chat-breaker.us" {
+		t.Errorf("endpoint breakers named %v; want chat-breaker.eu and chat-breaker.us", got)
+	}
+
+	own, _ := breaker.New(breaker.Config{Name: "own"})
+	defer own.Close()
+	_, err = watertight.New("chat", watertight.Config{
+		Breaker: &breaker.Config{FailureRatio: 7},
+		Route:   &route.Config{Endpoints: []route.Endpoint{{Name: "eu", Breaker: own}}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "watertight: Breaker: ") {
+		t.Errorf("New with an invalid section no endpoint uses = %v; want the section's error", err)
 	}
 }

@@ -50,9 +50,10 @@ type Config struct {
 	// Route, if set, sends each attempt to one of its endpoints, below
 	// Retry (see package route). Each endpoint then gets a RateLimit,
 	// Breaker and Attempt of its own, built from those sections and named
-	// name.endpoint (name.endpoint.attempt for the Attempt), unless it
-	// holds its own. Its empty Name takes name; its nil MeterProvider, the
-	// pipeline's.
+	// name.endpoint (name.endpoint.attempt for the Attempt; a section's
+	// own Name, with .endpoint added), unless it holds its own. Each
+	// section is checked even so. The Route's empty Name takes name; its
+	// nil MeterProvider, the pipeline's.
 	Route *route.Config
 
 	// Use takes ready policies, slot by slot. A slot may be set here or by
@@ -303,6 +304,13 @@ func (p *Pipeline) build(secs []section) error {
 // buildRoute builds cfg.Route's router, with the endpoints' policies
 // built from cfg's RateLimit, Breaker and Attempt sections.
 func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) (*route.Router, error) {
+	// Each section is checked, even if every endpoint holds its own.
+	check := &Pipeline{}
+	err := check.build(sections(cfg, name, mp, &compose.Policies{})[4:])
+	check.Close()
+	if err != nil {
+		return nil, err
+	}
 	rc := *cfg.Route
 	rc.Name = cmp.Or(rc.Name, name)
 	rc.MeterProvider = cmp.Or(rc.MeterProvider, mp)
@@ -310,7 +318,7 @@ func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) 
 	for i := range rc.Endpoints {
 		ep := &rc.Endpoints[i]
 		var own compose.Policies
-		secs := sections(cfg, name+"."+ep.Name, mp, &own)[4:]
+		secs := sections(endpointSections(cfg, "."+ep.Name), name+"."+ep.Name, mp, &own)[4:]
 		for k, pol := range ep.Policies() {
 			secs[k].set = secs[k].set && pol == nil
 		}
@@ -329,6 +337,26 @@ func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) 
 	}
 	p.owned = append(p.owned, r)
 	return r, nil
+}
+
+// endpointSections returns cfg with suffix added to the names its
+// RateLimit, Breaker and Attempt sections set, so that each endpoint's
+// policies have names of their own.
+func endpointSections(cfg Config, suffix string) Config {
+	cfg.RateLimit = named(cfg.RateLimit, func(c *ratelimit.Config) *string { return &c.Name }, suffix)
+	cfg.Breaker = named(cfg.Breaker, func(c *breaker.Config) *string { return &c.Name }, suffix)
+	cfg.Attempt = named(cfg.Attempt, func(c *deadline.Config) *string { return &c.Name }, suffix)
+	return cfg
+}
+
+// named returns c, or a copy of it whose set name has suffix added.
+func named[C any](c *C, name func(*C) *string, suffix string) *C {
+	if c == nil || *name(c) == "" {
+		return c
+	}
+	cp := *c
+	*name(&cp) += suffix
+	return &cp
 }
 
 type configError struct {

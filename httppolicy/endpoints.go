@@ -137,6 +137,11 @@ func (e *Endpoints) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.URL.RawPath = cmp.Or(raw, "/")
 	r.URL.Path, _ = url.PathUnescape(r.URL.RawPath) // both from valid escapes
 	for k, v := range d.Header {
+		for have := range r.Header {
+			if strings.EqualFold(have, k) { // a key set directly, not canonical
+				delete(r.Header, have)
+			}
+		}
 		r.Header[http.CanonicalHeaderKey(k)] = slices.Clone(v)
 	}
 	resp, err := cmp.Or(d.Base, http.DefaultTransport).RoundTrip(r)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/hedge"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/route"
 )
 
@@ -71,6 +72,38 @@ func TestCutAttemptsStillSlow(t *testing.T) {
 		}
 		if c := m.counts(); c[1] > 3 {
 			t.Errorf("the slow endpoint took %d attempts of 40 hedged calls, every one lost; want it seen slow after the first", c[1])
+		}
+	})
+}
+
+// TestProbeWaitDoubles checks that the wait before a probe doubles after
+// each probe that failed, from the first, up to ten times ProbeInterval,
+// whatever the failure (here a spent quota).
+func TestProbeWaitDoubles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, route.Config{Endpoints: names(2), ProbeInterval: 20 * time.Millisecond})
+		p := pipeline(t, compose.Policies{Route: r})
+		start := time.Now()
+		var at []time.Duration
+		for time.Since(start) < 2*time.Second {
+			p.Execute(t.Context(), func(ctx context.Context) error {
+				if ep, _ := route.EndpointOf(ctx); ep.Index == 0 {
+					at = append(at, time.Since(start))
+					return policy.ErrQuotaSpent
+				}
+				return nil
+			})
+			time.Sleep(time.Millisecond)
+		}
+		// The first call, then probes 20, 40, 80, 160 and 200 ms apart.
+		for i := 2; i < len(at); i++ {
+			gap, before := at[i]-at[i-1], at[i-1]-at[i-2]
+			if gap < min(2*before, 200*time.Millisecond)-2*time.Millisecond || gap > 202*time.Millisecond {
+				t.Fatalf("e0 ran at %v: gap %v after %v; want each wait double the one before, up to 200ms", at, gap, before)
+			}
+		}
+		if len(at) < 8 || len(at) > 16 {
+			t.Errorf("e0 ran %d times in 2 s: %v; want its probes, the waits doubling to 200 ms", len(at), at)
 		}
 	})
 }

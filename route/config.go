@@ -18,8 +18,12 @@ import (
 const MaxEndpoints = 64
 
 // maxProbeInterval bounds Config.ProbeInterval, so that ten times it, the
-// longest wait between probes, is a time.
+// longest wait between probes, is a time; and Config.Decay.
 const maxProbeInterval = 24 * time.Hour
+
+// minWeight is the least Endpoint.Weight, and its inverse the most: the
+// load scores of endpoints a million times apart stay finite numbers.
+const minWeight = 0.001
 
 // Config configures a [Router]. The zero value of each field but Endpoints
 // means its default.
@@ -32,7 +36,9 @@ type Config struct {
 	Endpoints []Endpoint
 
 	// Decay is how long an endpoint's latency estimate takes to forget
-	// most of a latency: the time constant of its peak EWMA. 0 means 10s.
+	// most of a latency: the time constant of its peak EWMA, and how long a
+	// returned endpoint's weight takes to ramp up. 0 means 10s; at most
+	// 24h.
 	Decay time.Duration
 	// OutlierFactor ejects an endpoint whose latency estimate is more than
 	// OutlierFactor times another's, and more than 100ms above it. 0
@@ -62,7 +68,7 @@ type Endpoint struct {
 	Name string
 	// Weight is the endpoint's share of the load beside the others: one
 	// of weight 2 takes as many calls in flight as two of weight 1 at the
-	// same latency. 0 means 1; it must be finite and not negative.
+	// same latency. 0 means 1; else it must be from 0.001 to 1000.
 	Weight float64
 	// MaxConcurrent caps the endpoint's calls in flight. 0 means no cap;
 	// it must not be negative.
@@ -112,8 +118,8 @@ func (c Config) validate() error {
 		return errors.New("route: Config.Endpoints must not be empty")
 	case len(c.Endpoints) > MaxEndpoints:
 		return fmt.Errorf("route: Config.Endpoints holds %d endpoints, more than %d", len(c.Endpoints), MaxEndpoints)
-	case c.Decay < 0:
-		return fmt.Errorf("route: Config.Decay must be >= 0, got %v", c.Decay)
+	case c.Decay < 0 || c.Decay > maxProbeInterval:
+		return fmt.Errorf("route: Config.Decay must be >= 0 and at most %v, got %v", maxProbeInterval, c.Decay)
 	case math.IsNaN(c.OutlierFactor) || math.IsInf(c.OutlierFactor, 0) || (c.OutlierFactor >= 0 && c.OutlierFactor <= 1):
 		return fmt.Errorf("route: Config.OutlierFactor must be > 1, or negative for none, got %v", c.OutlierFactor)
 	case !(c.MaxEjectedShare > 0 && c.MaxEjectedShare <= 1):
@@ -138,8 +144,8 @@ func (e Endpoint) validate() error {
 	switch {
 	case e.Name == "":
 		return errors.New("Name must not be empty")
-	case math.IsNaN(e.Weight) || math.IsInf(e.Weight, 0) || e.Weight < 0:
-		return fmt.Errorf("Weight must be finite and >= 0 (0 means 1), got %v", e.Weight)
+	case e.Weight != 0 && !(e.Weight >= minWeight && e.Weight <= 1/minWeight):
+		return fmt.Errorf("Weight must be 0 (1) or from %v to %v, got %v", minWeight, 1/minWeight, e.Weight)
 	case e.MaxConcurrent < 0:
 		return fmt.Errorf("MaxConcurrent must be >= 0 (0 means no cap), got %d", e.MaxConcurrent)
 	}

@@ -37,6 +37,7 @@ type Router struct {
 	eps        []endpoint
 	epoch      time.Time
 	decay      float64 // ns
+	ramp       int64   // Decay, in ns: a returned endpoint's ramp
 	factor     float64 // < 0: no ejection
 	maxEjected int32
 	ejected    atomic.Int32
@@ -60,6 +61,7 @@ func New(cfg Config) (*Router, error) {
 		eps:        make([]endpoint, n),
 		epoch:      time.Now(),
 		decay:      float64(cfg.Decay),
+		ramp:       int64(cfg.Decay),
 		factor:     cfg.OutlierFactor,
 		maxEjected: int32(min(max(int(cfg.MaxEjectedShare*float64(n)), 1), n-1)),
 		probeEvery: int64(cfg.ProbeInterval),
@@ -133,7 +135,7 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 		if e.MaxConcurrent > 0 && e.pending.Add(1) > int64(e.MaxConcurrent) {
 			e.pending.Add(-1)
 			refused |= 1 << i
-			r.endProbe(e, probe, false)
+			r.endProbe(e, probe, false, now)
 			continue
 		} else if e.MaxConcurrent == 0 {
 			e.pending.Add(1)
@@ -201,7 +203,7 @@ func (p *Permit) Done(err error) error {
 		e.end(p.n, now, max(latency, 2*float64(e.cost.Load())), true, r.decay)
 		r.failed(e, now, err)
 	}
-	r.endProbe(e, p.probe, !errors.Is(err, policy.ErrRejected))
+	r.endProbe(e, p.probe, !errors.Is(err, policy.ErrRejected), now)
 	*p = Permit{}
 	return err
 }
@@ -217,7 +219,7 @@ func (p *Permit) Refused() {
 	now := r.now()
 	e.end(p.n, now, 0, false, r.decay)
 	e.out.Store(now + r.probeEvery)
-	r.endProbe(e, p.probe, false)
+	r.endProbe(e, p.probe, false, now)
 	*p = Permit{}
 }
 
@@ -226,21 +228,29 @@ func (p *Permit) Refused() {
 func (r *Router) failed(e *endpoint, now int64, err error) {
 	switch {
 	case errors.Is(err, policy.ErrQuotaSpent):
-		e.out.Store(now + r.probeEvery)
+		laterOut(e, now+r.probeEvery)
 	case errors.Is(err, policy.ErrThrottled) && e.held != nil:
 		if h := e.held(); h > 0 {
-			e.out.Store(now + int64(h))
+			laterOut(e, now+int64(h))
 		}
 	}
 }
 
-// endProbe ends a probe of e, if the attempt was one; ran: fn ran.
-func (r *Router) endProbe(e *endpoint, probe, ran bool) {
+// endProbe ends a probe of e at now, if the attempt was one; ran: fn
+// ran. A probe that ran and left e out doubles the wait for the next.
+func (r *Router) endProbe(e *endpoint, probe, ran bool, now int64) {
 	if probe && ran && e.out.Load() != 0 {
 		e.misses.Add(1)
+		laterOut(e, now+r.probeWait(e))
 	}
 	if probe {
 		e.probing.Store(false)
+	}
+}
+
+// laterOut keeps e out until at least at.
+func laterOut(e *endpoint, at int64) {
+	for o := e.out.Load(); o < at && !e.out.CompareAndSwap(o, at); o = e.out.Load() {
 	}
 }
 
@@ -407,9 +417,8 @@ func (r *Router) better(now int64, a, b, level int) int {
 		r.eject(b, now)
 		return a
 	}
-	ramp := int64(r.decay)
-	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weightAt(now, ramp)
-	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weightAt(now, ramp)
+	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weightAt(now, r.ramp)
+	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weightAt(now, r.ramp)
 	if lb < la {
 		return b
 	}

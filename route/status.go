@@ -22,7 +22,7 @@ func (r *Router) Status() []EndpointStatus {
 			Name:     e.Name,
 			InFlight: int(e.pending.Load()),
 			Latency:  float64(e.cost.Load()) / 1e9,
-			Load:     e.load(now, int64(r.decay), false) / 1e9,
+			Load:     e.load(now, r.ramp, false) / 1e9,
 			Out:      e.out.Load() != 0,
 			Ejected:  e.ejected.Load(),
 		}

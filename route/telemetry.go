@@ -42,7 +42,7 @@ func newRecorder(in *telemetry.Instruments, r *Router) recorder {
 		r.obs.Register(m, func(_ context.Context, o metric.Observer) error {
 			now := r.now()
 			for i := range r.eps {
-				o.ObserveFloat64(g, r.eps[i].load(now, int64(r.decay), false)/1e9, rec.obsOpts[i])
+				o.ObserveFloat64(g, r.eps[i].load(now, r.ramp, false)/1e9, rec.obsOpts[i])
 			}
 			return nil
 		}, g)
