@@ -323,8 +323,7 @@ func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) 
 			secs[k].set = secs[k].set && pol == nil
 		}
 		if err := p.build(secs); err != nil {
-			return nil, &configError{msg: fmt.Sprintf("watertight: Route.Endpoints[%d] (%q): %s", i, ep.Name,
-				strings.TrimPrefix(err.Error(), "watertight: ")), err: err}
+			return nil, err // checked above: only the name differs
 		}
 		ep.RateLimit = cmp.Or(ep.RateLimit, own.RateLimit)
 		ep.Breaker = cmp.Or(ep.Breaker, own.Breaker)

@@ -53,6 +53,7 @@ type endpoint struct {
 
 var (
 	errNoEndpoint = errors.New("httppolicy: the request's context names no endpoint of these Endpoints: use them below a pipeline whose Route they were built for")
+	errNilURL     = errors.New("httppolicy: nil Request.URL")
 	errRedirect   = errors.New("httppolicy: Endpoints do not follow redirects: have the http.Client's CheckRedirect return http.ErrUseLastResponse")
 )
 
@@ -120,6 +121,9 @@ func baseURL(s string) (*url.URL, error) {
 func (e *Endpoints) RoundTrip(req *http.Request) (*http.Response, error) {
 	ep, ok := route.EndpointOf(req.Context())
 	switch {
+	case req.URL == nil:
+		closeReqBody(req)
+		return nil, errNilURL
 	case !ok || ep.Index >= len(e.eps) || e.eps[ep.Index].Name != ep.Name:
 		closeReqBody(req)
 		return nil, errNoEndpoint

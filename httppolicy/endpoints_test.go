@@ -36,7 +36,8 @@ func TestEndpointsRefuseOtherRoutes(t *testing.T) {
 		sent++
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
 	})
-	eps, err := httppolicy.NewEndpoints(router(t, "eu", "us"), []httppolicy.Endpoint{
+	eps0Router := router(t, "eu", "us")
+	eps, err := httppolicy.NewEndpoints(eps0Router, []httppolicy.Endpoint{
 		{Name: "eu", BaseURL: "http://eu.invalid", Base: base}, {Name: "us", BaseURL: "http://us.invalid", Base: base}})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,17 @@ func TestEndpointsRefuseOtherRoutes(t *testing.T) {
 	})
 	req, _ := http.NewRequest(http.MethodGet, "http://api.invalid/", nil)
 	_, err2 := eps.RoundTrip(req)
+	routed, _ := compose.New("routed", compose.Policies{Route: eps0Router})
+	var err3 error
+	routed.Execute(context.Background(), func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.invalid/", nil)
+		req.URL = nil
+		_, err3 = eps.RoundTrip(req) // no panic
+		return nil
+	})
+	if err3 == nil {
+		t.Errorf("a request without a URL: no error")
+	}
 	if err == nil || err2 == nil || sent != 0 {
 		t.Errorf("under another route: %v; outside any: %v; %d sent; want errors and nothing sent", err, err2, sent)
 	}

@@ -218,7 +218,7 @@ func (p *Permit) Refused() {
 	p.s.End(time.Now())
 	now := r.now()
 	e.end(p.n, now, 0, false, r.decay)
-	e.out.Store(now + r.probeEvery)
+	laterOut(e, now+r.probeEvery)
 	r.endProbe(e, p.probe, false, now)
 	*p = Permit{}
 }
