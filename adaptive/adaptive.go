@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,11 +49,17 @@ type Limiter struct {
 
 	rej telemetry.SlotRejections
 	obs telemetry.Observers
+
+	upd      sync.Mutex             // serialises Update; no call takes it
+	cfg      atomic.Pointer[Config] // as given to New or the last Update
+	maxLimit atomic.Int64           // ctl.cfg.MaxLimit, read without the lock
 }
 
 // New returns a Limiter configured by cfg, or an error naming the first
 // invalid field of cfg. It never panics. The Limiter starts with a probe.
 func New(cfg Config) (*Limiter, error) {
+	given := cfg
+	given.Reserve = maps.Clone(cfg.Reserve)
 	cfg, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -63,6 +70,8 @@ func New(cfg Config) (*Limiter, error) {
 		rej:  telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}.Slots(ErrFull),
 	}
 	l.ctl.init(cfg)
+	l.cfg.Store(&given)
+	l.maxLimit.Store(int64(cfg.MaxLimit))
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
@@ -165,8 +174,8 @@ func (p *Permit) Release() {
 // [Config.MinLimit, Config.MaxLimit].
 func (l *Limiter) Limit() int { return int(l.learned.Load()) }
 
-// MaxLimit returns Config.MaxLimit, or its default.
-func (l *Limiter) MaxLimit() int { return l.ctl.cfg.MaxLimit }
+// MaxLimit returns the Config.MaxLimit in force, or its default.
+func (l *Limiter) MaxLimit() int { return int(l.maxLimit.Load()) }
 
 // Active returns the number of calls holding a slot now. It may exceed
 // Limit after the limit was lowered.

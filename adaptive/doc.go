@@ -95,6 +95,17 @@
 // With testing/synctest, build a Limiter in the bubble that uses it: its
 // clock starts when it is built, and a bubble's clock is another one.
 //
+// # Changing settings
+//
+// [Limiter.Update] changes the settings while calls run, and
+// [Limiter.Config] returns those in force. The learned limit and the
+// no-load latency survive an update: InitialLimit only starts a limiter,
+// and the learned limit is clamped to the new MinLimit and MaxLimit.
+// Admissions, waiters and MaxQueue, MaxWait and Reserve change as they do
+// in package bulkhead: no call is cut or shed, a lower limit admits nobody
+// until fewer calls than it run, and a new MaxWait applies to the callers
+// who queue after it.
+//
 // # Limitations
 //
 //   - During a probe, calls beyond its cap wait or are rejected. Give the

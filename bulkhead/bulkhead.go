@@ -2,6 +2,9 @@ package bulkhead
 
 import (
 	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
 
 	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/internal/telemetry"
@@ -15,6 +18,9 @@ type Bulkhead struct {
 	slots slots.Slots
 	rej   telemetry.SlotRejections
 	obs   telemetry.Observers
+
+	mu  sync.Mutex // serialises Update; no call takes it
+	cfg atomic.Pointer[Config]
 }
 
 // New returns a Bulkhead configured by cfg, or an error naming the first
@@ -27,6 +33,8 @@ func New(cfg Config) (*Bulkhead, error) {
 	b := &Bulkhead{
 		rej: telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}.Slots(ErrFull),
 	}
+	cfg.Reserve = maps.Clone(cfg.Reserve)
+	b.cfg.Store(&cfg)
 	b.slots.Owner = "bulkhead"
 	b.slots.Init(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
 	b.registerObservers(in.Meter, cfg.Name)
@@ -86,5 +94,5 @@ func (b *Bulkhead) Active() int { return b.slots.Active() }
 // Queued returns the number of callers waiting for a slot now. It is exact.
 func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 
-// Limit returns Config.Limit.
+// Limit returns the Config.Limit in force.
 func (b *Bulkhead) Limit() int { return b.slots.Limit() }

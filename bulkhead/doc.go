@@ -49,6 +49,22 @@
 // as a websocket. A panic or runtime.Goexit in fn frees its slot; the panic
 // goes on up the stack.
 //
+// # Changing settings
+//
+// [Bulkhead.Update] changes Limit, MaxQueue, MaxWait and Reserve while
+// calls run; [Bulkhead.Config] returns the settings in force. An
+// admission sees the old settings or the new, never a mix. No call is
+// cut or shed by an update:
+//
+//   - A lower Limit revokes no slot: nobody is admitted until fewer calls
+//     than the new Limit run. A higher Limit hands its new slots to the
+//     waiters at once.
+//   - A shorter queue sheds no waiter: it turns newcomers away until the
+//     queue is below its new size.
+//   - A new MaxWait applies to the callers who queue after the update;
+//     those already waiting keep theirs.
+//   - A new Reserve applies to the next admission.
+//
 // # Concurrency
 //
 // A Bulkhead is safe for concurrent use. It keeps these promises:

@@ -2,6 +2,7 @@ package deadline
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -25,4 +26,12 @@ type Config struct {
 	// goroutine. ctx is the context fn ran with. It must be safe for
 	// concurrent use.
 	OnTimeout func(ctx context.Context, timeout time.Duration)
+}
+
+// validate reports the first invalid field of c.
+func (c *Config) validate() error {
+	if c.Timeout <= 0 {
+		return fmt.Errorf("deadline: Config.Timeout must be > 0, got %v", c.Timeout)
+	}
+	return nil
 }

@@ -3,8 +3,9 @@ package deadline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/watertight/watertight/internal/stage"
@@ -19,30 +20,51 @@ const Kind = "deadline"
 // for concurrent use. The zero value imposes no timeout.
 type Deadline struct {
 	name      string
-	timeout   time.Duration
-	cause     error // the cause of the contexts it creates: its own, so that it knows its timer
+	set       atomic.Pointer[settings] // nil: no timeout
 	record    *telemetry.Timeout
 	onTimeout func(ctx context.Context, timeout time.Duration)
+
+	mu  sync.Mutex // serialises Update; no call takes it
+	cfg Config     // as given to New or the last Update; guarded by mu
+}
+
+// settings are the timeout in force. An Update replaces them whole, so a
+// call sees one timeout from its start to its end.
+type settings struct {
+	timeout time.Duration
+	// cause is the cause of the contexts the Deadline creates: its own, so
+	// that Stop knows its timer.
+	cause error
 }
 
 // New returns a Deadline configured by cfg, or an error naming the first
 // invalid field of cfg.
 func New(cfg Config) (*Deadline, error) {
-	if cfg.Timeout <= 0 {
-		return nil, fmt.Errorf("deadline: Config.Timeout must be > 0, got %v", cfg.Timeout)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
-	return &Deadline{
+	d := &Deadline{
 		name:      cfg.Name,
-		timeout:   cfg.Timeout,
-		cause:     &ExceededError{Name: cfg.Name, Duration: cfg.Timeout},
 		record:    telemetry.NewTimeout(in, Kind, cfg.Name),
 		onTimeout: cfg.OnTimeout,
-	}, nil
+		cfg:       cfg,
+	}
+	d.set.Store(d.settings(cfg.Timeout))
+	return d, nil
 }
 
-// Timeout returns Config.Timeout (0 for the zero Deadline).
-func (d *Deadline) Timeout() time.Duration { return d.timeout }
+func (d *Deadline) settings(timeout time.Duration) *settings {
+	return &settings{timeout: timeout, cause: &ExceededError{Name: d.name, Duration: timeout}}
+}
+
+// Timeout returns the Config.Timeout in force (0 for the zero Deadline).
+func (d *Deadline) Timeout() time.Duration {
+	if s := d.set.Load(); s != nil {
+		return s.timeout
+	}
+	return 0
+}
 
 // Execute runs fn with a context that is done after the timeout, and
 // returns as the package's Outcomes table says. It panics if ctx or fn is
@@ -64,6 +86,7 @@ func (d *Deadline) Execute(ctx context.Context, fn policy.Func) (err error) {
 // A copy is the same timer, so stop only one of them.
 type Timer struct {
 	d      *Deadline
+	s      *settings // those the call started with
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -77,19 +100,20 @@ func (d *Deadline) Start(ctx context.Context) (context.Context, Timer) {
 	if ctx == nil {
 		panic("deadline: nil Context")
 	}
-	if d.timeout <= 0 {
+	s := d.set.Load()
+	if s == nil {
 		return ctx, Timer{}
 	}
 	now := time.Now()
-	if u := now.UnixNano(); u > 0 && int64(d.timeout) > math.MaxInt64-u {
+	if u := now.UnixNano(); u > 0 && int64(s.timeout) > math.MaxInt64-u {
 		return ctx, Timer{}
 	}
-	at := now.Add(d.timeout)
+	at := now.Add(s.timeout)
 	if parent, ok := ctx.Deadline(); ok && !parent.After(at) {
 		return ctx, Timer{}
 	}
-	inner, cancel := context.WithDeadlineCause(ctx, at, d.cause)
-	return inner, Timer{d: d, ctx: inner, cancel: cancel}
+	inner, cancel := context.WithDeadlineCause(ctx, at, s.cause)
+	return inner, Timer{d: d, s: s, ctx: inner, cancel: cancel}
 }
 
 // Stop releases the timer and returns err as the package's Outcomes table
@@ -103,7 +127,7 @@ func (tp *Timer) Stop(err error) error {
 	*tp = Timer{}
 	// Read the cause before cancel: only a timer that fired while fn ran
 	// makes its error a timeout.
-	fired := err != nil && err != policy.ErrAborted && context.Cause(t.ctx) == t.d.cause &&
+	fired := err != nil && err != policy.ErrAborted && context.Cause(t.ctx) == t.s.cause &&
 		!errors.Is(err, policy.ErrRejected) && !errors.Is(err, stage.ErrGaveUp)
 	t.cancel()
 	if !fired {
@@ -112,7 +136,7 @@ func (tp *Timer) Stop(err error) error {
 	d := t.d
 	d.record.Record(t.ctx)
 	if d.onTimeout != nil {
-		d.onTimeout(t.ctx, d.timeout)
+		d.onTimeout(t.ctx, t.s.timeout)
 	}
-	return &ExceededError{Name: d.name, Duration: d.timeout, Err: err}
+	return &ExceededError{Name: d.name, Duration: t.s.timeout, Err: err}
 }

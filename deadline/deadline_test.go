@@ -231,7 +231,7 @@ func TestOutcomes(t *testing.T) {
 						if ee.Err != fnErr || !errors.Is(err, tt.want) || !errors.Is(err, ErrExceeded) {
 							t.Errorf("err = %v, want an ExceededError wrapping fn's error %v", err, fnErr)
 						}
-						if context.Cause(seen) != d.cause {
+						if context.Cause(seen) != d.Cause() {
 							t.Errorf("Cause(fn's ctx) = %v, want the Deadline's cause", context.Cause(seen))
 						}
 					} else {
@@ -610,7 +610,7 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Execute with a sooner parent deadline: %v allocs, want 0 (no timer)", got)
 	}
 	floor := testing.AllocsPerRun(100, func() {
-		_, cancel := context.WithTimeoutCause(context.Background(), time.Minute, d.cause)
+		_, cancel := context.WithTimeoutCause(context.Background(), time.Minute, d.Cause())
 		cancel()
 	})
 	if got := testing.AllocsPerRun(100, func() { d.Execute(context.Background(), fn) }); got > floor {

@@ -29,6 +29,12 @@
 // fired, errors.Is(context.Cause(ctx), ErrExceeded) is true in fn, and the
 // cause names the Deadline.
 //
+// # Changing settings
+//
+// [Deadline.Update] changes the Timeout while calls run. A call keeps the
+// timeout it started with, in its context and in its error; calls that
+// start after the update get the new one.
+//
 // # Telemetry
 //
 // A timeout increments the watertight.timeouts counter with the attributes

@@ -88,12 +88,12 @@ func TestConcurrentStress(t *testing.T) {
 				var ee *ExceededError
 				if errors.As(err, &ee) {
 					exceeded.Add(1)
-					if fnErr == nil || ee.Err != fnErr || seen == parent || context.Cause(seen) != d.cause {
+					if fnErr == nil || ee.Err != fnErr || seen == parent || context.Cause(seen) != d.Cause() {
 						t.Errorf("ExceededError %v without our timer firing on a failed fn (fn: %v)", err, fnErr)
 					}
 				} else if err != fnErr {
 					t.Errorf("err = %v, want fn's %v unchanged", err, fnErr)
-				} else if behaviour == 2 && err != nil && seen != parent && context.Cause(seen) == d.cause {
+				} else if behaviour == 2 && err != nil && seen != parent && context.Cause(seen) == d.Cause() {
 					// Only a fn that returned because its ctx ended is sure to
 					// have seen our timer fire before it returned: for the
 					// others the timer may fire after fn returned, which Exit

@@ -55,9 +55,11 @@ type Slots struct {
 	// queued is the number of waiters; it is written under mu and read
 	// without.
 	queued atomic.Int64
-	// limit is the number of slots; it is written under mu (SetLimit) and
-	// read without (tryTake).
-	limit atomic.Int64
+	// open[c] is the number of slots class c may take: the limit less the
+	// reserves of the classes above it, so that an admission reads one
+	// number. open[classes-1] is the limit. Written under mu, read
+	// without.
+	open [classes]atomic.Int64
 
 	// mu guards waiters and every hand-off of a slot to a waiter. While
 	// anyone waits, every acquire and release goes through it, so slots go
@@ -66,11 +68,12 @@ type Slots struct {
 	waiters [classes]waitList
 
 	// closed[c] is the number of slots class c may not take: the reserves
-	// of the classes above it. reserved says whether any is set.
+	// of the classes above it. reserved says whether any is set. Both are
+	// written under mu; reserved is read without.
 	closed   [classes]int64
-	reserved bool
-	queueCap int // waiters allowed
-	maxWait  time.Duration
+	reserved atomic.Bool
+	queueCap int           // waiters allowed; guarded by mu
+	maxWait  time.Duration // guarded by mu: a waiter reads it as it queues
 
 	// Owner names the user of these slots in panic messages
 	// ("bulkhead: slot released twice"). Set it before use.
@@ -83,18 +86,36 @@ type Slots struct {
 // [CheckReserve]). The arguments are not checked: the policies validate
 // their Config.
 func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
-	s.limit.Store(int64(limit))
+	s.Set(limit, queueCap, maxWait, reserve)
+}
+
+// Set changes every setting Init sets, at once: an admission sees the old
+// settings or the new. A limit of 0 keeps the limit. A raised limit hands
+// its new free slots to the waiters at once; a lowered one revokes no
+// slot (see SetLimit). Callers already waiting keep their place and their
+// wait: a smaller queue turns newcomers away until it is below its new
+// size, and a new wait applies to the callers who queue after it.
+func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.queueCap = queueCap
 	if queueCap < 0 {
 		s.queueCap = Unbounded
 	}
 	s.maxWait = maxWait
+	s.closed = [classes]int64{}
+	reserved := false
 	for p, n := range reserve {
 		for c := range int(p) + 1 {
 			s.closed[c] += int64(n)
 		}
-		s.reserved = s.reserved || n > 0
+		reserved = reserved || n > 0
 	}
+	s.reserved.Store(reserved)
+	if limit <= 0 {
+		limit = s.Limit()
+	}
+	s.setLimitLocked(limit)
 }
 
 // Active returns the number of slots held now, including a waiter that has
@@ -104,13 +125,15 @@ func (s *Slots) Active() int { return int(s.active.Load()) }
 
 // Closed returns the slots a call with ctx's priority may not take: the
 // reserves of the priorities above it.
-func (s *Slots) Closed(ctx context.Context) int { return int(s.closed[class(ctx)]) }
+func (s *Slots) Closed(ctx context.Context) int {
+	return int(s.open[classes-1].Load() - s.open[class(ctx)].Load())
+}
 
 // Queued returns the number of callers waiting for a slot now.
 func (s *Slots) Queued() int { return int(s.queued.Load()) }
 
 // Limit returns the current limit.
-func (s *Slots) Limit() int { return int(s.limit.Load()) }
+func (s *Slots) Limit() int { return int(s.open[classes-1].Load()) }
 
 // SetLimit changes the limit to n, which must be >= 1. Raising it hands the
 // new free slots to the waiters at once, as releases would; lowering it
@@ -119,9 +142,17 @@ func (s *Slots) Limit() int { return int(s.limit.Load()) }
 // held.
 func (s *Slots) SetLimit(n int) {
 	s.mu.Lock()
-	s.limit.Store(int64(n))
-	s.grantLocked()
+	s.setLimitLocked(n)
 	s.mu.Unlock()
+}
+
+// setLimitLocked sets the limit to n and grants the slots it frees.
+// s.mu must be held.
+func (s *Slots) setLimitLocked(n int) {
+	for c := range classes {
+		s.open[c].Store(int64(n) - s.closed[c])
+	}
+	s.grantLocked()
 }
 
 // Acquire takes a slot for one call, waiting if need be. On [Admitted] the
@@ -136,7 +167,7 @@ func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 	// newcomer goes through mu: no queue jumping. Without reserves, the
 	// class matters only in the queue, so the fast path does not read it.
 	c := classes - 1
-	if s.reserved {
+	if s.reserved.Load() {
 		c = class(ctx)
 	}
 	if s.queued.Load() == 0 && s.tryTake(c) {
@@ -151,7 +182,7 @@ func (s *Slots) tryTake(c int) bool {
 		// The limit is read again on each try: a SetLimit that lands while
 		// the swap retries applies to this acquire.
 		a := s.active.Load()
-		if a >= s.limit.Load()-s.closed[c] {
+		if a >= s.open[c].Load() {
 			return false
 		}
 		if s.active.CompareAndSwap(a, a+1) {
@@ -181,15 +212,16 @@ func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
 	// either that release sees queued > 0 and grants under mu, or we see its
 	// free slot here and grant it: to the oldest waiter, maybe not us.
 	s.grantLocked()
+	maxWait := s.maxWait
 	s.mu.Unlock()
-	return s.wait(ctx, w)
+	return s.wait(ctx, w, maxWait)
 }
 
-// wait blocks until w is handed a slot, ctx is done or MaxWait passes.
-func (s *Slots) wait(ctx context.Context, w *waiter) (Outcome, error) {
+// wait blocks until w is handed a slot, ctx is done or maxWait passes.
+func (s *Slots) wait(ctx context.Context, w *waiter, maxWait time.Duration) (Outcome, error) {
 	var expired <-chan time.Time
-	if s.maxWait > 0 {
-		t := time.NewTimer(s.maxWait)
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
 		defer t.Stop()
 		expired = t.C
 	}
@@ -337,7 +369,7 @@ func (s *Slots) Release() {
 // class may take no slot the highest class waiting may not. s.mu must be
 // held.
 func (s *Slots) handOffLocked() {
-	if c := s.top(); c >= 0 && s.active.Load() <= s.limit.Load()-s.closed[c] {
+	if c := s.top(); c >= 0 && s.active.Load() <= s.open[c].Load() {
 		s.wake(s.waiters[c].head)
 		return
 	}

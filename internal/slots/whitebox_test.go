@@ -139,7 +139,7 @@ func TestGiveUpRace(t *testing.T) {
 			b.Acquire(context.Background())
 			w := enqueue(b)
 			b.Release()
-			if o, err := b.wait(ctx, w); o != CtxDone || err != context.Canceled {
+			if o, err := b.wait(ctx, w, b.maxWait); o != CtxDone || err != context.Canceled {
 				t.Fatalf("wait = %v, %v; want CtxDone, context.Canceled", o, err)
 			}
 			checkCounts(t, b, 0, 0)
