@@ -1,10 +1,12 @@
 package watertight
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/watertight/watertight/compose"
@@ -73,7 +75,10 @@ type Client struct {
 	// body has been read to its end or closed.
 	Pipeline *Pipeline
 
-	base http.RoundTripper
+	base  http.RoundTripper
+	tr    *httppolicy.Transport
+	mu    sync.Mutex // serialises Update
+	pools []*pool    // the pools NewHTTPClient built: one, or one per endpoint
 }
 
 // routed returns cfg with a Route of h's endpoints, or cfg if h has none.
@@ -99,16 +104,16 @@ func routed(cfg Config, h HTTPOptions) (Config, error) {
 }
 
 // endpoints returns the httppolicy.Endpoints of p's router for h, each
-// over h.Base or a pool of its own.
-func endpoints(p *Pipeline, h HTTPOptions) (*httppolicy.Endpoints, error) {
+// over h.Base or a pool of its own, and those pools.
+func endpoints(p *Pipeline, h HTTPOptions) (*httppolicy.Endpoints, []*pool, error) {
 	r := p.Router()
 	eps := make([]httppolicy.Endpoint, len(h.Endpoints))
+	var pools []*pool
 	for i, e := range r.Endpoints() {
 		base := h.Base
-		if base == nil && e.MaxConcurrent > 0 {
-			base = httppolicy.NewDependencyTransport(e.MaxConcurrent)
-		} else if base == nil {
-			base = dependencyTransport(p)
+		if base == nil {
+			pl := newPool(cmp.Or(e.MaxConcurrent, poolCap(p)))
+			base, pools = pl, append(pools, pl)
 		}
 		rl, _ := e.RateLimit.(*ratelimit.Limiter)
 		eps[i] = httppolicy.Endpoint{Name: e.Name, BaseURL: h.Endpoints[i].BaseURL, Header: h.Endpoints[i].Header,
@@ -116,9 +121,9 @@ func endpoints(p *Pipeline, h HTTPOptions) (*httppolicy.Endpoints, error) {
 	}
 	out, err := httppolicy.NewEndpoints(r, eps)
 	if err != nil {
-		return nil, fmt.Errorf("watertight: HTTPOptions.%s", strings.TrimPrefix(err.Error(), "httppolicy: "))
+		return nil, nil, fmt.Errorf("watertight: HTTPOptions.%s", strings.TrimPrefix(err.Error(), "httppolicy: "))
 	}
-	return out, nil
+	return out, pools, nil
 }
 
 // NewHTTPClient builds the pipeline named name from cfg, as [New] does, and
@@ -155,17 +160,19 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 	}
 	base := h.Base
 	signals := httppolicy.LimiterSignals(p.RateLimit())
+	var pools []*pool
 	if len(h.Endpoints) > 0 {
-		eps, err := endpoints(p, h)
+		eps, ps, err := endpoints(p, h)
 		if err != nil {
 			p.Close()
 			return nil, err
 		}
-		base, signals = eps, eps
+		base, signals, pools = eps, eps, ps
 	} else if base == nil {
-		base = dependencyTransport(p)
+		pl := newPool(poolCap(p))
+		base, pools = pl, []*pool{pl}
 	}
-	var rt http.RoundTripper = &httppolicy.Transport{
+	tr := &httppolicy.Transport{
 		Base:              base,
 		Policy:            p,
 		IsFailure:         h.IsFailure,
@@ -179,6 +186,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		MeterProvider:     pipeopt.Apply(opts).MeterProvider,
 		Signals:           signals,
 	}
+	var rt http.RoundTripper = tr
 	if h.Hedge != nil {
 		rt = &httppolicy.Hedging{Base: rt, Hedge: h.Hedge, IsFailure: h.IsFailure}
 	}
@@ -188,7 +196,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		// send it to another: the caller gets the 3xx.
 		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
-	return &Client{Client: hc, Pipeline: p, base: base}, nil
+	return &Client{Client: hc, Pipeline: p, base: base, tr: tr, pools: pools}, nil
 }
 
 // Close closes the client's idle connections and its Pipeline. It is safe
@@ -202,18 +210,4 @@ func (c *Client) Close() error {
 		b.CloseIdleConnections()
 	}
 	return c.Pipeline.Close()
-}
-
-// dependencyTransport returns a connection pool sized to p's bulkhead or
-// adaptive limit.
-func dependencyTransport(p *Pipeline) *http.Transport {
-	switch bh, l := p.Bulkhead(), p.Limiter(); {
-	case bh != nil:
-		return httppolicy.NewDependencyTransport(bh.Limit())
-	case l != nil:
-		return httppolicy.NewDependencyTransport(l.MaxLimit())
-	}
-	base := httppolicy.NewDependencyTransport(1) // http.DefaultTransport's caps
-	base.MaxConnsPerHost, base.MaxIdleConnsPerHost = 0, 0
-	return base
 }

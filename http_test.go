@@ -162,7 +162,7 @@ func TestHTTPClientAdaptiveSizing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	base := c.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
+	base := watertight.PoolOf(c, 0)
 	if base.MaxConnsPerHost != 7 || c.Pipeline.Limiter() == nil {
 		t.Errorf("MaxConnsPerHost = %d, Limiter %v; want 7 and the limiter", base.MaxConnsPerHost, c.Pipeline.Limiter())
 	}
@@ -178,7 +178,7 @@ func TestHTTPClientAdaptiveSizing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	base = c2.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport)
+	base = watertight.PoolOf(c2, 0)
 	if base.MaxConnsPerHost != 9 || c2.Pipeline.Limiter() != l {
 		t.Errorf("Use.Bulkhead limiter: MaxConnsPerHost = %d; want its MaxLimit 9", base.MaxConnsPerHost)
 	}
@@ -283,7 +283,7 @@ func TestHTTPClientHedgesWithHTTPOptionsHedge(t *testing.T) {
 	}
 	defer c.Close()
 	hg := c.Client.Transport.(*httppolicy.Hedging)
-	if base := hg.Base.(*httppolicy.Transport).Base.(*http.Transport); base.MaxConnsPerHost != 2 || hg.Hedge != h {
+	if base := watertight.PoolOf(c, 0); base.MaxConnsPerHost != 2 || hg.Hedge != h {
 		t.Fatalf("MaxConnsPerHost = %d, want the Limit, 2", base.MaxConnsPerHost)
 	}
 	resp, err := c.Get(srv.URL)

@@ -57,8 +57,16 @@ type Config struct {
 	Route *route.Config
 
 	// Use takes ready policies, slot by slot. A slot may be set here or by
-	// its section, not both. The Pipeline's Close does not close them.
+	// its section, not both. The Pipeline's Close does not close them, and
+	// its Update leaves them as they are.
 	Use compose.Policies
+
+	// OnUpdate, if not nil, is called after each [Pipeline.Update] that
+	// changed a setting, with the pipeline's name and what changed, on
+	// the goroutine of the Update and under its lock: updates are told in
+	// the order they were applied. An Update keeps the OnUpdate New was
+	// given.
+	OnUpdate func(pipeline string, changes []Change)
 }
 
 // Pipeline is the pipeline [New] builds: a compose.Pipeline, and the
@@ -69,6 +77,11 @@ type Pipeline struct {
 
 	pols  compose.Policies
 	owned []io.Closer // what New built and Close closes
+	// endpoints holds, per endpoint of the Route, the RateLimit, Breaker
+	// and Attempt New built from the sections (nil where the endpoint
+	// held its own), which Update updates.
+	endpoints [][3]policy.Policy
+	updates   updates
 }
 
 // New builds the pipeline named name, which must not be empty, from cfg.
@@ -119,6 +132,7 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		return nil, fmt.Errorf("watertight: %w", err)
 	}
 	p.pipe = cp
+	p.updates.init(name, cfg, mp)
 	return p, nil
 }
 
@@ -188,13 +202,14 @@ func (p *Pipeline) Close() error {
 }
 
 // section is one section of a Config: its name, the compose.Policies
-// slot it fills, and how it builds its policy. sections is the one table
-// of them: checkSlots and build read it.
+// slot it fills, and how it builds its policy and updates it. sections is
+// the one table of them: checkSlots, build and Update read it.
 type section struct {
 	name, slot string
 	set        bool
 	dst        *policy.Policy // the slot in the Policies built
 	build      func() (policy.Policy, error)
+	update     func(policy.Policy) error
 }
 
 // sections returns cfg's sections in slot order, to fill pols, named and
@@ -205,45 +220,52 @@ func sections(cfg Config, name string, mp metric.MeterProvider, pols *compose.Po
 		*m = cmp.Or(*m, mp)
 	}
 	return []section{
-		{"Bulkhead", "Bulkhead", cfg.Bulkhead != nil, &pols.Bulkhead, func() (policy.Policy, error) {
-			c := *cfg.Bulkhead
+		newSection("Bulkhead", "Bulkhead", cfg.Bulkhead, &pols.Bulkhead, bulkhead.New, func(c *bulkhead.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
-			return built(bulkhead.New(c))
-		}},
-		{"Adaptive", "Bulkhead", cfg.Adaptive != nil, &pols.Bulkhead, func() (policy.Policy, error) {
-			c := *cfg.Adaptive
+		}),
+		newSection("Adaptive", "Bulkhead", cfg.Adaptive, &pols.Bulkhead, adaptive.New, func(c *adaptive.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
-			return built(adaptive.New(c))
-		}},
-		{"Deadline", "Deadline", cfg.Deadline != nil, &pols.Deadline, func() (policy.Policy, error) {
-			c := *cfg.Deadline
+		}),
+		newSection("Deadline", "Deadline", cfg.Deadline, &pols.Deadline, deadline.New, func(c *deadline.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
-			return built(deadline.New(c))
-		}},
-		{"Retry", "Retry", cfg.Retry != nil, &pols.Retry, func() (policy.Policy, error) {
-			c := *cfg.Retry
+		}),
+		newSection("Retry", "Retry", cfg.Retry, &pols.Retry, retry.New, func(c *retry.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
-			return built(retry.New(c))
-		}},
-		{"RateLimit", "RateLimit", cfg.RateLimit != nil, &pols.RateLimit, func() (policy.Policy, error) {
-			c := *cfg.RateLimit
+		}),
+		newSection("RateLimit", "RateLimit", cfg.RateLimit, &pols.RateLimit, ratelimit.New, func(c *ratelimit.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
 			if c.MaxWait == 0 && cfg.Retry != nil {
 				c.MaxWait = cmp.Or(cfg.Retry.MaxInterval, 10*time.Second)
 			}
-			return built(ratelimit.New(c))
-		}},
-		{"Breaker", "Breaker", cfg.Breaker != nil, &pols.Breaker, func() (policy.Policy, error) {
-			c := *cfg.Breaker
+		}),
+		newSection("Breaker", "Breaker", cfg.Breaker, &pols.Breaker, breaker.New, func(c *breaker.Config) {
 			fill(&c.Name, &c.MeterProvider, "")
-			return built(breaker.New(c))
-		}},
-		{"Attempt", "Attempt", cfg.Attempt != nil, &pols.Attempt, func() (policy.Policy, error) {
-			c := *cfg.Attempt
+		}),
+		newSection("Attempt", "Attempt", cfg.Attempt, &pols.Attempt, deadline.New, func(c *deadline.Config) {
 			fill(&c.Name, &c.MeterProvider, ".attempt")
-			return built(deadline.New(c))
-		}},
+		}),
 	}
+}
+
+// newSection returns the section name of slot, set if c is not nil, whose
+// policy newPolicy builds from c as fill completes it, and whose update
+// gives that policy the same Config.
+func newSection[C any, P policy.Policy](name, slot string, c *C, dst *policy.Policy, newPolicy func(C) (P, error), fill func(*C)) section {
+	s := section{name: name, slot: slot, set: c != nil, dst: dst}
+	if c == nil {
+		return s
+	}
+	in := *c
+	fill(&in)
+	s.build = func() (policy.Policy, error) { return built(newPolicy(in)) }
+	s.update = func(p policy.Policy) error {
+		u, ok := p.(interface{ Update(C) error })
+		if !ok {
+			return fmt.Errorf("watertight: %s: a %T cannot be updated", name, p)
+		}
+		return u.Update(in)
+	}
+	return s
 }
 
 // built returns p as a policy.Policy, or nil on error: a typed nil would
@@ -325,6 +347,7 @@ func (p *Pipeline) buildRoute(cfg Config, name string, mp metric.MeterProvider) 
 		if err := p.build(secs); err != nil {
 			return nil, err // checked above: only the name differs
 		}
+		p.endpoints = append(p.endpoints, [3]policy.Policy{own.RateLimit, own.Breaker, own.Attempt})
 		ep.RateLimit = cmp.Or(ep.RateLimit, own.RateLimit)
 		ep.Breaker = cmp.Or(ep.Breaker, own.Breaker)
 		ep.Attempt = cmp.Or(ep.Attempt, own.Attempt)

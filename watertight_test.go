@@ -260,7 +260,7 @@ func TestNewHTTPClient(t *testing.T) {
 	if !isHT {
 		t.Fatalf("Transport is %T", c.Client.Transport)
 	}
-	base, _ := tr.Base.(*http.Transport)
+	base := watertight.PoolOf(c, 0)
 	if base == nil || base.MaxConnsPerHost != 3 || base.MaxIdleConnsPerHost != 3 {
 		t.Errorf("Base = %#v; want a transport capped at the bulkhead's 3", tr.Base)
 	}
@@ -277,7 +277,7 @@ func TestNewHTTPClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if b := d.Client.Transport.(*httppolicy.Transport).Base.(*http.Transport); b.MaxConnsPerHost != 0 {
+	if b := watertight.PoolOf(d, 0); b.MaxConnsPerHost != 0 {
 		t.Errorf("MaxConnsPerHost = %d without a bulkhead; want 0 (no cap)", b.MaxConnsPerHost)
 	}
 

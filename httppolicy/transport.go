@@ -91,8 +91,23 @@ type Transport struct {
 	// the global MeterProvider.
 	MeterProvider metric.MeterProvider
 
-	tel  atomic.Pointer[streamTelemetry]
-	wrap atomic.Pointer[compose.Pipeline] // around a Policy that is no pipeline
+	tel      atomic.Pointer[streamTelemetry]
+	wrap     atomic.Pointer[compose.Pipeline] // around a Policy that is no pipeline
+	timeouts atomic.Pointer[streamTimeouts]   // set by SetStreamTimeouts
+}
+
+// SetStreamTimeouts changes the stream timeouts, FirstByteTimeout and
+// IdleTimeout, for the requests that start after it, while requests run:
+// a request keeps the timeouts it started with. The fields keep their
+// values; the Transport uses these in their place from now on. A
+// negative timeout is refused with an error, and changes nothing.
+// SetStreamTimeouts is safe for concurrent use.
+func (t *Transport) SetStreamTimeouts(firstByte, idle time.Duration) error {
+	if err := errors.Join(negative("SetStreamTimeouts: firstByte", firstByte), negative("SetStreamTimeouts: idle", idle)); err != nil {
+		return err
+	}
+	t.timeouts.Store(&streamTimeouts{firstByte, idle})
+	return nil
 }
 
 // pipeline returns t.Policy if it can hand a call over; else a pipeline
@@ -144,6 +159,9 @@ func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
 		negative("Transport.IdleTimeout", t.IdleTimeout), t.StreamEnd.check())
 	v, ok := ctx.Value(streamTimeoutsKey{}).(streamTimeouts)
 	if !ok {
+		if set := t.timeouts.Load(); set != nil {
+			return *set, err
+		}
 		return streamTimeouts{t.FirstByteTimeout, t.IdleTimeout}, err
 	}
 	return v, errors.Join(err, negative("WithStreamTimeouts: firstByte", v.firstByte),

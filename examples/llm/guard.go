@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/watertight/watertight"
@@ -112,28 +110,19 @@ func NewGuard(name string, l Limits) (*watertight.Client, error) {
 	if l.AttemptTimeout > 0 {
 		cfg.Attempt = &deadline.Config{Timeout: l.AttemptTimeout}
 	}
-	c, err := watertight.NewHTTPClient(name, cfg, watertight.HTTPOptions{
+	h := watertight.HTTPOptions{
 		FirstByteTimeout: l.FirstByte,
 		IdleTimeout:      l.Idle,
 		StreamEnd:        l.StreamEnd,
-	})
-	if err != nil || l.Dial == nil {
-		return c, err
 	}
-	// The client's transport is an httppolicy.Transport over an
-	// *http.Transport of its own (see watertight.NewHTTPClient): set its
-	// dialer before the first request.
-	tr, ok := c.Transport.(*httppolicy.Transport)
-	var base *http.Transport
-	if ok {
-		base, ok = tr.Base.(*http.Transport)
+	if l.Dial != nil && l.Slots >= 1 {
+		// A pool of our own, capped at the bulkhead's limit as
+		// NewHTTPClient's would be, with the dialer set before any request.
+		base := httppolicy.NewDependencyTransport(l.Slots)
+		base.DialContext = l.Dial
+		h.Base = base
 	}
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("llm: Limits.Dial: the client's transport is a %T, not an httppolicy.Transport over an *http.Transport", c.Transport)
-	}
-	base.DialContext = l.Dial
-	return c, nil
+	return watertight.NewHTTPClient(name, cfg, h)
 }
 
 // Chat is the little the demo and the tests ask of each provider's client:

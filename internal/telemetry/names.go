@@ -23,6 +23,7 @@ const (
 	KeyRetryReason = attribute.Key("watertight.retry.reason") // why a retry gave up
 	KeyError       = attribute.Key("error.type")
 	KeyEndpoint    = attribute.Key("watertight.route.endpoint")
+	KeyResult      = attribute.Key("watertight.update.result") // "applied" or "refused"
 )
 
 // Rejection reasons of the policies that admit calls through package slots.
@@ -65,4 +66,5 @@ const (
 	MetricEjections    = "watertight.route.ejections"
 	MetricReturns      = "watertight.route.returns"
 	MetricRouteLoad    = "watertight.route.load"
+	MetricUpdates      = "watertight.config.updates"
 )
