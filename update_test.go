@@ -1,0 +1,204 @@
+package watertight_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/watertight/watertight"
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
+	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/httppolicy"
+)
+
+func mustPipeline(t *testing.T, cfg watertight.Config, opts ...compose.Option) *watertight.Pipeline {
+	t.Helper()
+	p, err := watertight.New("chat", cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestPipelineUpdateInPlace checks that an update changes the policies New
+// built in place, and that Config returns what was given.
+func TestPipelineUpdateInPlace(t *testing.T) {
+	p := mustPipeline(t, watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10},
+		Deadline: &deadline.Config{Timeout: 5 * time.Second},
+		Attempt:  &deadline.Config{Timeout: 2 * time.Second},
+	})
+	b := p.Bulkhead()
+	if err := p.Update(watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 3, MaxQueue: 2},
+		Deadline: &deadline.Config{Timeout: 4 * time.Second},
+		Attempt:  &deadline.Config{Timeout: time.Second},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Bulkhead() != b || b.Limit() != 3 || b.Config().MaxQueue != 2 {
+		t.Errorf("bulkhead %p (was %p), Limit %d, Config %+v; want the same bulkhead, limit 3, queue 2", p.Bulkhead(), b, b.Limit(), b.Config())
+	}
+	if b.Config().Name != "chat" {
+		t.Errorf("bulkhead Name %q; want chat, as New named it", b.Config().Name)
+	}
+	got := p.Config()
+	if got.Bulkhead.Limit != 3 || got.Deadline.Timeout != 4*time.Second || got.Attempt.Timeout != time.Second || got.Bulkhead.Name != "" {
+		t.Errorf("Config %+v %+v %+v; want the update as given", *got.Bulkhead, *got.Deadline, *got.Attempt)
+	}
+	got.Bulkhead.Limit = 99 // a copy
+	if p.Config().Bulkhead.Limit != 3 {
+		t.Error("changing the Config returned changed the Config in force")
+	}
+}
+
+// TestPipelineUpdateRefusals checks that an update New would refuse, or
+// one that adds, removes or swaps a section, changes nothing and names
+// the section.
+func TestPipelineUpdateRefusals(t *testing.T) {
+	in := watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10},
+		Deadline: &deadline.Config{Timeout: 5 * time.Second},
+		Attempt:  &deadline.Config{Timeout: 2 * time.Second},
+	}
+	p := mustPipeline(t, in)
+	with := func(f func(*watertight.Config)) watertight.Config {
+		c := watertight.Config{Bulkhead: &bulkhead.Config{Limit: 4}, Deadline: &deadline.Config{Timeout: 5 * time.Second},
+			Attempt: &deadline.Config{Timeout: 2 * time.Second}}
+		f(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  watertight.Config
+		want string
+	}{
+		{"invalid section", with(func(c *watertight.Config) { c.Bulkhead.Limit = 0 }), "watertight: Bulkhead: Config.Limit must be >= 1, got 0"},
+		{"invalid with a valid change", with(func(c *watertight.Config) { c.Deadline.Timeout = -1 }), "watertight: Deadline: Config.Timeout must be > 0"},
+		{"attempt longer than deadline", with(func(c *watertight.Config) { c.Attempt.Timeout = 6 * time.Second }), "Attempt: Timeout 6s is longer than the Deadline's Timeout 5s"},
+		{"removed", with(func(c *watertight.Config) { c.Deadline = nil; c.Attempt = nil }), "Deadline: the pipeline has a Deadline section, and a section cannot be removed"},
+		{"added", with(func(c *watertight.Config) { c.Breaker = &breaker.Config{} }), "Breaker: the pipeline has no Breaker section, and a section cannot be added"},
+		{"swapped", with(func(c *watertight.Config) { c.Bulkhead = nil; c.Adaptive = &adaptive.Config{} }), "Bulkhead: the pipeline has a Bulkhead section"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.Update(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Update = %v; want an error containing %q", err, tc.want)
+			}
+			if p.Bulkhead().Limit() != 10 || p.Config().Bulkhead.Limit != 10 || p.Config().Deadline.Timeout != 5*time.Second {
+				t.Errorf("after a refused update: limit %d, Config %+v; want the Config in force unchanged", p.Bulkhead().Limit(), *p.Config().Bulkhead)
+			}
+		})
+	}
+	_, want := watertight.New("chat", with(func(c *watertight.Config) { c.Bulkhead.Limit = 0 }))
+	if err := p.Update(with(func(c *watertight.Config) { c.Bulkhead.Limit = 0 })); err.Error() != want.Error() {
+		t.Errorf("Update error %q; want New's %q", err, want)
+	}
+}
+
+// TestPipelineUpdateCounted checks watertight.config.updates by result.
+func TestPipelineUpdateCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	p := mustPipeline(t, watertight.Config{Bulkhead: &bulkhead.Config{Limit: 2}}, compose.WithMeterProvider(mp))
+	for _, limit := range []int{3, 0, 4, -1, 5} {
+		_ = p.Update(watertight.Config{Bulkhead: &bulkhead.Config{Limit: limit}})
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "watertight.config.updates" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				r, _ := dp.Attributes.Value("watertight.update.result")
+				pl, _ := dp.Attributes.Value("watertight.pipeline.name")
+				got[pl.AsString()+"/"+r.AsString()] += dp.Value
+			}
+		}
+	}
+	if got["chat/applied"] != 3 || got["chat/refused"] != 2 {
+		t.Errorf("watertight.config.updates = %v; want chat/applied 3, chat/refused 2", got)
+	}
+}
+
+// TestClientUpdateResizesPool checks that the client's connection pool
+// follows the bulkhead's limit, and is kept while it does not change.
+func TestClientUpdateResizesPool(t *testing.T) {
+	c, err := watertight.NewHTTPClient("api", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first := watertight.PoolOf(c, 0)
+	if err := c.Update(watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3, MaxQueue: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if watertight.PoolOf(c, 0) != first {
+		t.Error("the pool was replaced though its cap did not change")
+	}
+	if err := c.Update(watertight.Config{Bulkhead: &bulkhead.Config{Limit: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := watertight.PoolOf(c, 0); got == first || got.MaxConnsPerHost != 5 || got.MaxIdleConnsPerHost != 5 {
+		t.Errorf("after Limit 5: MaxConnsPerHost %d; want a new pool capped at 5", got.MaxConnsPerHost)
+	}
+	if err := c.Update(watertight.Config{Bulkhead: &bulkhead.Config{Limit: 0}}); err == nil || watertight.PoolOf(c, 0).MaxConnsPerHost != 5 {
+		t.Errorf("an invalid update: %v; want an error and the pool kept", err)
+	}
+}
+
+// TestClientSetStreamTimeouts checks that new stream timeouts apply to the
+// next request, and that a negative one is refused.
+func TestClientSetStreamTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select { // headers, then nothing
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := watertight.NewHTTPClient("llm", watertight.Config{}, watertight.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetStreamTimeouts(-1, 0); err == nil {
+		t.Error("a negative first-byte timeout was accepted")
+	}
+	if err := c.SetStreamTimeouts(50*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A bound of its own, so that without the timeout the test fails
+	// instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, httppolicy.ErrFirstByteTimeout) {
+		t.Errorf("headers then nothing: %v; want the first-byte timeout set at run time", err)
+	}
+}
