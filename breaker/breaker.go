@@ -34,11 +34,12 @@ type machine struct {
 // Breaker is a circuit breaker. Build one with [New]; the zero value is not
 // usable. A Breaker is safe for concurrent use.
 type Breaker struct {
-	settings    gobreaker.Settings
-	openTimeout time.Duration
-	isFailure   func(error) bool
-	throttled   bool       // IsFailure is the default: exclude a throttled error
-	slow        *slowWatch // nil without a slow rule
+	rules     atomic.Pointer[rules]       // the settings in force; written under update
+	update    sync.Mutex                  // serialises Update; calls never take it
+	trip      func(gobreaker.Counts) bool // every closed machine's ReadyToTrip: the rules in force
+	isFailure func(error) bool
+	throttled bool       // IsFailure is the default: exclude a throttled error
+	slow      *slowWatch // nil without a slow rule
 
 	cb     atomic.Pointer[machine] // the current machine; written under mu
 	forced atomic.Bool             // ForceOpen until Reset; written under mu
@@ -64,7 +65,7 @@ type transition struct{ from, to State }
 // New returns a Breaker configured by cfg, or an error naming the first
 // invalid field of cfg. Call [Breaker.Close] when done with it.
 func New(cfg Config) (*Breaker, error) {
-	st, err := cfg.settings()
+	r, err := newRules(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +76,6 @@ func New(cfg Config) (*Breaker, error) {
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	rej := telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}
 	b := &Breaker{
-		settings:      st,
-		openTimeout:   cmp.Or(cfg.OpenTimeout, DefaultOpenTimeout),
 		isFailure:     isFailure,
 		throttled:     cfg.IsFailure == nil,
 		rejOpen:       rej.New(ReasonOpen, ErrOpen),
@@ -84,6 +83,8 @@ func New(cfg Config) (*Breaker, error) {
 		onStateChange: cfg.OnStateChange,
 		tel:           newRecorder(in, cfg.Name),
 	}
+	b.rules.Store(r)
+	b.trip = func(c gobreaker.Counts) bool { return b.rules.Load().st.ReadyToTrip(c) }
 	if cfg.SlowCallRatio > 0 {
 		b.slow = &slowWatch{b: b, d: cfg.SlowCallDuration, ratio: cfg.SlowCallRatio,
 			min: cmp.Or(cfg.SlowCallMinCalls, DefaultMinRequests), base: time.Now(), head: 1}
@@ -98,12 +99,14 @@ func New(cfg Config) (*Breaker, error) {
 // open (the caller sets until).
 func (b *Breaker) newMachine(open, held bool) *machine {
 	m := &machine{open: open, held: held}
+	// The window and the probes are fixed per machine; the trip rules are
+	// read when gobreaker judges a failure, so an Update applies them at once.
+	st := b.rules.Load().st
 	if b.slow != nil && !open {
-		st := b.settings
 		m.slow = newSlowCounts(time.Since(b.slow.base), st.BucketPeriod, int(st.Interval/st.BucketPeriod))
 	}
-	st := b.settings
 	st.OnStateChange = func(_ string, _, to gobreaker.State) { b.changed(m, State(to)) }
+	st.ReadyToTrip = b.trip
 	if open {
 		st.ReadyToTrip = func(gobreaker.Counts) bool { return true }
 	}
@@ -127,7 +130,7 @@ func (b *Breaker) changed(m *machine, to State) {
 	case Open:
 		next = b.newMachine(true, m.held || b.gate.Load() != nil)
 		now := time.Now().UnixNano()
-		until := now + int64(b.openTimeout)
+		until := now + int64(b.rules.Load().openTimeout)
 		if until < now {
 			until = math.MaxInt64
 		}

@@ -72,6 +72,19 @@
 // Breaker with a slow rule in one bubble: its clock starts when it is
 // built, and its timer belongs to the bubble of its first call.
 //
+// # Changing settings
+//
+// [Breaker.Update] changes the settings of a running breaker. Its state,
+// its counts and an open period under way survive it, and calls in flight
+// run on. The trip rules apply at once: the next failure, or the slow
+// rule's next judgment, is judged by them on the counts so far; the
+// update does not judge them itself. OpenTimeout applies from the next
+// opening. Window and HalfOpenRequests are fixed per period (gobreaker
+// fixes them per state machine): they apply from the next period, or at
+// once after [Breaker.Reset]. SlowCallDuration applies at once, to the
+// calls being timed too. The slow rule cannot be turned on or off: build
+// a new Breaker for that. [Breaker.Config] returns the Config in force.
+//
 // # Telemetry
 //
 // Attributes watertight.policy.kind = "breaker" and watertight.policy.name =

@@ -86,3 +86,31 @@ func ExampleConfig_ratio() {
 	// Output:
 	// open
 }
+
+// Update lowers the trip rule of a running breaker; the failures already
+// counted stay, so the next failure trips it.
+func ExampleBreaker_Update() {
+	b, _ := breaker.New(breaker.Config{Name: "llm", ConsecutiveFailures: 5})
+	defer b.Close()
+	ctx := context.Background()
+	upstream := func(context.Context) error { return errors.New("upstream: 503") }
+	for range 2 {
+		b.Execute(ctx, upstream)
+	}
+
+	cfg := b.Config()
+	cfg.ConsecutiveFailures = 3
+	if err := b.Update(cfg); err != nil {
+		panic(err)
+	}
+	fmt.Println(b.State(), b.Counts().ConsecutiveFailures)
+	b.Execute(ctx, upstream)
+	fmt.Println(b.State())
+
+	cfg.OpenTimeout = -1
+	fmt.Println(b.Update(cfg))
+	// Output:
+	// closed 2
+	// open
+	// breaker: Config.OpenTimeout must be >= 0, got -1ns
+}
