@@ -77,6 +77,22 @@
 //	anything else                            what the endpoint's policies and    watertight.route.picks{endpoint}
 //	                                         fn return
 //
+// # Changing settings
+//
+// [Router.Update] changes the settings of a running Router, and
+// [Router.Config] reads them. The endpoints are fixed at New, with their
+// RateLimit, Breaker and Attempt policies (each has its own Update); an
+// update changes their Weight and MaxConcurrent, Decay, OutlierFactor,
+// MaxEjectedShare and ProbeInterval. The new settings hold for the picks
+// after it. An attempt already picked ends under the settings of its
+// pick, and none is cut short: an endpoint over a lowered MaxConcurrent
+// takes no new attempt until its attempts in flight drop below it.
+// Latency estimates, calls in flight and the endpoints out carry over: an
+// ejected endpoint comes back by its probe, judged by the new
+// OutlierFactor, however the settings changed; a probe already due at a
+// time keeps it. A returned endpoint's weight goes on rising to the new
+// Weight, over the new Decay.
+//
 // # Telemetry
 //
 // Counters watertight.route.picks (attempts sent), watertight.route.ejections

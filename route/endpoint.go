@@ -12,9 +12,7 @@ import (
 // endpoint is the live state of one Endpoint. The pick reads only its
 // atomics; a call's start and end take its mutex once each.
 type endpoint struct {
-	Endpoint
-	picked Picked // what the attempts sent to it carry
-	weight float64
+	picked Picked               // what the attempts sent to it carry
 	held   func() time.Duration // the RateLimit's hold, if it has one
 
 	pending atomic.Int64 // calls in flight
@@ -34,21 +32,21 @@ type endpoint struct {
 }
 
 // load is e's load score at now: its latency estimate times its calls in
-// flight and the one to come, over its weight (as it ramps up over ramp
+// flight and the one to come, over its weight w (as it ramps up over ramp
 // after a return).
-func (e *endpoint) load(now, ramp int64, prune bool) float64 {
-	return float64(e.costAt(now, prune)) * float64(e.pending.Load()+1) / e.weightAt(now, ramp)
+func (e *endpoint) load(now int64, w float64, ramp int64, prune bool) float64 {
+	return float64(e.costAt(now, prune)) * float64(e.pending.Load()+1) / e.weightAt(now, w, ramp)
 }
 
-// weightAt is e's weight at now: from a tenth of it when it came back to
-// all of it ramp later, so that the calls an endpoint that comes back
+// weightAt is e's weight w at now: from a tenth of it when it came back
+// to all of it ramp later, so that the calls an endpoint that comes back
 // takes rise gradually, not in a herd.
-func (e *endpoint) weightAt(now, ramp int64) float64 {
+func (e *endpoint) weightAt(now int64, w float64, ramp int64) float64 {
 	b := e.back.Load()
 	if b == 0 || now-b >= ramp {
-		return e.weight
+		return w
 	}
-	return e.weight * max(0.1, float64(now-b)/float64(ramp))
+	return w * max(0.1, float64(now-b)/float64(ramp))
 }
 
 // costAt is e's latency estimate at now: the peak EWMA of its latencies,

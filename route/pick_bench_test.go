@@ -38,7 +38,7 @@ func BenchmarkPick(b *testing.B) {
 	b.Run("op=choose8", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			r.choose(r.now(), 0, 0)
+			r.choose(r.set.Load(), r.now(), 0, 0)
 		}
 	})
 	b.Run("op=attempt8", func(b *testing.B) {

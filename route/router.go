@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,15 +35,12 @@ const maxEffort = 5
 // [New] and put it in a pipeline's Route slot. It is safe for concurrent
 // use. The zero value is not usable.
 type Router struct {
-	name       string
-	eps        []endpoint
-	epoch      time.Time
-	decay      float64 // ns
-	ramp       int64   // Decay, in ns: a returned endpoint's ramp
-	factor     float64 // < 0: no ejection
-	maxEjected int32
-	ejected    atomic.Int32
-	probeEvery int64
+	name    string
+	eps     []endpoint
+	epoch   time.Time
+	set     atomic.Pointer[settings] // replaced whole by Update
+	mu      sync.Mutex               // serialises Update; no call takes it
+	ejected atomic.Int32
 
 	unavailable *telemetry.Rejection
 	rec         recorder
@@ -51,27 +50,19 @@ type Router struct {
 // New returns a Router configured by cfg, or an error naming the first
 // invalid field.
 func New(cfg Config) (*Router, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg.Endpoints = slices.Clone(cfg.Endpoints)
+	if err := cfg.withDefaults().validate(); err != nil {
 		return nil, err
 	}
-	n := len(cfg.Endpoints)
 	r := &Router{
-		name:       cfg.Name,
-		eps:        make([]endpoint, n),
-		epoch:      time.Now(),
-		decay:      float64(cfg.Decay),
-		ramp:       int64(cfg.Decay),
-		factor:     cfg.OutlierFactor,
-		maxEjected: int32(min(max(int(cfg.MaxEjectedShare*float64(n)), 1), n-1)),
-		probeEvery: int64(cfg.ProbeInterval),
+		name:  cfg.Name,
+		eps:   make([]endpoint, len(cfg.Endpoints)),
+		epoch: time.Now(),
 	}
+	r.set.Store(newSettings(cfg))
 	for i, ep := range cfg.Endpoints {
 		e := &r.eps[i]
-		e.Endpoint, e.picked, e.weight, e.calls = ep, Picked{Index: i, Name: ep.Name}, ep.Weight, newCalls()
-		if e.weight == 0 {
-			e.weight = 1
-		}
+		e.picked, e.calls = Picked{Index: i, Name: ep.Name}, newCalls()
 		if h, ok := ep.RateLimit.(interface{ Held() time.Duration }); ok {
 			e.held = h.Held
 		}
@@ -85,14 +76,8 @@ func New(cfg Config) (*Router, error) {
 // Name returns Config.Name.
 func (r *Router) Name() string { return r.name }
 
-// Endpoints returns a copy of Config.Endpoints.
-func (r *Router) Endpoints() []Endpoint {
-	out := make([]Endpoint, len(r.eps))
-	for i := range r.eps {
-		out[i] = r.eps[i].Endpoint
-	}
-	return out
-}
+// Endpoints returns a copy of Config.Endpoints, as [Router.Config] does.
+func (r *Router) Endpoints() []Endpoint { return r.Config().Endpoints }
 
 // Close unregisters the router's observable instruments. It always
 // returns nil; the Router goes on working without them.
@@ -108,8 +93,9 @@ func (r *Router) now() int64 { return int64(time.Since(r.epoch)) + 1 }
 // Pick and its Permit are for running a Router by hand.
 type Permit struct {
 	r     *Router
+	s     *settings       // those in force at Pick
 	ctx   context.Context // Pick's, to tell the caller's end
-	s     *stage.Sample
+	smp   *stage.Sample
 	i, n  int32 // the endpoint, and the call in its list
 	probe bool
 }
@@ -126,18 +112,19 @@ func (p Permit) Index() int { return int(p.i) }
 func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Context, Permit, error) {
 	t := time.Now()
 	now := int64(t.Sub(r.epoch)) + 1
+	s := r.set.Load()
 	for {
-		i, probe := r.choose(now, tried, refused)
+		i, probe := r.choose(s, now, tried, refused)
 		if i < 0 {
 			return ctx, Permit{}, r.unavailable.Record(ctx)
 		}
 		e := &r.eps[i]
-		if e.MaxConcurrent > 0 && e.pending.Add(1) > int64(e.MaxConcurrent) {
+		if limit := s.eps[i].limit; limit > 0 && e.pending.Add(1) > limit {
 			e.pending.Add(-1)
 			refused |= 1 << i
-			r.endProbe(e, probe, false, now)
+			r.endProbe(s, e, probe, false, now)
 			continue
-		} else if e.MaxConcurrent == 0 {
+		} else if limit == 0 {
 			e.pending.Add(1)
 		}
 		if !probe && e.held != nil && len(r.eps) > 1 && e.out.Load() == 0 {
@@ -149,12 +136,12 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 				continue
 			}
 		}
-		actx, s := stage.BeginAt(ctx, nil, true, t, &e.picked)
-		p := Permit{r: r, ctx: ctx, s: s, i: int32(i), probe: probe}
+		actx, smp := stage.BeginAt(ctx, nil, true, t, &e.picked)
+		p := Permit{r: r, s: s, ctx: ctx, smp: smp, i: int32(i), probe: probe}
 		p.n = -1
 		if len(r.eps) > 1 {
 			// With one endpoint there is no choice, and no age to keep.
-			p.n = e.begin(now, s)
+			p.n = e.begin(now, smp)
 		}
 		r.rec.picked(actx, i)
 		return actx, p, nil
@@ -164,8 +151,9 @@ func (r *Router) Pick(ctx context.Context, tried, refused uint64) (context.Conte
 // Left reports whether an endpoint is in and not in refused (bit i for
 // endpoint i), so that Pick would return one.
 func (r *Router) Left(refused uint64) bool {
+	s := r.set.Load()
 	for i := range r.eps {
-		if r.ok(i, 0, refused, levelIn) {
+		if r.ok(s, i, 0, refused, levelIn) {
 			return true
 		}
 	}
@@ -185,25 +173,25 @@ func (p *Permit) Done(err error) error {
 	if p.r == nil {
 		return err
 	}
-	r, e := p.r, &p.r.eps[p.i]
+	r, s, e := p.r, p.s, &p.r.eps[p.i]
 	t := time.Now()
 	now := int64(t.Sub(r.epoch)) + 1
-	latency := float64(p.s.End(t))
+	latency := float64(p.smp.End(t))
 	switch {
 	case err == nil:
-		e.end(p.n, now, latency, true, r.decay)
+		e.end(p.n, now, latency, true, s.decay)
 		if e.out.Load() != 0 {
-			r.tryReturn(p.i, now, latency, p.probe)
+			r.tryReturn(s, p.i, now, latency, p.probe)
 		}
 	case errors.Is(err, policy.ErrRejected):
-		e.end(p.n, now, 0, false, r.decay)
+		e.end(p.n, now, 0, false, s.decay)
 	case errors.Is(err, context.Canceled) || p.ctx.Err() != nil && !policy.TimedOut(p.ctx):
-		e.end(p.n, now, latency, latency > float64(e.cost.Load()), r.decay)
+		e.end(p.n, now, latency, latency > float64(e.cost.Load()), s.decay)
 	default:
-		e.end(p.n, now, max(latency, 2*float64(e.cost.Load())), true, r.decay)
-		r.failed(e, now, err)
+		e.end(p.n, now, max(latency, 2*float64(e.cost.Load())), true, s.decay)
+		r.failed(s, e, now, err)
 	}
-	r.endProbe(e, p.probe, !errors.Is(err, policy.ErrRejected), now)
+	r.endProbe(s, e, p.probe, !errors.Is(err, policy.ErrRejected), now)
 	*p = Permit{}
 	return err
 }
@@ -214,21 +202,21 @@ func (p *Permit) Refused() {
 	if p.r == nil {
 		return
 	}
-	r, e := p.r, &p.r.eps[p.i]
-	p.s.End(time.Now())
+	r, s, e := p.r, p.s, &p.r.eps[p.i]
+	p.smp.End(time.Now())
 	now := r.now()
-	e.end(p.n, now, 0, false, r.decay)
-	laterOut(e, now+r.probeEvery)
-	r.endProbe(e, p.probe, false, now)
+	e.end(p.n, now, 0, false, s.decay)
+	laterOut(e, now+s.probeEvery)
+	r.endProbe(s, e, p.probe, false, now)
 	*p = Permit{}
 }
 
 // failed takes e out when the dependency said to stop: a spent quota, or
 // a throttled answer whose hold is on.
-func (r *Router) failed(e *endpoint, now int64, err error) {
+func (r *Router) failed(s *settings, e *endpoint, now int64, err error) {
 	switch {
 	case errors.Is(err, policy.ErrQuotaSpent):
-		laterOut(e, now+r.probeEvery)
+		laterOut(e, now+s.probeEvery)
 	case errors.Is(err, policy.ErrThrottled) && e.held != nil:
 		if h := e.held(); h > 0 {
 			laterOut(e, now+int64(h))
@@ -238,10 +226,10 @@ func (r *Router) failed(e *endpoint, now int64, err error) {
 
 // endProbe ends a probe of e at now, if the attempt was one; ran: fn
 // ran. A probe that ran and left e out doubles the wait for the next.
-func (r *Router) endProbe(e *endpoint, probe, ran bool, now int64) {
+func (r *Router) endProbe(s *settings, e *endpoint, probe, ran bool, now int64) {
 	if probe && ran && e.out.Load() != 0 {
 		e.misses.Add(1)
-		laterOut(e, now+r.probeWait(e))
+		laterOut(e, now+s.probeWait(e))
 	}
 	if probe {
 		e.probing.Store(false)
@@ -257,16 +245,16 @@ func laterOut(e *endpoint, at int64) {
 // probeWait is the wait before e's next probe: ProbeInterval, doubled for
 // each probe in a row that ran and did not bring it back, up to ten times
 // it, so that a sick endpoint's probes take few of a light traffic.
-func (r *Router) probeWait(e *endpoint) int64 {
-	return min(r.probeEvery<<min(e.misses.Load(), 4), 10*r.probeEvery)
+func (s *settings) probeWait(e *endpoint) int64 {
+	return min(s.probeEvery<<min(e.misses.Load(), 4), 10*s.probeEvery)
 }
 
 // tryReturn brings endpoint i back after a success of latency, unless it
 // is an ejected outlier and latency is still too slow beside the others.
-func (r *Router) tryReturn(i int32, now int64, latency float64, probe bool) {
+func (r *Router) tryReturn(s *settings, i int32, now int64, latency float64, probe bool) {
 	e := &r.eps[i]
 	if e.ejected.Load() {
-		if r.outlier(int64(latency), r.bestCost(i)) {
+		if s.outlier(int64(latency), r.bestCost(i)) {
 			return
 		}
 		if !e.ejected.CompareAndSwap(true, false) {
@@ -295,31 +283,31 @@ func (r *Router) bestCost(i int32) int64 {
 }
 
 // eject takes endpoint i out as an outlier, unless the share is reached.
-func (r *Router) eject(i int, now int64) {
+func (r *Router) eject(s *settings, i int, now int64) {
 	e := &r.eps[i]
-	if r.factor < 0 || !e.ejected.CompareAndSwap(false, true) {
+	if s.factor < 0 || !e.ejected.CompareAndSwap(false, true) {
 		return
 	}
-	if r.ejected.Add(1) > r.maxEjected {
+	if r.ejected.Add(1) > s.maxEjected {
 		r.ejected.Add(-1)
 		e.ejected.Store(false)
 		return
 	}
-	e.out.Store(now + r.probeEvery)
+	e.out.Store(now + s.probeEvery)
 	r.rec.ejectedOne(i)
 }
 
 // choose returns the endpoint for an attempt at now, and whether the
 // attempt is its probe; -1 if none is left.
-func (r *Router) choose(now int64, tried, refused uint64) (int, bool) {
-	if i := r.claimProbe(now, refused); i >= 0 {
+func (r *Router) choose(s *settings, now int64, tried, refused uint64) (int, bool) {
+	if i := r.claimProbe(s, now, refused); i >= 0 {
 		return i, true
 	}
 	for level := range levels {
 		if level == levelAny && r.someIn(refused) {
 			return -1, false // those in are at their MaxConcurrent
 		}
-		if i := r.p2c(now, tried, refused, level); i >= 0 {
+		if i := r.p2c(s, now, tried, refused, level); i >= 0 {
 			return i, false
 		}
 	}
@@ -345,13 +333,13 @@ const (
 )
 
 // ok reports whether endpoint i may be picked at level.
-func (r *Router) ok(i int, tried, refused uint64, level int) bool {
+func (r *Router) ok(s *settings, i int, tried, refused uint64, level int) bool {
 	e := &r.eps[i]
 	bit := uint64(1) << i
 	switch {
 	case refused&bit != 0:
 		return false
-	case e.MaxConcurrent > 0 && e.pending.Load() >= int64(e.MaxConcurrent):
+	case s.eps[i].limit > 0 && e.pending.Load() >= s.eps[i].limit:
 		return false
 	case level == levelAny:
 		return true
@@ -364,10 +352,10 @@ func (r *Router) ok(i int, tried, refused uint64, level int) bool {
 // p2c picks the lighter of two random endpoints that may be picked at
 // level (the faster, at levelAny), or, after maxEffort draws, the lightest
 // of all; -1 if none may be.
-func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
+func (r *Router) p2c(s *settings, now int64, tried, refused uint64, level int) int {
 	n := uint64(len(r.eps))
 	if n == 1 {
-		if r.ok(0, tried, refused, level) {
+		if r.ok(s, 0, tried, refused, level) {
 			return 0
 		}
 		return -1
@@ -379,10 +367,10 @@ func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
 		if b >= a {
 			b++
 		}
-		okA, okB := r.ok(a, tried, refused, level), r.ok(b, tried, refused, level)
+		okA, okB := r.ok(s, a, tried, refused, level), r.ok(s, b, tried, refused, level)
 		switch {
 		case okA && okB:
-			return r.better(now, a, b, level)
+			return r.better(s, now, a, b, level)
 		case okA:
 			return a
 		case okB:
@@ -391,7 +379,7 @@ func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
 	}
 	best := -1
 	for i := range r.eps {
-		if r.ok(i, tried, refused, level) && (best < 0 || r.better(now, best, i, level) == i) {
+		if r.ok(s, i, tried, refused, level) && (best < 0 || r.better(s, now, best, i, level) == i) {
 			best = i
 		}
 	}
@@ -400,7 +388,7 @@ func (r *Router) p2c(now int64, tried, refused uint64, level int) int {
 
 // better returns the lighter of a and b, ejecting the slower if it is an
 // outlier beside the other.
-func (r *Router) better(now int64, a, b, level int) int {
+func (r *Router) better(s *settings, now int64, a, b, level int) int {
 	ea, eb := &r.eps[a], &r.eps[b]
 	ca, cb := ea.costAt(now, true), eb.costAt(now, true)
 	if level == levelAny {
@@ -410,15 +398,15 @@ func (r *Router) better(now int64, a, b, level int) int {
 		return a
 	}
 	switch {
-	case r.outlier(ca, cb):
-		r.eject(a, now)
+	case s.outlier(ca, cb):
+		r.eject(s, a, now)
 		return b
-	case r.outlier(cb, ca):
-		r.eject(b, now)
+	case s.outlier(cb, ca):
+		r.eject(s, b, now)
 		return a
 	}
-	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weightAt(now, r.ramp)
-	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weightAt(now, r.ramp)
+	la := float64(ca) * float64(ea.pending.Load()+1) / ea.weightAt(now, s.eps[a].weight, s.ramp)
+	lb := float64(cb) * float64(eb.pending.Load()+1) / eb.weightAt(now, s.eps[b].weight, s.ramp)
 	if lb < la {
 		return b
 	}
@@ -431,20 +419,20 @@ func (r *Router) better(now int64, a, b, level int) int {
 const minGap = int64(100 * time.Millisecond)
 
 // outlier reports whether estimate c is an outlier beside estimate of.
-func (r *Router) outlier(c, of int64) bool {
-	return r.factor > 0 && of > 0 && float64(c) > r.factor*float64(of) && c-of > minGap
+func (s *settings) outlier(c, of int64) bool {
+	return s.factor > 0 && of > 0 && float64(c) > s.factor*float64(of) && c-of > minGap
 }
 
 // claimProbe returns an endpoint whose probe is due and not running, now
 // claimed, or -1.
-func (r *Router) claimProbe(now int64, refused uint64) int {
+func (r *Router) claimProbe(s *settings, now int64, refused uint64) int {
 	for i := range r.eps {
 		e := &r.eps[i]
 		o := e.out.Load()
 		if o == 0 || o > now || refused&(1<<i) != 0 || !e.probing.CompareAndSwap(false, true) {
 			continue
 		}
-		if e.out.CompareAndSwap(o, now+r.probeWait(e)) {
+		if e.out.CompareAndSwap(o, now+s.probeWait(e)) {
 			return i
 		}
 		e.probing.Store(false)

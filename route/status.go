@@ -14,15 +14,15 @@ type EndpointStatus struct {
 // Status returns the state of every endpoint, in the order of
 // Config.Endpoints. It reads atomics only: no lock a call takes.
 func (r *Router) Status() []EndpointStatus {
-	now := r.now()
+	now, s := r.now(), r.set.Load()
 	out := make([]EndpointStatus, len(r.eps))
 	for i := range r.eps {
 		e := &r.eps[i]
 		out[i] = EndpointStatus{
-			Name:     e.Name,
+			Name:     e.picked.Name,
 			InFlight: int(e.pending.Load()),
 			Latency:  float64(e.cost.Load()) / 1e9,
-			Load:     e.load(now, r.ramp, false) / 1e9,
+			Load:     e.load(now, s.eps[i].weight, s.ramp, false) / 1e9,
 			Out:      e.out.Load() != 0,
 			Ejected:  e.ejected.Load(),
 		}

@@ -29,7 +29,7 @@ func newRecorder(in *telemetry.Instruments, r *Router) recorder {
 		returns:   telemetry.Counter(m, telemetry.MetricReturns, "{return}", "Endpoints brought back after they were out."),
 	}
 	for i := range r.eps {
-		kv := append(telemetry.PolicyAttrs(Kind, r.name), telemetry.KeyEndpoint.String(r.eps[i].Name))
+		kv := append(telemetry.PolicyAttrs(Kind, r.name), telemetry.KeyEndpoint.String(r.eps[i].picked.Name))
 		rec.opts = append(rec.opts, telemetry.AddOptions(kv...))
 		rec.obsOpts = append(rec.obsOpts, metric.WithAttributeSet(attribute.NewSet(kv...)))
 		rec.events = append(rec.events, kv)
@@ -40,9 +40,9 @@ func newRecorder(in *telemetry.Instruments, r *Router) recorder {
 		otel.Handle(err)
 	} else {
 		r.obs.Register(m, func(_ context.Context, o metric.Observer) error {
-			now := r.now()
+			now, s := r.now(), r.set.Load()
 			for i := range r.eps {
-				o.ObserveFloat64(g, r.eps[i].load(now, r.ramp, false)/1e9, rec.obsOpts[i])
+				o.ObserveFloat64(g, r.eps[i].load(now, s.eps[i].weight, s.ramp, false)/1e9, rec.obsOpts[i])
 			}
 			return nil
 		}, g)
