@@ -90,12 +90,18 @@ func rowsOf(err error, callerDone bool) []row {
 // that "our deadline fired" means it did; it returns the count per row.
 func stormRows(t *testing.T, p policy.Policy, calls int) map[row]int {
 	t.Helper()
+	return stormRowsN(t, p, calls, 24)
+}
+
+// stormRowsN is stormRows from the given number of goroutines.
+func stormRowsN(t *testing.T, p policy.Policy, calls, goroutines int) map[row]int {
+	t.Helper()
 	var mu sync.Mutex
 	counts := map[row]int{}
 	bad := map[string]int{}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range 24 {
+	for range goroutines {
 		wg.Go(func() {
 			for next.Add(1) <= int64(calls) {
 				ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/route"
 )
 
 func mustPipeline(t *testing.T, cfg watertight.Config, opts ...compose.Option) *watertight.Pipeline {
@@ -200,5 +201,76 @@ func TestClientSetStreamTimeouts(t *testing.T) {
 	}
 	if !errors.Is(err, httppolicy.ErrFirstByteTimeout) {
 		t.Errorf("headers then nothing: %v; want the first-byte timeout set at run time", err)
+	}
+}
+
+// TestPipelineUpdateRoute checks that an update reaches the router and the
+// policies New built for each endpoint, and that a Route keeps its
+// endpoints.
+func TestPipelineUpdateRoute(t *testing.T) {
+	eps := func(wa float64) *route.Config {
+		return &route.Config{Endpoints: []route.Endpoint{{Name: "a", Weight: wa}, {Name: "b"}}}
+	}
+	p := mustPipeline(t, watertight.Config{
+		Deadline: &deadline.Config{Timeout: 5 * time.Second},
+		Breaker:  &breaker.Config{ConsecutiveFailures: 5},
+		Attempt:  &deadline.Config{Timeout: 2 * time.Second},
+		Route:    eps(0),
+	})
+	if err := p.Update(watertight.Config{
+		Deadline: &deadline.Config{Timeout: 5 * time.Second},
+		Breaker:  &breaker.Config{ConsecutiveFailures: 2},
+		Attempt:  &deadline.Config{Timeout: time.Second},
+		Route:    eps(3),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Router().Config().Endpoints
+	if got[0].Weight != 3 || got[1].Weight != 0 {
+		t.Errorf("router weights %v, %v; want 3 and 0", got[0].Weight, got[1].Weight)
+	}
+	for _, e := range got {
+		b := e.Breaker.(*breaker.Breaker).Config()
+		a := e.Attempt.(*deadline.Deadline)
+		if b.ConsecutiveFailures != 2 || b.Name != "chat.a" && b.Name != "chat.b" || a.Timeout() != time.Second {
+			t.Errorf("endpoint %s: breaker %+v, attempt %v; want 2 failures, its own name, 1s", e.Name, b, a.Timeout())
+		}
+	}
+	renamed := eps(1)
+	renamed.Endpoints[1].Name = "c"
+	if err := p.Update(watertight.Config{Deadline: &deadline.Config{Timeout: 5 * time.Second}, Breaker: &breaker.Config{},
+		Attempt: &deadline.Config{Timeout: time.Second}, Route: renamed}); err == nil || !strings.Contains(err.Error(), "Endpoints") {
+		t.Errorf("an update renaming an endpoint: %v; want it refused, naming Endpoints", err)
+	}
+	if err := p.Update(watertight.Config{Deadline: &deadline.Config{Timeout: 5 * time.Second}, Breaker: &breaker.Config{},
+		Attempt: &deadline.Config{Timeout: time.Second}, Route: &route.Config{Decay: time.Minute}}); err != nil {
+		t.Fatalf("a Route with no Endpoints: %v; want the endpoints kept", err)
+	}
+	if c := p.Router().Config(); c.Decay != time.Minute || len(c.Endpoints) != 2 || c.Endpoints[0].Weight != 3 {
+		t.Errorf("router Config %+v; want Decay 1m and the endpoints in force", c)
+	}
+}
+
+// TestClientUpdateResizesEndpointPools checks that each endpoint's pool
+// follows its MaxConcurrent, or the bulkhead's limit without one.
+func TestClientUpdateResizesEndpointPools(t *testing.T) {
+	hep := func(name string, max int) watertight.HTTPEndpoint {
+		return watertight.HTTPEndpoint{Endpoint: route.Endpoint{Name: name, MaxConcurrent: max}, BaseURL: "http://127.0.0.1:1"}
+	}
+	c, err := watertight.NewHTTPClient("api", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Route: &route.Config{}},
+		watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{hep("a", 4), hep("b", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if a, b := watertight.PoolOf(c, 0).MaxConnsPerHost, watertight.PoolOf(c, 1).MaxConnsPerHost; a != 4 || b != 3 {
+		t.Fatalf("pools capped at %d and %d; want 4 and 3", a, b)
+	}
+	if err := c.Update(watertight.Config{Bulkhead: &bulkhead.Config{Limit: 5},
+		Route: &route.Config{Endpoints: []route.Endpoint{{Name: "a", MaxConcurrent: 6}, {Name: "b"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := watertight.PoolOf(c, 0).MaxConnsPerHost, watertight.PoolOf(c, 1).MaxConnsPerHost; a != 6 || b != 5 {
+		t.Errorf("after the update: pools capped at %d and %d; want 6 and 5", a, b)
 	}
 }
