@@ -29,14 +29,14 @@ func (l *Limiter) Observe(a Answer) {
 	if hold <= 0 && l.active.Load() == 0 {
 		return
 	}
-	now := time.Now()
+	now, maxHold := time.Now(), l.cur.Load().maxHold
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if hold > 0 {
-		l.holdLocked(now, hold)
+		l.holdLocked(now, min(hold, maxHold))
 		// The answer that set the hold orders the answers after it too, less
 		// a second: resets in whole seconds order answers no closer.
-		if at := int64(a.FullAt.Sub(l.epoch) - time.Second); !a.FullAt.IsZero() && at <= int64(now.Sub(l.epoch)+l.maxHold) {
+		if at := int64(a.FullAt.Sub(l.epoch) - time.Second); !a.FullAt.IsZero() && at <= int64(now.Sub(l.epoch)+maxHold) {
 			l.fullAt = max(l.fullAt, at)
 		}
 		return
@@ -50,11 +50,12 @@ func (l *Limiter) Observe(a Answer) {
 		l.openLocked(now)
 		return
 	}
-	l.countLocked(now, a)
+	l.countLocked(now, a, maxHold)
 }
 
-// countLocked feeds the gate from an answer naming a count.
-func (l *Limiter) countLocked(now time.Time, a Answer) {
+// countLocked feeds the gate from an answer naming a count, with the
+// MaxHold in force.
+func (l *Limiter) countLocked(now time.Time, a Answer, maxHold time.Duration) {
 	n, limit := max(a.Remaining, 0), max(a.Limit, 0)
 	// Answers come back out of order. Each request the server counts moves
 	// the reset on, so an answer whose reset is earlier is older. A reset
@@ -62,7 +63,7 @@ func (l *Limiter) countLocked(now time.Time, a Answer) {
 	// The timed release follows the refill of one request: r/(limit-n),
 	// with the bucket full again in r, or r if limit is not above n+1.
 	if r := a.FullAt.Sub(now); !a.FullAt.IsZero() {
-		if at := int64(a.FullAt.Sub(l.epoch)); r <= l.maxHold {
+		if at := int64(a.FullAt.Sub(l.epoch)); r <= maxHold {
 			if at < l.fullAt {
 				return
 			}
@@ -71,7 +72,7 @@ func (l *Limiter) countLocked(now time.Time, a Answer) {
 		if k := limit - n; k > 1 {
 			r = min(max(time.Duration(math.Ceil(float64(r)/float64(k))), 0), r)
 		}
-		l.every = int64(max(min(r, l.maxHold), 1))
+		l.every = int64(max(min(r, maxHold), 1))
 	}
 	l.limit = limit
 	l.next = int64(now.Sub(l.epoch)) + l.every

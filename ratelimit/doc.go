@@ -65,6 +65,16 @@
 // watertight.rejected event to the span in ctx. A wait adds a
 // watertight.ratelimit.hold event with the wait in seconds.
 //
+// # Changing settings
+//
+// [Limiter.Update] changes the rates, MaxHold and MaxWait while the Limiter
+// is in use; [Limiter.Config] returns the Config in force. An attempt reads
+// the settings once, as it enters. A rate changed keeps the tokens already
+// spent; a rate turned on starts with a full burst. An attempt already
+// waiting keeps its bounds and its reservation. A hold already on keeps its
+// end; MaxHold caps the holds set after. The hold, the gate and what the
+// answers have told them survive every Update.
+//
 // # No double wait
 //
 // The Limiter takes a throttled failure's Retry-After into its hold. It

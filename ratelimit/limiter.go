@@ -27,8 +27,10 @@ var keyWait = attribute.Key("watertight.ratelimit.wait")
 // caller of the dependency. The zero value is not usable. A Limiter is safe
 // for concurrent use.
 type Limiter struct {
-	epoch  time.Time    // the origin of the times below (monotonic)
-	active atomic.Int64 // non-zero while a hold or the gate is in force
+	epoch  time.Time                // the origin of the times below (monotonic)
+	active atomic.Int64             // non-zero while a hold or the gate is in force
+	cur    atomic.Pointer[settings] // read once by each attempt, as it enters
+	upd    sync.Mutex               // serialises Update
 
 	mu      sync.Mutex
 	end     int64         // the hold's end, in ns since epoch (0: none yet)
@@ -43,15 +45,21 @@ type Limiter struct {
 	every   int64         // the timed release: one more attempt every that many ns
 	next    int64         // the next timed release (0: none)
 
+	throttled *telemetry.Rejection
+	rated     *telemetry.Rejection
+	waitAttrs []attribute.KeyValue
+}
+
+// settings are the settings of a Limiter from New or one Update. They
+// never change: an Update stores new ones. The rate limiters are shared
+// with the settings before and after, so that the tokens spent carry over.
+type settings struct {
+	given    Config // as given, with New's Name, MeterProvider and OnReject
 	maxHold  time.Duration
 	maxWait  time.Duration
 	requests *rate.Limiter // nil: no RequestsPerSecond
 	tokens   *rate.Limiter // nil: no TokensPerMinute
 	tokenCap int
-
-	throttled *telemetry.Rejection
-	rated     *telemetry.Rejection
-	waitAttrs []attribute.KeyValue
 }
 
 var _ policy.Policy = (*Limiter)(nil)
@@ -66,24 +74,47 @@ func New(cfg Config) (*Limiter, error) {
 	rej := telemetry.Rejecter{In: in, Kind: Kind, Name: cfg.Name, OnReject: cfg.OnReject}
 	l := &Limiter{
 		epoch:     time.Now(),
-		maxHold:   cmp.Or(cfg.MaxHold, DefaultMaxHold),
 		throttled: rej.New(ReasonThrottled, ErrLimited),
 		rated:     rej.New(ReasonRate, ErrLimited),
 		waitAttrs: telemetry.PolicyAttrs(Kind, cfg.Name),
 	}
-	l.maxWait = cmp.Or(cfg.MaxWait, l.maxHold)
-	if cfg.RequestsPerSecond > 0 {
-		l.requests = rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), burst(cfg.Burst, cfg.RequestsPerSecond))
-	}
-	if cfg.TokensPerMinute > 0 {
-		l.tokenCap = burst(cfg.TokenBurst, cfg.TokensPerMinute)
-		l.tokens = rate.NewLimiter(rate.Limit(cfg.TokensPerMinute/60), l.tokenCap)
-	}
+	l.cur.Store(newSettings(cfg, &settings{}))
 	return l, nil
 }
 
+// newSettings returns the settings of cfg, which is valid. A rate on in old
+// too goes on with old's limiter, set to cfg's rate and burst.
+func newSettings(cfg Config, old *settings) *settings {
+	s := &settings{given: cfg, maxHold: cmp.Or(cfg.MaxHold, DefaultMaxHold)}
+	s.maxWait = cmp.Or(cfg.MaxWait, s.maxHold)
+	now := time.Now()
+	if cfg.RequestsPerSecond > 0 {
+		s.requests = retune(old.requests, now, rate.Limit(cfg.RequestsPerSecond), burst(cfg.Burst, cfg.RequestsPerSecond))
+	}
+	if cfg.TokensPerMinute > 0 {
+		s.tokenCap = burst(cfg.TokenBurst, cfg.TokensPerMinute)
+		s.tokens = retune(old.tokens, now, rate.Limit(cfg.TokensPerMinute/60), s.tokenCap)
+	}
+	return s
+}
+
+// retune returns lim set to limit and b from now, with the tokens it has,
+// or a new full limiter if lim is nil.
+func retune(lim *rate.Limiter, now time.Time, limit rate.Limit, b int) *rate.Limiter {
+	if lim == nil {
+		return rate.NewLimiter(limit, b)
+	}
+	if lim.Limit() != limit {
+		lim.SetLimitAt(now, limit)
+	}
+	if lim.Burst() != b {
+		lim.SetBurstAt(now, b)
+	}
+	return lim
+}
+
 // MaxWait returns Config.MaxWait after defaults.
-func (l *Limiter) MaxWait() time.Duration { return l.maxWait }
+func (l *Limiter) MaxWait() time.Duration { return l.cur.Load().maxWait }
 
 // Held returns how much longer the hold lasts from now, or 0.
 func (l *Limiter) Held() time.Duration {
@@ -132,10 +163,10 @@ func (l *Limiter) HoldFor(d time.Duration) {
 	}
 }
 
-// holdLocked extends the hold to now + min(d, maxHold), and closes the gate
-// behind it.
+// holdLocked extends the hold to now + d, which the caller has capped at
+// MaxHold, and closes the gate behind it.
 func (l *Limiter) holdLocked(now time.Time, d time.Duration) {
-	d = max(min(d, l.maxHold), 1)
+	d = max(d, 1)
 	l.end = max(l.end, int64(now.Sub(l.epoch)+d))
 	l.gate = true
 	l.budget = 1
@@ -193,25 +224,36 @@ func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("ratelimit: nil Context")
 	}
+	s := l.cur.Load()
 	active := l.active.Load() != 0
-	if !active && l.requests == nil && l.tokens == nil {
+	if !active && s.requests == nil && s.tokens == nil {
 		return Permit{l: l}, nil
 	}
+	return l.reserve(ctx, s, active)
+}
+
+// reserve is Wait past its fast path: it reserves the attempt from the
+// rates of s, the settings the attempt read, then admits it.
+func (l *Limiter) reserve(ctx context.Context, s *settings, active bool) (Permit, error) {
 	now := time.Now()
 	var req, tok *rate.Reservation
 	var rateWait time.Duration
-	if l.requests != nil {
-		req = l.requests.ReserveN(now, 1)
+	if s.requests != nil {
+		req = s.requests.ReserveN(now, 1)
 		rateWait = req.DelayFrom(now)
 	}
-	if l.tokens != nil {
-		tok = l.tokens.ReserveN(now, min(Cost(ctx), l.tokenCap))
+	if s.tokens != nil {
+		tok = s.tokens.ReserveN(now, min(Cost(ctx), s.tokenCap))
+		if !tok.OK() {
+			// An Update lowered TokenBurst since s was read: draw the new one.
+			tok = s.tokens.ReserveN(now, min(Cost(ctx), s.tokens.Burst()))
+		}
 		rateWait = max(rateWait, tok.DelayFrom(now))
 	}
 	if !active && rateWait == 0 {
 		return Permit{l: l}, nil
 	}
-	g, err := l.admit(ctx, now, rateWait, req, tok)
+	g, err := l.admit(ctx, s, now, rateWait, req, tok)
 	if err != nil {
 		return Permit{}, err
 	}
@@ -231,9 +273,9 @@ func (p *Permit) Done(err error) error {
 
 // admit waits rateWait (the rate's, for which req and tok are reserved),
 // then for the hold and the gate, and reports whether the gate admitted
-// the attempt. A wait is bounded by ctx's deadline, and by maxWait for a
-// hold and the rate, maxHold behind the gate.
-func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (gated bool, err error) {
+// the attempt. A wait is bounded by ctx's deadline, and by s's maxWait for
+// a hold and the rate, s's maxHold behind the gate.
+func (l *Limiter) admit(ctx context.Context, s *settings, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (gated bool, err error) {
 	// A wait must end strictly before the deadline, as retry's must.
 	dl, hasDeadline := ctx.Deadline()
 	bound := func(from time.Time, d time.Duration) time.Time {
@@ -242,7 +284,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		return dl.Add(-1)
 	}
-	limit, queueLimit, holdEnd := bound(now, l.maxWait), bound(now, l.maxHold), now.Add(l.maxHold)
+	limit, queueLimit, holdEnd := bound(now, s.maxWait), bound(now, s.maxHold), now.Add(s.maxHold)
 	hold := l.Held()
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
@@ -281,7 +323,7 @@ func (l *Limiter) admit(ctx context.Context, now time.Time, rateWait time.Durati
 		}
 		if wake != nil {
 			// A hold met after the gate is a new hold: MaxWait counts afresh.
-			limit = bound(time.Now(), l.maxWait)
+			limit = bound(time.Now(), s.maxWait)
 		}
 	}
 }

@@ -13,9 +13,11 @@ import (
 )
 
 // BenchmarkExecute measures admission on the success path: fn alone (the
-// reference), a Limiter that was never held (one atomic load), one whose
-// hold has passed (a clock read), and one with a client-side rate that
-// never makes a call wait (x/time/rate's ReserveN, under its mutex).
+// reference), a Limiter that was never held (two atomic loads: settings
+// and hold), one whose hold has passed (a clock read), and one with a
+// client-side rate that never makes a call wait (x/time/rate's ReserveN,
+// under its mutex); and the rejection of an attempt that would wait too
+// long for a hold.
 func BenchmarkExecute(b *testing.B) {
 	ctx := context.Background()
 	run := func(b *testing.B, l *ratelimit.Limiter) {
@@ -47,6 +49,16 @@ func BenchmarkExecute(b *testing.B) {
 	b.Run("rate", func(b *testing.B) {
 		l, _ := ratelimit.New(ratelimit.Config{RequestsPerSecond: 1e12, TokensPerMinute: 1e15})
 		run(b, l)
+	})
+	b.Run("rejected", func(b *testing.B) {
+		l, _ := ratelimit.New(ratelimit.Config{MaxHold: time.Hour, MaxWait: time.Millisecond})
+		l.HoldFor(time.Hour)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Execute(ctx, ok); err == nil {
+				b.Fatal("admitted during the hold")
+			}
+		}
 	})
 }
 

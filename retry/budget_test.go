@@ -444,7 +444,7 @@ func TestBudgetProperties(t *testing.T) {
 							started.Add(1)
 							defer ended.Add(1)
 							n++
-							if n > r.s.MaxAttempts {
+							if n > MaxAttemptsOf(r) {
 								overrun.Add(1)
 							}
 							if n == panicAt {

@@ -56,6 +56,15 @@
 // nothing. When everything fails, attempts per call settle at about
 // 1 + Ratio + MinPerSecond/(calls per second), or fewer.
 //
+// # Changing settings
+//
+// [Retry.Update] changes MaxAttempts, InitialInterval, MaxInterval and
+// Jitter while the Retry is in use; [Retry.Config] returns the Config in
+// force. A call reads the settings once, when it starts: a call in
+// progress, in an attempt or in a wait, ends with the settings it started
+// with. Name, MeterProvider, Budget and the hooks stay New's, and so does
+// the Budget's balance.
+//
 // # Telemetry
 //
 // Each retry adds 1 to watertight.retry.attempts, and a watertight.retry

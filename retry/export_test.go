@@ -6,7 +6,7 @@ import (
 
 // Next gives the tests the loop compose drives, one step at a time.
 func (r *Retry) Next(ctx context.Context, n int, err error, state *call) (bool, *call, error) {
-	l := Loop{r: r, ctx: ctx, n: n, state: state}
+	l := Loop{s: r.cur.Load(), ctx: ctx, n: n, state: state}
 	again, final := l.next(err)
 	return again, l.state, final
 }
@@ -18,4 +18,4 @@ var reasons = [...]string{ReasonMaxAttempts, ReasonStopped, ReasonDeadline, Reas
 type ScheduleFunc = scheduleFunc
 
 // MaxAttemptsOf returns r's resolved MaxAttempts.
-func MaxAttemptsOf(r *Retry) int { return r.s.MaxAttempts }
+func MaxAttemptsOf(r *Retry) int { return r.cur.Load().cfg.MaxAttempts }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -16,9 +18,18 @@ import (
 // retrying, by the rules of the package documentation. Build one with
 // [New]; the zero Retry is not usable. A Retry is safe for concurrent use.
 type Retry struct {
-	s    Config // resolved
-	rec  recorder
-	expo backoff.ExponentialBackOff // the default schedule, copied per call
+	cur atomic.Pointer[settings] // read once by each call, at Start
+	mu  sync.Mutex               // serialises Update
+	rec recorder
+}
+
+// settings are the settings of a Retry from New or one Update. They never
+// change: an Update stores new ones.
+type settings struct {
+	given Config // as given, with New's Name, MeterProvider, hooks and Budget
+	cfg   Config // given, resolved
+	rec   *recorder
+	expo  backoff.ExponentialBackOff // the default schedule, copied per call
 }
 
 // New returns a Retry configured by cfg, or an error naming the first
@@ -28,7 +39,14 @@ func New(cfg Config) (*Retry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Retry{s: s, rec: newRecorder(s.MeterProvider, s.Name), expo: backoff.ExponentialBackOff{
+	r := &Retry{rec: newRecorder(s.MeterProvider, s.Name)}
+	r.cur.Store(r.settings(cfg, s))
+	return r, nil
+}
+
+// settings returns the settings of cfg, resolved as s.
+func (r *Retry) settings(cfg, s Config) *settings {
+	return &settings{given: cfg, cfg: s, rec: &r.rec, expo: backoff.ExponentialBackOff{
 		InitialInterval:     s.InitialInterval,
 		RandomizationFactor: s.Jitter,
 		Multiplier:          multiplier,
@@ -36,7 +54,7 @@ func New(cfg Config) (*Retry, error) {
 		MaxElapsedTime:      0, // MaxAttempts and ctx end a call, not elapsed time
 		Stop:                backoff.Stop,
 		Clock:               backoff.SystemClock,
-	}}, nil
+	}}
 }
 
 // Execute runs fn until it succeeds or the rules stop it, waiting between
@@ -62,27 +80,28 @@ func (r *Retry) Execute(ctx context.Context, fn policy.Func) error {
 //
 // A Loop is used by one goroutine. Its zero value is not usable.
 type Loop struct {
-	r     *Retry
+	s     *settings       // read at Start, for the whole call
 	ctx   context.Context // the call's
 	n     int             // the attempt running, or last run
 	state *call
 	err   error
 }
 
-// Start starts a call. It panics if ctx is nil.
+// Start starts a call with the settings in force: an [Retry.Update] after
+// Start does not change them. It panics if ctx is nil.
 func (r *Retry) Start(ctx context.Context) Loop {
 	if ctx == nil {
 		panic("retry: nil Context")
 	}
-	return Loop{r: r, ctx: ctx}
+	return Loop{s: r.cur.Load(), ctx: ctx}
 }
 
 // Attempt starts the next attempt and returns its context, for which
 // [Attempt] returns its number.
 func (l *Loop) Attempt() context.Context {
 	l.n++
-	if l.n == 1 && l.r.s.Budget != nil {
-		l.r.s.Budget.Deposit()
+	if l.n == 1 && l.s.cfg.Budget != nil {
+		l.s.cfg.Budget.Deposit()
 	}
 	return stage.WithRetry(l.ctx, l.n)
 }
@@ -120,7 +139,7 @@ type call struct {
 // next applies the rules of the package documentation to err, the
 // outcome of attempt l.n, and waits if they say retry.
 func (l *Loop) next(err error) (bool, error) {
-	r, ctx, n := l.r, l.ctx, l.n
+	s, ctx, n := l.s, l.ctx, l.n
 	switch {
 	case err == nil:
 		return false, nil
@@ -129,18 +148,18 @@ func (l *Loop) next(err error) (bool, error) {
 		// where it was decided, so the call ends as the retry's, even if
 		// ctx has ended since.
 		if c := l.state; c != nil && c.last != nil && !errors.Is(c.last, policy.ErrRejected) {
-			r.rec.exhaust(ctx, ReasonRejected)
-			e := &ExhaustedError{Name: r.s.Name, Attempts: n - 1, Reason: ReasonRejected, Err: c.last}
+			s.rec.exhaust(ctx, ReasonRejected)
+			e := &ExhaustedError{Name: s.cfg.Name, Attempts: n - 1, Reason: ReasonRejected, Err: c.last}
 			e.Rejection, _ = errors.AsType[*policy.RejectedError](err)
 			return false, e
 		}
 		return false, policy.Unmark(err)
 	case ctx.Err() != nil, policy.IsPermanent(err), errors.Is(err, policy.ErrQuotaSpent):
 		return false, policy.Unmark(err)
-	case r.s.ShouldRetry != nil && !r.s.ShouldRetry(err):
+	case s.cfg.ShouldRetry != nil && !s.cfg.ShouldRetry(err):
 		return false, err
-	case n >= r.s.MaxAttempts:
-		return false, r.exhaust(ctx, n, ReasonMaxAttempts, 0, err)
+	case n >= s.cfg.MaxAttempts:
+		return false, s.exhaust(ctx, n, ReasonMaxAttempts, 0, err)
 	}
 	if l.state == nil {
 		l.state = new(call)
@@ -150,22 +169,22 @@ func (l *Loop) next(err error) (bool, error) {
 		// Fail now rather than sleep into the deadline.
 		if deadline, ok := ctx.Deadline(); ok && !time.Now().Add(wait).Before(deadline) {
 			reason = ReasonDeadline
-		} else if r.s.Budget != nil && !r.s.Budget.TryWithdraw() {
+		} else if s.cfg.Budget != nil && !s.cfg.Budget.TryWithdraw() {
 			reason, wait = ReasonBudget, 0
 		}
 	}
 	if reason != "" {
-		return false, r.exhaust(ctx, n, reason, wait, err)
+		return false, s.exhaust(ctx, n, reason, wait, err)
 	}
 	l.state.last = err
-	r.rec.scheduled(ctx, n+1, wait)
-	if r.s.OnRetry != nil {
-		r.s.OnRetry(ctx, n, err, wait)
+	s.rec.scheduled(ctx, n+1, wait)
+	if s.cfg.OnRetry != nil {
+		s.cfg.OnRetry(ctx, n, err, wait)
 	}
 	if !sleep(ctx, wait) {
-		return false, fmt.Errorf("%s: %w while waiting after attempt %d: %w", r.rec.prefix, ctx.Err(), n, err)
+		return false, fmt.Errorf("%s: %w while waiting after attempt %d: %w", s.rec.prefix, ctx.Err(), n, err)
 	}
-	r.rec.attempts.Add(ctx, 1, r.rec.opts...)
+	s.rec.attempts.Add(ctx, 1, s.rec.opts...)
 	return true, nil
 }
 
@@ -189,7 +208,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // for, or the schedule's next. A reason that is not empty ends the call.
 func (l *Loop) wait(err error) (time.Duration, string) {
 	if ra, ok := errors.AsType[retryAfterError](err); ok {
-		if w := ra.RetryAfter(); w > l.r.s.MaxInterval {
+		if w := ra.RetryAfter(); w > l.s.cfg.MaxInterval {
 			return w, ReasonRetryAfter
 		} else if w > 0 {
 			return w, ""
@@ -197,7 +216,7 @@ func (l *Loop) wait(err error) (time.Duration, string) {
 	}
 	c := l.state
 	if c.sched == nil {
-		c.sched = l.r.schedule(c)
+		c.sched = l.s.schedule(c)
 	}
 	wait := c.sched.NextBackOff()
 	switch {
@@ -206,28 +225,28 @@ func (l *Loop) wait(err error) (time.Duration, string) {
 	case wait < 0 && c.sched == &c.expo:
 		// Near math.MaxInt64, backoff's float conversion overflows to a
 		// negative wait: as long as allowed, not none.
-		return l.r.s.MaxInterval, ""
+		return l.s.cfg.MaxInterval, ""
 	}
-	return min(max(wait, 0), l.r.s.MaxInterval), ""
+	return min(max(wait, 0), l.s.cfg.MaxInterval), ""
 }
 
 // schedule returns a new schedule for call c: Config.NewSchedule's, or the
 // exponential one in c.
-func (r *Retry) schedule(c *call) backoff.BackOff {
-	if r.s.NewSchedule == nil {
-		c.expo = r.expo
+func (s *settings) schedule(c *call) backoff.BackOff {
+	if s.cfg.NewSchedule == nil {
+		c.expo = s.expo
 		c.expo.Reset()
 		return &c.expo
 	}
-	s := r.s.NewSchedule()
-	if s == nil {
+	b := s.cfg.NewSchedule()
+	if b == nil {
 		panic("retry: Config.NewSchedule returned nil")
 	}
-	s.Reset() // as backoff.Retry does: a schedule built without it waits 0
-	return s
+	b.Reset() // as backoff.Retry does: a schedule built without it waits 0
+	return b
 }
 
-func (r *Retry) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
-	r.rec.exhaust(ctx, reason)
-	return &ExhaustedError{Name: r.s.Name, Attempts: n, Reason: reason, Err: err, wait: wait, maxInterval: r.s.MaxInterval}
+func (s *settings) exhaust(ctx context.Context, n int, reason string, wait time.Duration, err error) error {
+	s.rec.exhaust(ctx, reason)
+	return &ExhaustedError{Name: s.cfg.Name, Attempts: n, Reason: reason, Err: err, wait: wait, maxInterval: s.cfg.MaxInterval}
 }

@@ -129,13 +129,13 @@ func TestExponentialScheduleNoJitter(t *testing.T) {
 				if !equalDurations(res.waits, tt.want) {
 					t.Errorf("waits = %v, want %v", res.waits, tt.want)
 				}
-				if res.calls != r.s.MaxAttempts || res.idle != 0 {
-					t.Errorf("calls = %d, idle = %v; want %d, 0", res.calls, res.idle, r.s.MaxAttempts)
+				if res.calls != MaxAttemptsOf(r) || res.idle != 0 {
+					t.Errorf("calls = %d, idle = %v; want %d, 0", res.calls, res.idle, MaxAttemptsOf(r))
 				}
 				if !errors.Is(res.err, ErrExhausted) || !errors.Is(res.err, errBoom) {
 					t.Errorf("err = %v, want ErrExhausted and errBoom", res.err)
 				}
-				want := fmt.Sprintf(`retry "sched": gave up after %d attempts: boom`, r.s.MaxAttempts)
+				want := fmt.Sprintf(`retry "sched": gave up after %d attempts: boom`, MaxAttemptsOf(r))
 				if res.err.Error() != want {
 					t.Errorf("err = %q, want %q", res.err, want)
 				}
@@ -663,8 +663,8 @@ func TestNewScheduleNilPanics(t *testing.T) {
 
 func TestMaxAttemptsHuge(t *testing.T) {
 	r := mustNew(t, Config{MaxAttempts: math.MaxInt, NewSchedule: zeroWaits})
-	if r.s.MaxAttempts != math.MaxInt {
-		t.Fatalf("MaxAttempts() = %d", r.s.MaxAttempts)
+	if MaxAttemptsOf(r) != math.MaxInt {
+		t.Fatalf("MaxAttempts() = %d", MaxAttemptsOf(r))
 	}
 	res := run(t.Context(), r, func(n int) error {
 		if n == 5 {
@@ -689,7 +689,7 @@ func TestMaxAttempts(t *testing.T) {
 			t.Errorf("MaxAttempts %d: calls = %d, err = %v", n, res.calls, res.err)
 		}
 	}
-	if got := mustNew(t, Config{}).s.MaxAttempts; got != defaultMaxAttempts {
+	if got := MaxAttemptsOf(mustNew(t, Config{})); got != defaultMaxAttempts {
 		t.Errorf("default MaxAttempts() = %d, want 3", got)
 	}
 }
