@@ -3,7 +3,6 @@ package deadline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -28,8 +27,8 @@ type Deadline struct {
 // New returns a Deadline configured by cfg, or an error naming the first
 // invalid field of cfg.
 func New(cfg Config) (*Deadline, error) {
-	if cfg.Timeout <= 0 {
-		return nil, fmt.Errorf("deadline: Config.Timeout must be > 0, got %v", cfg.Timeout)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	in := telemetry.NewInstruments(cfg.MeterProvider)
 	return &Deadline{
