@@ -80,7 +80,7 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 		if c.Name == "" {
 			c.Name = "-" // New's to refuse, or watertight.New's to fill in
 		}
-		return c.validate()
+		return c.withDefaults().validate()
 	})
 }
 

@@ -116,7 +116,7 @@ func fields(t reflect.Type) []field {
 
 // child returns the path of key in the object at path.
 func child(path, key string) string {
-	plain := key != "" && strings.Trim(key, "abcdefghijklmnopqrstuvwxyz0123456789_") == ""
+	plain := key != "" && strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == ""
 	switch {
 	case !plain:
 		return path + "[" + strconv.Quote(key) + "]"
