@@ -173,8 +173,6 @@ func encodeValue(b *bytes.Buffer, v reflect.Value, path string) error {
 			return &Error{Path: path, Msg: fmt.Sprintf("%v has no JSON number", f)}
 		}
 		b.WriteString(strconv.FormatFloat(f, 'g', -1, v.Type().Bits()))
-	case reflect.Bool:
-		b.WriteString(strconv.FormatBool(v.Bool()))
 	case reflect.Pointer:
 		return encodeValue(b, v.Elem(), path)
 	case reflect.Struct:
@@ -259,12 +257,12 @@ func members(raw []byte, path string, fn func(key string, val json.RawMessage) e
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return &Error{Path: path, Msg: err.Error()}
+			return syntax(path, err)
 		}
 		key, _ := tok.(string)
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return &Error{Path: child(path, key), Msg: err.Error()}
+			return syntax(child(path, key), err)
 		}
 		if seen[key] {
 			return &Error{Path: child(path, key), Msg: "repeated field"}
@@ -281,12 +279,20 @@ func members(raw []byte, path string, fn func(key string, val json.RawMessage) e
 // nothing follows it.
 func end(dec *json.Decoder, path string) error {
 	if _, err := dec.Token(); err != nil {
-		return &Error{Path: path, Msg: err.Error()}
+		return syntax(path, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Path: path, Msg: "data after the value"}
 	}
 	return nil
+}
+
+// syntax returns the error of the JSON decoder at path.
+func syntax(path string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &Error{Path: path, Msg: "unexpected end of JSON input"}
+	}
+	return &Error{Path: path, Msg: err.Error()}
 }
 
 func decodeStruct(raw []byte, v reflect.Value, path string) error {
@@ -303,15 +309,12 @@ func decodeStruct(raw []byte, v reflect.Value, path string) error {
 // decodeValue sets v, addressable, to the JSON value raw at path.
 func decodeValue(raw []byte, v reflect.Value, path string) error {
 	t := v.Type()
-	null := string(raw) == "null"
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice:
-		if null {
-			v.SetZero()
-			return nil
-		}
-	}
-	if t.Kind() == reflect.Pointer {
+	switch k := t.Kind(); {
+	case string(raw) == "null" && (k == reflect.Pointer || k == reflect.Map || k == reflect.Slice):
+		v.SetZero()
+		return nil
+	case k == reflect.Pointer:
+		// A new value, so that what v pointed to stays as it was.
 		p := reflect.New(t.Elem())
 		if !v.IsNil() {
 			p.Elem().Set(v.Elem())
@@ -333,8 +336,8 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 	}
 	switch t.Kind() {
 	case reflect.String:
-		var s string
-		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		s, ok := str(raw)
+		if !ok {
 			return want(path, "a string", raw)
 		}
 		v.SetString(s)
@@ -342,12 +345,6 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
 		reflect.Float32, reflect.Float64:
 		return decodeNumber(raw, v, path)
-	case reflect.Bool:
-		if string(raw) == "true" || string(raw) == "false" {
-			v.SetBool(string(raw) == "true")
-			return nil
-		}
-		return want(path, "true or false", raw)
 	case reflect.Struct:
 		return decodeStruct(raw, v, path)
 	case reflect.Slice:
@@ -360,9 +357,15 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 	return nil
 }
 
-func decodeDuration(raw []byte, v reflect.Value, path string) error {
+// str returns the JSON string raw, and whether it is one.
+func str(raw []byte) (string, bool) {
 	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	return s, len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil
+}
+
+func decodeDuration(raw []byte, v reflect.Value, path string) error {
+	s, ok := str(raw)
+	if !ok {
 		return want(path, `a duration string such as "1.5s"`, raw)
 	}
 	d, err := time.ParseDuration(s)
@@ -413,7 +416,7 @@ func decodeSlice(raw []byte, v reflect.Value, path string) error {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return &Error{Path: p, Msg: err.Error()}
+			return syntax(p, err)
 		}
 		s = reflect.Append(s, reflect.Zero(v.Type().Elem()))
 		if err := decodeValue(val, s.Index(i), p); err != nil {
