@@ -17,10 +17,11 @@
 //
 // A Config is also data: it reads and writes JSON with encoding/json, each
 // section under its key, durations as Go duration strings and priorities
-// by name. Reading refuses what New refuses, with an error that names the
-// JSON path ("bulkhead.limit: must be >= 1, got 0"), and an unknown key.
-// Zero fields are left out when writing; hooks, MeterProvider and Use are
-// not data and stay as they are.
+// by name. Reading refuses what New refuses, and an unknown key (keys
+// match exactly), with an error that names the JSON path:
+// "bulkhead.limit: must be >= 1, got 0". Writing leaves zero fields out.
+// Hooks, MeterProvider and Use are not data: reading leaves them as they
+// are.
 //
 //	{
 //		"bulkhead": {"limit": 10, "max_queue": 20, "max_wait": "1s"},

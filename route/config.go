@@ -33,8 +33,8 @@ const minWeight = 0.001
 // 2}, {"name": "us", "max_concurrent": 10}], "decay": "5s"}. The keys are
 // the json tags and durations are Go duration strings; zero fields are
 // left out. MeterProvider and each Endpoint's policies are not data: they
-// are neither written nor read. Reading leaves an empty Name to New,
-// which refuses it, as watertight.New fills it in.
+// are neither written nor read. Reading accepts an empty Name, which
+// watertight.New fills in and New refuses.
 type Config struct {
 	// Name names the router in its errors and telemetry. It must not be
 	// empty.

@@ -20,4 +20,5 @@ func New(pkg, field, format string, args ...any) error {
 	return &Error{Pkg: pkg, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Error returns "pkg: Config.Field msg".
 func (e *Error) Error() string { return e.Pkg + ": Config." + e.Field + " " + e.Msg }

@@ -35,6 +35,7 @@ type Error struct {
 	Msg  string
 }
 
+// Error returns "path: msg", or msg for an empty Path.
 func (e *Error) Error() string {
 	if e.Path == "" {
 		return e.Msg
