@@ -408,24 +408,15 @@ func decodeNumber(raw []byte, v reflect.Value, path string) error {
 }
 
 func decodeSlice(raw []byte, v reflect.Value, path string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+	var items []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
 		return want(path, "an array", raw)
 	}
-	s := reflect.MakeSlice(v.Type(), 0, 0)
-	for i := 0; dec.More(); i++ {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return syntax(p, err)
-		}
-		s = reflect.Append(s, reflect.Zero(v.Type().Elem()))
-		if err := decodeValue(val, s.Index(i), p); err != nil {
+	s := reflect.MakeSlice(v.Type(), len(items), len(items))
+	for i, item := range items {
+		if err := decodeValue(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 			return err
 		}
-	}
-	if err := end(dec, path); err != nil {
-		return err
 	}
 	v.Set(s)
 	return nil
