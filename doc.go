@@ -15,6 +15,22 @@
 //	defer p.Close()
 //	answer, err := policy.Do(ctx, p, callTheProvider)
 //
+// A Config is also data: it reads and writes JSON with encoding/json, each
+// section under its key, durations as Go duration strings and priorities
+// by name. Reading refuses what New refuses, and an unknown key (keys
+// match exactly), with an error that names the JSON path:
+// "bulkhead.limit: must be >= 1, got 0". Writing leaves zero fields out.
+// Hooks, MeterProvider and Use are not data: reading leaves them as they
+// are.
+//
+//	{
+//		"bulkhead": {"limit": 10, "max_queue": 20, "max_wait": "1s"},
+//		"deadline": {"timeout": "30s"},
+//		"retry": {"max_attempts": 3},
+//		"breaker": {},
+//		"attempt": {"timeout": "10s"}
+//	}
+//
 // [NewHTTPClient] puts such a pipeline around every request of an
 // *http.Client. With [Config.Route] (or [HTTPOptions.Endpoints]) each
 // attempt goes to one of several equivalent endpoints, each with its own

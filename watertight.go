@@ -27,25 +27,28 @@ import (
 // in the order calls run through them. A nil section leaves its slot
 // empty. The zero Config is valid: a pipeline that only records each
 // call's span and duration. [New] does not modify it.
+//
+// Config reads and writes JSON, each section under its json tag's key
+// (see the package doc); Use is not data and is neither written nor read.
 type Config struct {
 	// Bulkhead limits the calls in flight and waiting (outermost).
-	Bulkhead *bulkhead.Config
+	Bulkhead *bulkhead.Config `json:"bulkhead"`
 	// Adaptive takes the Bulkhead slot: a bulkhead that finds its own
 	// limit. At most one of Bulkhead, Adaptive and Use.Bulkhead may be set.
-	Adaptive *adaptive.Config
+	Adaptive *adaptive.Config `json:"adaptive"`
 	// Deadline bounds the whole call: every attempt and every wait.
-	Deadline *deadline.Config
+	Deadline *deadline.Config `json:"deadline"`
 	// Retry repeats failed attempts.
-	Retry *retry.Config
+	Retry *retry.Config `json:"retry"`
 	// RateLimit admits each attempt at the pace the dependency allows.
 	// With a Retry section, a zero MaxWait takes its MaxInterval
 	// (10s if that is 0, as in retry.Config).
-	RateLimit *ratelimit.Config
+	RateLimit *ratelimit.Config `json:"rate_limit"`
 	// Breaker stops calling a failing dependency; it sees every attempt.
-	Breaker *breaker.Config
+	Breaker *breaker.Config `json:"breaker"`
 	// Attempt bounds each attempt (innermost). Its Timeout must not be
 	// longer than Deadline's.
-	Attempt *deadline.Config
+	Attempt *deadline.Config `json:"attempt"`
 
 	// Route, if set, sends each attempt to one of its endpoints, below
 	// Retry (see package route). Each endpoint then gets a RateLimit,
@@ -54,19 +57,19 @@ type Config struct {
 	// own Name, with .endpoint added), unless it holds its own. Each
 	// section is checked even so. The Route's empty Name takes name; its
 	// nil MeterProvider, the pipeline's.
-	Route *route.Config
+	Route *route.Config `json:"route"`
 
 	// Use takes ready policies, slot by slot. A slot may be set here or by
 	// its section, not both. The Pipeline's Close does not close them, and
 	// its Update leaves them as they are.
-	Use compose.Policies
+	Use compose.Policies `json:"-"`
 
 	// OnUpdate, if not nil, is called after each [Pipeline.Update] that
 	// changed a setting, with the pipeline's name and what changed, on
 	// the goroutine of the Update and under its lock: updates are told in
 	// the order they were applied. An Update keeps the OnUpdate New was
 	// given.
-	OnUpdate func(pipeline string, changes []Change)
+	OnUpdate func(pipeline string, changes []Change) `json:"-"`
 }
 
 // Pipeline is the pipeline [New] builds: a compose.Pipeline, and the

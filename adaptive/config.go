@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/fielderr"
+	"github.com/watertight/watertight/internal/jsonconf"
 	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
@@ -27,26 +29,33 @@ const (
 
 // Config configures a [Limiter]. Its zero value is valid: each field says
 // its default. [New] copies it.
+//
+// Config reads and writes JSON: {"max_limit": 100, "max_wait": "2s",
+// "reserve": {"critical": 5}}. The keys are the json tags, durations are
+// Go duration strings and priorities are named; zero fields are left out.
+// MeterProvider and OnReject are not data: they are neither written nor
+// read.
 type Config struct {
 	// Name names the limiter in errors and telemetry. Empty is allowed.
-	Name string
+	Name string `json:"name"`
 
 	// MinLimit and MaxLimit bound the limit. 0 means the default (1 and
 	// 200). Otherwise MinLimit must be >= 1 and MaxLimit >= MinLimit.
-	MinLimit, MaxLimit int
+	MinLimit int `json:"min_limit"`
+	MaxLimit int `json:"max_limit"`
 
 	// InitialLimit is the limit the first adjustment starts from. 0 means
 	// 20, clamped to [MinLimit, MaxLimit]; otherwise it must lie there.
-	InitialLimit int
+	InitialLimit int `json:"initial_limit"`
 
 	// MaxQueue is the number of calls that may wait when the limit is
 	// reached. 0 means none. [Unbounded] lets any number wait. Other
 	// negative values are invalid.
-	MaxQueue int
+	MaxQueue int `json:"max_queue"`
 
 	// MaxWait is how long a call may wait before it is rejected. 0 means
 	// until its context is done. Negative values are invalid.
-	MaxWait time.Duration
+	MaxWait time.Duration `json:"max_wait"`
 
 	// Reserve keeps slots for calls of a priority (policy.WithPriority) and
 	// above, as bulkhead.Config.Reserve does. The reserve applies to the
@@ -61,24 +70,38 @@ type Config struct {
 	// PriorityDefault and PriorityCritical may reserve, no count may be
 	// negative, and MaxLimit must leave at least one slot open to every
 	// call. Nil reserves nothing.
-	Reserve map[policy.Priority]int
+	Reserve map[policy.Priority]int `json:"reserve"`
 
 	// Tolerance is the ratio to the no-load latency at which the limit
 	// settles. 0 means 1.25; otherwise it must be finite and >= 1.
-	Tolerance float64
+	Tolerance float64 `json:"tolerance"`
 
 	// ProbeInterval is how long after one probe the next is due. It runs at
 	// the next window whose calls reach the limit. 0 means 30 s; negative
 	// values are invalid. Probes are at least 20 windows apart.
-	ProbeInterval time.Duration
+	ProbeInterval time.Duration `json:"probe_interval"`
 
 	// MeterProvider provides the instruments. Nil means the global one.
-	MeterProvider metric.MeterProvider
+	MeterProvider metric.MeterProvider `json:"-"`
 
 	// OnReject, if not nil, is called once for every rejection, holding no
 	// lock, on the rejected caller's goroutine, with its ctx and the error
 	// Execute returns. It must not modify the error.
-	OnReject func(ctx context.Context, err *policy.RejectedError)
+	OnReject func(ctx context.Context, err *policy.RejectedError) `json:"-"`
+}
+
+// MarshalJSON returns c's data fields as a JSON object.
+func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(c) }
+
+// UnmarshalJSON reads the JSON object data into c. It refuses what [New]
+// refuses, with an error naming the JSON field: "tolerance: must be
+// finite and >= 1 (0 means 1.25), got 0.5". A key data leaves out leaves
+// its field as it was; on error c is unchanged.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Read(data, c, func(c Config) error {
+		_, err := c.resolve()
+		return err
+	})
 }
 
 // resolve returns c with its defaults applied, or an error naming its
@@ -87,31 +110,31 @@ func (c Config) resolve() (Config, error) {
 	r := c
 	r.MinLimit = cmp.Or(r.MinLimit, DefaultMinLimit)
 	if r.MinLimit < 1 {
-		return r, fmt.Errorf("adaptive: Config.MinLimit must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
+		return r, fielderr.New("adaptive", "MinLimit", "must be >= 1 (0 means %d), got %d", DefaultMinLimit, c.MinLimit)
 	}
 	got := fmt.Sprint(c.MaxLimit)
 	if r.MaxLimit == 0 {
 		r.MaxLimit, got = DefaultMaxLimit, fmt.Sprintf("0 (which means %d)", DefaultMaxLimit)
 	}
 	if r.MaxLimit < r.MinLimit {
-		return r, fmt.Errorf("adaptive: Config.MaxLimit must be >= MinLimit (%d), got %s", r.MinLimit, got)
+		return r, fielderr.New("adaptive", "MaxLimit", "must be >= MinLimit (%d), got %s", r.MinLimit, got)
 	}
 	if r.InitialLimit == 0 {
 		r.InitialLimit = min(max(DefaultInitialLimit, r.MinLimit), r.MaxLimit)
 	}
 	if r.InitialLimit < r.MinLimit || r.InitialLimit > r.MaxLimit {
-		return r, fmt.Errorf("adaptive: Config.InitialLimit must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
+		return r, fielderr.New("adaptive", "InitialLimit", "must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
 	}
 	if err := slots.CheckConfig("adaptive", c.MaxQueue, c.MaxWait, c.Reserve, r.MaxLimit); err != nil {
 		return r, err
 	}
 	r.Tolerance = cmp.Or(r.Tolerance, DefaultTolerance)
 	if math.IsNaN(r.Tolerance) || math.IsInf(r.Tolerance, 0) || r.Tolerance < 1 {
-		return r, fmt.Errorf("adaptive: Config.Tolerance must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
+		return r, fielderr.New("adaptive", "Tolerance", "must be finite and >= 1 (0 means %v), got %v", DefaultTolerance, c.Tolerance)
 	}
 	r.ProbeInterval = cmp.Or(r.ProbeInterval, DefaultProbeInterval)
 	if r.ProbeInterval < 0 {
-		return r, fmt.Errorf("adaptive: Config.ProbeInterval must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
+		return r, fielderr.New("adaptive", "ProbeInterval", "must be >= 0 (0 means %v), got %v", DefaultProbeInterval, c.ProbeInterval)
 	}
 	return r, nil
 }

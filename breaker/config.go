@@ -3,13 +3,14 @@ package breaker
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/fielderr"
+	"github.com/watertight/watertight/internal/jsonconf"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -29,23 +30,29 @@ const (
 // Any trip rule trips the breaker. Each is off at its zero value. With
 // neither failure rule set, ConsecutiveFailures is
 // [DefaultConsecutiveFailures]; the slow rule is off unless set.
+//
+// Config reads and writes JSON: {"failure_ratio": 0.5, "window": "30s",
+// "open_timeout": "10s"}. The keys are the json tags and durations are Go
+// duration strings; zero fields are left out. IsFailure, MeterProvider,
+// OnReject and OnStateChange are not data: they are neither written nor
+// read.
 type Config struct {
 	// Name is the watertight.policy.name attribute and RejectedError.Name.
-	Name string
+	Name string `json:"name"`
 
 	// ConsecutiveFailures trips the breaker on the Nth failure in a row.
 	// A success ends the run; an excluded outcome does not.
-	ConsecutiveFailures uint32
+	ConsecutiveFailures uint32 `json:"consecutive_failures"`
 
 	// FailureRatio trips the breaker when, in the last Window, there were
 	// at least MinRequests successes and failures and
 	// failures / (successes + failures) >= FailureRatio. It must be in
 	// [0, 1].
-	FailureRatio float64
+	FailureRatio float64 `json:"failure_ratio"`
 
 	// MinRequests is the least number of successes and failures for the
 	// ratio rule. 0 means 10. It is ignored when FailureRatio is 0.
-	MinRequests uint32
+	MinRequests uint32 `json:"min_requests"`
 
 	// SlowCallRatio trips the breaker when, in the last Window, there were
 	// at least SlowCallMinCalls calls and slow / calls >= SlowCallRatio.
@@ -56,16 +63,16 @@ type Config struct {
 	// judged slow that did not. While half-open, a probe that turns slow
 	// opens the breaker again, as a failed probe does. It must be in
 	// [0, 1]; 0 turns the rule off.
-	SlowCallRatio float64
+	SlowCallRatio float64 `json:"slow_call_ratio"`
 
 	// SlowCallDuration is the time after which a call is slow. It must be
 	// > 0 when SlowCallRatio is set, and 0 otherwise, and at most 9/10 of
 	// the Window, so that a call is judged before it leaves the window.
-	SlowCallDuration time.Duration
+	SlowCallDuration time.Duration `json:"slow_call_duration"`
 
 	// SlowCallMinCalls is the least number of calls for the slow rule.
 	// 0 means 10. It is ignored when SlowCallRatio is 0.
-	SlowCallMinCalls uint32
+	SlowCallMinCalls uint32 `json:"slow_call_min_calls"`
 
 	// Window is the rolling window in which outcomes and slow calls are
 	// counted while closed: 10 buckets of Window/10 (rounded down to the
@@ -74,36 +81,50 @@ type Config struct {
 	// was admitted, or its Window once buckets are 1 ns. It
 	// must be >= 0. 0 means 60 s when FailureRatio or SlowCallRatio is set,
 	// and otherwise no window: outcomes are never forgotten while closed.
-	Window time.Duration
+	Window time.Duration `json:"window"`
 
 	// OpenTimeout is how long the breaker stays open before it turns
 	// half-open. It must be >= 0; 0 means 30 s.
-	OpenTimeout time.Duration
+	OpenTimeout time.Duration `json:"open_timeout"`
 
 	// HalfOpenRequests is the number of probes let through while
 	// half-open, and the number of successes that close the breaker.
 	// 0 means 1.
-	HalfOpenRequests uint32
+	HalfOpenRequests uint32 `json:"half_open_requests"`
 
 	// IsFailure reports whether fn's non-nil error err is a failure;
 	// otherwise it is a success. It is asked only about the outcomes the
 	// package's Outcomes table leaves to it. Nil means [DefaultIsFailure],
 	// and a throttled error or a spent quota is then excluded. It runs on
 	// the caller's goroutine, outside every lock, and may call the Breaker.
-	IsFailure func(err error) bool
+	IsFailure func(err error) bool `json:"-"`
 
 	// MeterProvider provides the instruments. Nil means the global one.
-	MeterProvider metric.MeterProvider
+	MeterProvider metric.MeterProvider `json:"-"`
 
 	// OnReject, if not nil, is called after every rejection, outside every
 	// lock. It must not modify err.
-	OnReject func(ctx context.Context, err *policy.RejectedError)
+	OnReject func(ctx context.Context, err *policy.RejectedError) `json:"-"`
 
 	// OnStateChange, if not nil, is called after every state change,
 	// outside every lock. Calls are never concurrent and come in the order
 	// of the changes. It may call the Breaker. If it panics, the panic goes
 	// up through the call reporting the change.
-	OnStateChange func(from, to State)
+	OnStateChange func(from, to State) `json:"-"`
+}
+
+// MarshalJSON returns c's data fields as a JSON object.
+func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(c) }
+
+// UnmarshalJSON reads the JSON object data into c. It refuses what [New]
+// refuses, with an error naming the JSON field: "failure_ratio: must be
+// in [0, 1] (0 turns the rule off), got 2". A key data leaves out leaves
+// its field as it was; on error c is unchanged.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Read(data, c, func(c Config) error {
+		_, err := c.settings()
+		return err
+	})
 }
 
 // maxWindow caps the window: gobreaker's rounding overflows near
@@ -115,17 +136,17 @@ const maxWindow = 100 * 365 * 24 * time.Hour
 func (c *Config) check() error {
 	switch {
 	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
-		return fmt.Errorf("breaker: Config.FailureRatio must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
+		return fielderr.New("breaker", "FailureRatio", "must be in [0, 1] (0 turns the rule off), got %v", c.FailureRatio)
 	case math.IsNaN(c.SlowCallRatio) || c.SlowCallRatio < 0 || c.SlowCallRatio > 1:
-		return fmt.Errorf("breaker: Config.SlowCallRatio must be in [0, 1] (0 turns the rule off), got %v", c.SlowCallRatio)
+		return fielderr.New("breaker", "SlowCallRatio", "must be in [0, 1] (0 turns the rule off), got %v", c.SlowCallRatio)
 	case c.SlowCallRatio > 0 && c.SlowCallDuration <= 0:
-		return fmt.Errorf("breaker: Config.SlowCallDuration must be > 0 with SlowCallRatio set, got %v", c.SlowCallDuration)
+		return fielderr.New("breaker", "SlowCallDuration", "must be > 0 with SlowCallRatio set, got %v", c.SlowCallDuration)
 	case c.SlowCallRatio == 0 && c.SlowCallDuration != 0:
-		return fmt.Errorf("breaker: Config.SlowCallDuration is %v but SlowCallRatio is 0: set both, or neither", c.SlowCallDuration)
+		return fielderr.New("breaker", "SlowCallDuration", "is %v but SlowCallRatio is 0: set both, or neither", c.SlowCallDuration)
 	case c.Window < 0:
-		return fmt.Errorf("breaker: Config.Window must be >= 0, got %v", c.Window)
+		return fielderr.New("breaker", "Window", "must be >= 0, got %v", c.Window)
 	case c.OpenTimeout < 0:
-		return fmt.Errorf("breaker: Config.OpenTimeout must be >= 0, got %v", c.OpenTimeout)
+		return fielderr.New("breaker", "OpenTimeout", "must be >= 0, got %v", c.OpenTimeout)
 	}
 	return nil
 }
@@ -172,7 +193,7 @@ func (c *Config) settings() (gobreaker.Settings, error) {
 		}
 	}
 	if d := c.SlowCallDuration; c.SlowCallRatio > 0 && d > st.Interval-st.BucketPeriod {
-		return gobreaker.Settings{}, fmt.Errorf("breaker: Config.SlowCallDuration (%v) must be at most 9/10 of Window (%v)", d, window)
+		return gobreaker.Settings{}, fielderr.New("breaker", "SlowCallDuration", "(%v) must be at most 9/10 of Window (%v)", d, window)
 	}
 	return st, nil
 }

@@ -2,11 +2,12 @@ package bulkhead
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/fielderr"
+	"github.com/watertight/watertight/internal/jsonconf"
 	"github.com/watertight/watertight/internal/slots"
 	"github.com/watertight/watertight/policy"
 )
@@ -16,45 +17,62 @@ const Unbounded = -1
 
 // Config configures a [Bulkhead]. The zero value is not valid: Limit must
 // be set. [New] copies it.
+//
+// Config reads and writes JSON: {"limit": 10, "max_queue": 20,
+// "max_wait": "1s", "reserve": {"critical": 2}}. The keys are the json
+// tags, durations are Go duration strings and priorities are named; zero
+// fields are left out. MeterProvider and OnReject are not data: they are
+// neither written nor read.
 type Config struct {
 	// Name names the bulkhead in errors and telemetry. Empty is allowed.
-	Name string
+	Name string `json:"name"`
 
 	// Limit is the number of calls that may run at once. It is required and
 	// must be >= 1; math.MaxInt is allowed.
-	Limit int
+	Limit int `json:"limit"`
 
 	// MaxQueue is the number of calls that may wait for a slot when all
 	// Limit slots are taken. 0 means none: a call that finds the bulkhead
 	// full is rejected at once. [Unbounded] lets any number wait. Any other
 	// negative value is invalid.
-	MaxQueue int
+	MaxQueue int `json:"max_queue"`
 
 	// MaxWait is how long one waiting call may wait for a slot before it is
 	// rejected with reason "wait_timeout". 0 means it waits until its
 	// context is done. Negative values are invalid.
-	MaxWait time.Duration
+	MaxWait time.Duration `json:"max_wait"`
 
 	// Reserve keeps slots for calls of a priority (policy.WithPriority) and
 	// above: with Reserve[policy.PriorityCritical] = 10, only critical calls
 	// take the last 10 free slots. Only PriorityDefault and PriorityCritical
 	// may reserve, no count may be negative, and at least one slot must stay
 	// open to every call. Nil reserves nothing.
-	Reserve map[policy.Priority]int
+	Reserve map[policy.Priority]int `json:"reserve"`
 
 	// MeterProvider provides the instruments. Nil means the global one.
-	MeterProvider metric.MeterProvider
+	MeterProvider metric.MeterProvider `json:"-"`
 
 	// OnReject, if not nil, is called once for every rejection, holding no
 	// lock, on the rejected caller's goroutine, with its ctx and the error
 	// Execute returns. It must not modify the error.
-	OnReject func(ctx context.Context, err *policy.RejectedError)
+	OnReject func(ctx context.Context, err *policy.RejectedError) `json:"-"`
+}
+
+// MarshalJSON returns c's data fields as a JSON object.
+func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(c) }
+
+// UnmarshalJSON reads the JSON object data into c. It refuses what [New]
+// refuses, with an error naming the JSON field: "limit: must be >= 1, got
+// 0". A key data leaves out leaves its field as it was; on error c is
+// unchanged.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Read(data, c, Config.validate)
 }
 
 // validate reports the first invalid field of c.
-func (c *Config) validate() error {
+func (c Config) validate() error {
 	if c.Limit < 1 {
-		return fmt.Errorf("bulkhead: Config.Limit must be >= 1, got %d", c.Limit)
+		return fielderr.New("bulkhead", "Limit", "must be >= 1, got %d", c.Limit)
 	}
 	return slots.CheckConfig("bulkhead", c.MaxQueue, c.MaxWait, c.Reserve, c.Limit)
 }

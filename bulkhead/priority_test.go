@@ -27,8 +27,8 @@ func TestReserveValidation(t *testing.T) {
 		reserve map[policy.Priority]int
 		want    string
 	}{
-		{"sheddable", map[policy.Priority]int{policy.PrioritySheddable: 1}, "bulkhead: Config.Reserve[sheddable]: only the default and critical"},
-		{"unknown", map[policy.Priority]int{7: 1}, "bulkhead: Config.Reserve[Priority(7)]: only the default and critical"},
+		{"sheddable", map[policy.Priority]int{policy.PrioritySheddable: 1}, "bulkhead: Config.Reserve[sheddable] must not be set: only the default and critical"},
+		{"unknown", map[policy.Priority]int{7: 1}, "bulkhead: Config.Reserve[Priority(7)] must not be set: only the default and critical"},
 		{"negative", map[policy.Priority]int{policy.PriorityCritical: -1}, "bulkhead: Config.Reserve[critical] must be >= 0"},
 		{"every slot", map[policy.Priority]int{policy.PriorityCritical: 3, policy.PriorityDefault: 1}, "bulkhead: Config.Reserve[critical] = 3 leaves no slot of 4 open to every call (1 reserved by the others)"},
 		{"overflow", map[policy.Priority]int{policy.PriorityCritical: math.MaxInt, policy.PriorityDefault: math.MaxInt}, "bulkhead: Config.Reserve[default] = 9223372036854775807 leaves no slot"},

@@ -2,12 +2,13 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watertight/watertight/internal/fielderr"
+	"github.com/watertight/watertight/internal/jsonconf"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -18,59 +19,75 @@ const (
 
 // Config configures a [Limiter]. The zero value is valid: no client-side
 // rate, and holds of at most 60 s. [New] copies it.
+//
+// Config reads and writes JSON: {"requests_per_second": 50, "burst": 10,
+// "max_hold": "30s"}. The keys are the json tags and durations are Go
+// duration strings; zero fields are left out. MeterProvider and OnReject
+// are not data: they are neither written nor read.
 type Config struct {
 	// Name names the Limiter in errors and telemetry. Empty is allowed.
-	Name string
+	Name string `json:"name"`
 
 	// RequestsPerSecond, if > 0, admits at most that many attempts per
 	// second on average, in bursts of at most Burst. It must be a finite
 	// number >= 0.
-	RequestsPerSecond float64
+	RequestsPerSecond float64 `json:"requests_per_second"`
 	// Burst is the most attempts admitted at once under RequestsPerSecond.
 	// 0 means RequestsPerSecond rounded up (at least 1). It must be >= 0.
-	Burst int
+	Burst int `json:"burst"`
 
 	// TokensPerMinute, if > 0, admits attempts while the costs they declare
 	// with [WithCost] stay within that many tokens per minute, in bursts of
 	// at most TokenBurst. It must be a finite number >= 0.
-	TokensPerMinute float64
+	TokensPerMinute float64 `json:"tokens_per_minute"`
 	// TokenBurst is the most tokens drawn at once. 0 means TokensPerMinute
 	// rounded up. It must be >= 0. A larger cost draws TokenBurst.
-	TokenBurst int
+	TokenBurst int `json:"token_burst"`
 
 	// MaxHold caps the hold one signal sets. 0 means 60 s; it must be >= 0.
-	MaxHold time.Duration
+	MaxHold time.Duration `json:"max_hold"`
 
 	// MaxWait is the longest an attempt waits for a hold or the client-side
 	// rate. An attempt that would wait longer, or past its context's
 	// deadline, is rejected at once. A hold met again after the gate counts
 	// afresh. 0 means MaxHold; it must be >= 0.
-	MaxWait time.Duration
+	MaxWait time.Duration `json:"max_wait"`
 
 	// MeterProvider provides the instruments. Nil means the global one.
-	MeterProvider metric.MeterProvider
+	MeterProvider metric.MeterProvider `json:"-"`
 
 	// OnReject, if not nil, is called once for every rejection, on the
 	// rejected caller's goroutine with its ctx, holding no lock. It must
 	// not modify the error.
-	OnReject func(ctx context.Context, err *policy.RejectedError)
+	OnReject func(ctx context.Context, err *policy.RejectedError) `json:"-"`
+}
+
+// MarshalJSON returns c's data fields as a JSON object.
+func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(c) }
+
+// UnmarshalJSON reads the JSON object data into c. It refuses what [New]
+// refuses, with an error naming the JSON field: "burst: must be >= 0, got
+// -1". A key data leaves out leaves its field as it was; on error c is
+// unchanged.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Read(data, c, Config.validate)
 }
 
 // validate reports the first invalid field of c.
-func (c *Config) validate() error {
+func (c Config) validate() error {
 	switch {
 	case !(c.RequestsPerSecond >= 0) || math.IsInf(c.RequestsPerSecond, 0):
-		return fmt.Errorf("ratelimit: Config.RequestsPerSecond must be a finite number >= 0, got %v", c.RequestsPerSecond)
+		return fielderr.New("ratelimit", "RequestsPerSecond", "must be a finite number >= 0, got %v", c.RequestsPerSecond)
 	case c.Burst < 0:
-		return fmt.Errorf("ratelimit: Config.Burst must be >= 0, got %d", c.Burst)
+		return fielderr.New("ratelimit", "Burst", "must be >= 0, got %d", c.Burst)
 	case !(c.TokensPerMinute >= 0) || math.IsInf(c.TokensPerMinute, 0):
-		return fmt.Errorf("ratelimit: Config.TokensPerMinute must be a finite number >= 0, got %v", c.TokensPerMinute)
+		return fielderr.New("ratelimit", "TokensPerMinute", "must be a finite number >= 0, got %v", c.TokensPerMinute)
 	case c.TokenBurst < 0:
-		return fmt.Errorf("ratelimit: Config.TokenBurst must be >= 0, got %d", c.TokenBurst)
+		return fielderr.New("ratelimit", "TokenBurst", "must be >= 0, got %d", c.TokenBurst)
 	case c.MaxHold < 0:
-		return fmt.Errorf("ratelimit: Config.MaxHold must be >= 0, got %v", c.MaxHold)
+		return fielderr.New("ratelimit", "MaxHold", "must be >= 0, got %v", c.MaxHold)
 	case c.MaxWait < 0:
-		return fmt.Errorf("ratelimit: Config.MaxWait must be >= 0, got %v", c.MaxWait)
+		return fielderr.New("ratelimit", "MaxWait", "must be >= 0, got %v", c.MaxWait)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/watertight/watertight/internal/fielderr"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/policy"
 )
@@ -389,10 +390,10 @@ func (s *Slots) grantLocked() {
 // Reserve valid for a limit of limit.
 func CheckConfig(pkg string, maxQueue int, maxWait time.Duration, reserve map[policy.Priority]int, limit int) error {
 	if maxQueue < -1 {
-		return fmt.Errorf("%s: Config.MaxQueue must be >= 0 or Unbounded (-1), got %d", pkg, maxQueue)
+		return fielderr.New(pkg, "MaxQueue", "must be >= 0 or Unbounded (-1), got %d", maxQueue)
 	}
 	if maxWait < 0 {
-		return fmt.Errorf("%s: Config.MaxWait must be >= 0, got %v", pkg, maxWait)
+		return fielderr.New(pkg, "MaxWait", "must be >= 0, got %v", maxWait)
 	}
 	return checkReserve(pkg, reserve, limit)
 }
@@ -403,14 +404,14 @@ func CheckConfig(pkg string, maxQueue int, maxWait time.Duration, reserve map[po
 func checkReserve(pkg string, r map[policy.Priority]int, limit int) error {
 	sum := 0 // < limit: the check below never overflows
 	for _, p := range slices.Sorted(maps.Keys(r)) {
-		n := r[p]
+		n, field := r[p], fmt.Sprintf("Reserve[%v]", p)
 		switch {
 		case p != policy.PriorityDefault && p != policy.PriorityCritical:
-			return fmt.Errorf("%s: Config.Reserve[%v]: only the default and critical priorities may reserve slots", pkg, p)
+			return fielderr.New(pkg, field, "must not be set: only the default and critical priorities may reserve slots")
 		case n < 0:
-			return fmt.Errorf("%s: Config.Reserve[%v] must be >= 0, got %d", pkg, p, n)
+			return fielderr.New(pkg, field, "must be >= 0, got %d", n)
 		case n >= limit-sum:
-			return fmt.Errorf("%s: Config.Reserve[%v] = %d leaves no slot of %d open to every call (%d reserved by the others)", pkg, p, n, limit, sum)
+			return fielderr.New(pkg, field, "= %d leaves no slot of %d open to every call (%d reserved by the others)", n, limit, sum)
 		}
 		sum += n
 	}
