@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/retry"
 	"github.com/watertight/watertight/route"
 )
 
@@ -272,5 +274,39 @@ func TestClientUpdateResizesEndpointPools(t *testing.T) {
 	}
 	if a, b := watertight.PoolOf(c, 0).MaxConnsPerHost, watertight.PoolOf(c, 1).MaxConnsPerHost; a != 6 || b != 5 {
 		t.Errorf("after the update: pools capped at %d and %d; want 6 and 5", a, b)
+	}
+}
+
+// TestPipelineUpdateTellsChanges checks that OnUpdate hears each applied
+// update with what changed, by JSON path, and nothing of a refused one or
+// of one that changed nothing.
+func TestPipelineUpdateTellsChanges(t *testing.T) {
+	var told [][]watertight.Change
+	p := mustPipeline(t, watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10, MaxWait: time.Second},
+		Retry:    &retry.Config{MaxAttempts: 3},
+		OnUpdate: func(name string, changes []watertight.Change) {
+			if name != "chat" {
+				t.Errorf("OnUpdate told pipeline %q; want chat", name)
+			}
+			told = append(told, changes)
+		},
+	})
+	next := watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3, MaxWait: time.Second}, Retry: &retry.Config{}}
+	if err := p.Update(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(watertight.Config{Bulkhead: &bulkhead.Config{}, Retry: &retry.Config{}}); err == nil {
+		t.Fatal("an invalid update was applied")
+	}
+	want := []watertight.Change{
+		{Path: "bulkhead.limit", Old: "10", New: "3"},
+		{Path: "retry.max_attempts", Old: "3", New: ""},
+	}
+	if len(told) != 1 || !reflect.DeepEqual(told[0], want) {
+		t.Errorf("OnUpdate heard %v; want one update, %v", told, want)
 	}
 }

@@ -52,15 +52,24 @@ func Open(path string, log *slog.Logger) (*Pipelines, error) {
 	return ps, nil
 }
 
+// decode reads the file's pipelines. An error names the setting by its
+// path, the pipeline's name first: "chat.bulkhead.limit: must be >= 1".
 func decode(data []byte) (map[string]watertight.Config, error) {
-	var cfgs map[string]watertight.Config
+	var raw map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(data))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&cfgs); err != nil {
+	if err := d.Decode(&raw); err != nil {
 		return nil, err
 	}
 	if d.More() {
 		return nil, errors.New("data after the JSON object")
+	}
+	cfgs := make(map[string]watertight.Config, len(raw))
+	for name, doc := range raw {
+		var cfg watertight.Config
+		if err := json.Unmarshal(doc, &cfg); err != nil {
+			return nil, fmt.Errorf("%s.%w", name, err)
+		}
+		cfgs[name] = cfg
 	}
 	return cfgs, nil
 }
