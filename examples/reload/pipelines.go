@@ -53,7 +53,7 @@ func Open(path string, log *slog.Logger) (*Pipelines, error) {
 }
 
 // decode reads the file's pipelines. An error names the setting by its
-// path, the pipeline's name first: "chat.bulkhead.limit: must be >= 1".
+// path, after the pipeline's name: "chat: bulkhead.limit: must be >= 1".
 func decode(data []byte) (map[string]watertight.Config, error) {
 	var raw map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(data))
@@ -67,7 +67,7 @@ func decode(data []byte) (map[string]watertight.Config, error) {
 	for name, doc := range raw {
 		var cfg watertight.Config
 		if err := json.Unmarshal(doc, &cfg); err != nil {
-			return nil, fmt.Errorf("%s.%w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cfgs[name] = cfg
 	}
