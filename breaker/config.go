@@ -25,7 +25,7 @@ const (
 
 // Config configures a [Breaker]. The zero value is valid: the breaker opens
 // on the 5th consecutive failure, stays open 30 s, then lets one probe
-// through. [New] reads it once.
+// through. [New] and [Breaker.Update] copy it.
 //
 // Any trip rule trips the breaker. Each is off at its zero value. With
 // neither failure rule set, ConsecutiveFailures is

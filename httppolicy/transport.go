@@ -38,8 +38,9 @@ var (
 // [policy.Policy]. The package documentation says what is retried, what
 // is a failure and what the caller gets.
 //
-// Set the fields before the first request and do not change them later.
-// A Transport is then safe for concurrent use. The zero value has no
+// Set the fields before the first request and do not change them later
+// ([Transport.SetStreamTimeouts] changes the stream timeouts while it
+// runs). A Transport is then safe for concurrent use. The zero value has no
 // Policy: its RoundTrip returns an error.
 type Transport struct {
 	// Base sends each attempt. Nil means [http.DefaultTransport].

@@ -40,7 +40,8 @@ type Config struct {
 	// empty.
 	Name string `json:"name"`
 	// Endpoints are the equivalent endpoints calls are spread over: at
-	// least 1, at most [MaxEndpoints], with distinct names.
+	// least 1, at most [MaxEndpoints], with distinct names. They are fixed
+	// at New: [Router.Update] changes their Weight and MaxConcurrent only.
 	Endpoints []Endpoint `json:"endpoints"`
 
 	// Decay is how long an endpoint's latency estimate takes to forget
