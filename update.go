@@ -60,9 +60,9 @@ func (u *updates) init(name string, cfg Config, mp metric.MeterProvider) {
 // It is all or nothing: cfg is checked first, as New checks it, and an
 // invalid cfg changes nothing and returns the error New returns for it.
 // The policies are then updated one by one, in the order calls run
-// through them. A call sees, in each policy, the old settings or the new,
-// never a mix; a call in flight during an Update may meet the old
-// settings in one policy and the new in the next.
+// through them, each as its own Update says: a call in flight during an
+// Update may meet the old settings in one policy and the new in the
+// next.
 //
 // cfg must have the sections the pipeline was built with. Update refuses
 // to add or remove a section, or to swap Bulkhead and Adaptive, with an

@@ -69,9 +69,11 @@
 //
 // [Limiter.Update] changes the rates, MaxHold and MaxWait while the Limiter
 // is in use; [Limiter.Config] returns the Config in force. An attempt reads
-// the settings once, as it enters. A rate changed keeps the tokens already
-// spent; a rate turned on starts with a full burst. An attempt already
-// waiting keeps its bounds and its reservation. A hold already on keeps its
+// its MaxWait and MaxHold once, as it enters. A rate changed is retuned in
+// place, keeping the tokens already spent: an attempt that draws from it
+// after the update draws at the new rate, and a rate turned on starts with
+// a full burst. An attempt already waiting keeps its bounds and its
+// reservation. A hold already on keeps its
 // end; MaxHold caps the holds set after. The hold, the gate and what the
 // answers have told them survive every Update.
 //

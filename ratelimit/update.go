@@ -5,9 +5,10 @@ package ratelimit
 // naming the field. Name, MeterProvider and OnReject stay those New was
 // given; cfg's are ignored.
 //
-// An attempt reads the settings once, as it enters: the rates it draws
-// from and the bounds of its wait. A rate on before and after keeps its
-// tokens already spent and refills at the new rate from Update on; a rate
+// An attempt reads once, as it enters, which rates it draws from and the
+// bounds of its wait. A rate on before and after is retuned in place: it
+// keeps its tokens already spent and refills at the new rate from Update
+// on, for every attempt that draws from it after; a rate
 // turned on starts with a full burst; a rate turned off no longer delays
 // attempts. MaxWait and MaxHold bound the waits of the attempts
 // that enter after Update returns; an attempt already waiting keeps its

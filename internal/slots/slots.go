@@ -56,11 +56,9 @@ type Slots struct {
 	// queued is the number of waiters; it is written under mu and read
 	// without.
 	queued atomic.Int64
-	// open[c] is the number of slots class c may take: the limit less the
-	// reserves of the classes above it, so that an admission reads one
-	// number. open[classes-1] is the limit. Written under mu, read
-	// without.
-	open [classes]atomic.Int64
+	// lim is the limit and the reserves in force, replaced whole under mu
+	// and read without: an admission reads them in one load.
+	lim atomic.Pointer[limits]
 
 	// mu guards waiters and every hand-off of a slot to a waiter. While
 	// anyone waits, every acquire and release goes through it, so slots go
@@ -69,16 +67,24 @@ type Slots struct {
 	waiters [classes]waitList
 
 	// closed[c] is the number of slots class c may not take: the reserves
-	// of the classes above it. reserved says whether any is set. Both are
-	// written under mu; reserved is read without.
+	// of the classes above it. Guarded by mu.
 	closed   [classes]int64
-	reserved atomic.Bool
 	queueCap int           // waiters allowed; guarded by mu
 	maxWait  time.Duration // guarded by mu: a waiter reads it as it queues
 
 	// Owner names the user of these slots in panic messages
 	// ("bulkhead: slot released twice"). Set it before use.
 	Owner string
+}
+
+// limits are a limit and its reserves, as the classes see them.
+type limits struct {
+	// open[c] is the number of slots class c may take: the limit less the
+	// reserves of the classes above it. open[classes-1] is the limit.
+	open [classes]int64
+	// reserved says whether any reserve is set: without, open is the same
+	// for every class, and an admission need not read its class.
+	reserved bool
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
@@ -105,14 +111,11 @@ func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[poli
 	}
 	s.maxWait = maxWait
 	s.closed = [classes]int64{}
-	reserved := false
 	for p, n := range reserve {
 		for c := range int(p) + 1 {
 			s.closed[c] += int64(n)
 		}
-		reserved = reserved || n > 0
 	}
-	s.reserved.Store(reserved)
 	if limit <= 0 {
 		limit = s.Limit()
 	}
@@ -127,14 +130,15 @@ func (s *Slots) Active() int { return int(s.active.Load()) }
 // Closed returns the slots a call with ctx's priority may not take: the
 // reserves of the priorities above it.
 func (s *Slots) Closed(ctx context.Context) int {
-	return int(s.open[classes-1].Load() - s.open[class(ctx)].Load())
+	l := s.lim.Load()
+	return int(l.open[classes-1] - l.open[class(ctx)])
 }
 
 // Queued returns the number of callers waiting for a slot now.
 func (s *Slots) Queued() int { return int(s.queued.Load()) }
 
 // Limit returns the current limit.
-func (s *Slots) Limit() int { return int(s.open[classes-1].Load()) }
+func (s *Slots) Limit() int { return int(s.lim.Load().open[classes-1]) }
 
 // SetLimit changes the limit to n, which must be >= 1. Raising it hands the
 // new free slots to the waiters at once, as releases would; lowering it
@@ -150,9 +154,11 @@ func (s *Slots) SetLimit(n int) {
 // setLimitLocked sets the limit to n and grants the slots it frees.
 // s.mu must be held.
 func (s *Slots) setLimitLocked(n int) {
+	l := &limits{reserved: s.closed[0] > 0}
 	for c := range classes {
-		s.open[c].Store(int64(n) - s.closed[c])
+		l.open[c] = int64(n) - s.closed[c]
 	}
+	s.lim.Store(l)
 	s.grantLocked()
 }
 
@@ -165,25 +171,30 @@ func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 		return ended(ctx)
 	}
 	// Fast path: nobody waits and a slot is free. Once someone waits, every
-	// newcomer goes through mu: no queue jumping. Without reserves, the
-	// class matters only in the queue, so the fast path does not read it.
-	c := classes - 1
-	if s.reserved.Load() {
-		c = class(ctx)
-	}
-	if s.queued.Load() == 0 && s.tryTake(c) {
+	// newcomer goes through mu: no queue jumping.
+	if s.queued.Load() == 0 && s.tryTake(ctx, -1) {
 		return Admitted, nil
 	}
 	return s.acquireSlow(ctx, class(ctx))
 }
 
-// tryTake takes a slot that class c may take, if one is free.
-func (s *Slots) tryTake(c int) bool {
+// tryTake takes a slot that class c may take, if one is free. c < 0 means
+// ctx's class, read only if reserves are set: without them, the class
+// matters only in the queue.
+func (s *Slots) tryTake(ctx context.Context, c int) bool {
 	for {
-		// The limit is read again on each try: a SetLimit that lands while
-		// the swap retries applies to this acquire.
+		// The limits are read again on each try: a SetLimit that lands
+		// while the swap retries applies to this acquire.
+		l := s.lim.Load()
+		k := classes - 1
+		if l.reserved {
+			if c < 0 {
+				c = class(ctx)
+			}
+			k = c
+		}
 		a := s.active.Load()
-		if a >= s.open[c].Load() {
+		if a >= l.open[k] {
 			return false
 		}
 		if s.active.CompareAndSwap(a, a+1) {
@@ -196,7 +207,7 @@ func (s *Slots) tryTake(c int) bool {
 // or someone waits.
 func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
 	s.mu.Lock()
-	if s.top() < c && s.tryTake(c) {
+	if s.top() < c && s.tryTake(ctx, c) {
 		s.mu.Unlock()
 		return Admitted, nil
 	}
@@ -370,7 +381,7 @@ func (s *Slots) Release() {
 // class may take no slot the highest class waiting may not. s.mu must be
 // held.
 func (s *Slots) handOffLocked() {
-	if c := s.top(); c >= 0 && s.active.Load() <= s.open[c].Load() {
+	if c := s.top(); c >= 0 && s.active.Load() <= s.lim.Load().open[c] {
 		s.wake(s.waiters[c].head)
 		return
 	}
@@ -380,7 +391,7 @@ func (s *Slots) handOffLocked() {
 // grantLocked hands free slots, if any, to the waiters, highest class
 // first. s.mu must be held.
 func (s *Slots) grantLocked() {
-	for c := s.top(); c >= 0 && s.tryTake(c); c = s.top() {
+	for c := s.top(); c >= 0 && s.tryTake(nil, c); c = s.top() {
 		s.wake(s.waiters[c].head)
 	}
 }
