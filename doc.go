@@ -19,9 +19,15 @@
 // section under its key, durations as Go duration strings and priorities
 // by name. Reading refuses what New refuses, and an unknown key (keys
 // match exactly), with an error that names the JSON path:
-// "bulkhead.limit: must be >= 1, got 0". Writing leaves zero fields out.
-// Hooks, MeterProvider and Use are not data: reading leaves them as they
-// are.
+// "bulkhead.limit: must be >= 1, got 0"; a route may name no endpoints
+// (an HTTP client's come from its HTTPOptions, and an update keeps those
+// in force). Writing leaves zero fields out. Hooks, MeterProvider and Use
+// are not data: reading leaves them as they are. A route endpoint's
+// policies are not data either: an "endpoints" list read replaces the
+// endpoints, policies included.
+//
+// [Pipeline.Update] changes a running pipeline's settings from a Config,
+// in place: see the README's "Changing settings at run time".
 //
 //	{
 //		"bulkhead": {"limit": 10, "max_queue": 20, "max_wait": "1s"},

@@ -102,9 +102,8 @@ func TestConfigJSONRefuses(t *testing.T) {
 		{`{"breaker": {"failure_ratio": 2}}`, "breaker.failure_ratio: must be in [0, 1] (0 turns the rule off), got 2"},
 		{`{"breaker": {"slow_call_ratio": 0.5}}`, "breaker.slow_call_duration: must be > 0 with SlowCallRatio set, got 0s"},
 		{`{"breaker": {"slow_call_ratio": 0.5, "slow_call_duration": "1m", "window": "1m"}}`, "breaker.slow_call_duration: (1m0s) must be at most 9/10 of Window (1m0s)"},
-		{`{"route": {}}`, "route.endpoints: must not be empty"},
 		{`{"route": {"endpoints": [{}]}}`, "route.endpoints[0].name: must not be empty"},
-		{`{"route": {"endpoints": [{"name": "a"}, {"name": "a"}]}}`, `route.endpoints[1].name: "a" is also Endpoints[0]'s`},
+		{`{"route": {"endpoints": [{"name": "a"}, {"name": "a"}]}}`, `route.endpoints[1].name: "a" is also endpoint 0's`},
 		{`{"route": {"endpoints": [{"name": "a", "weight": 5000}]}}`, "route.endpoints[0].weight: must be 0 (1) or from 0.001 to 1000, got 5000"},
 		{`{"route": {"endpoints": [{"name": "a", "max_concurrent": -1}]}}`, "route.endpoints[0].max_concurrent: must be >= 0 (0 means no cap), got -1"},
 		{`{"route": {"endpoints": [{"name": "a"}], "outlier_factor": 1}}`, "route.outlier_factor: must be > 1, or negative for none, got 1"},
@@ -285,6 +284,10 @@ func TestConfigJSONRefusesWhatNewRefuses(t *testing.T) {
 		readErr := json.Unmarshal(out, &back)
 		p, newErr := watertight.New("p", cfg)
 		p.Close()
+		if cfg.Route != nil && len(cfg.Route.Endpoints) == 0 && readErr == nil {
+			// Read, for the endpoints an HTTP client or an update fills in.
+			return
+		}
 		if (readErr == nil) != (newErr == nil) {
 			t.Fatalf("%s:\nUnmarshal: %v\nNew: %v", out, readErr, newErr)
 		}

@@ -14,8 +14,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/watertight/watertight/adaptive"
+	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
+	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/ratelimit"
+	"github.com/watertight/watertight/retry"
 	"github.com/watertight/watertight/route"
 )
 
@@ -86,7 +92,7 @@ func (p *Pipeline) Update(cfg Config) error {
 		return err
 	}
 	changes := diff(u.cfg, cfg)
-	u.cfg = deepCopy(cfg)
+	u.cfg = cfg
 	u.counter.Add(context.Background(), 1, u.applied...)
 	if len(changes) > 0 && u.onUpdate != nil {
 		u.onUpdate(u.name, changes)
@@ -105,16 +111,33 @@ func (p *Pipeline) Config() Config {
 	return deepCopy(u.cfg)
 }
 
-// kept returns cfg with what Update keeps from the Config in force: Use,
-// OnUpdate, and the Route's endpoints if cfg's Route names none.
+// kept returns a copy of cfg with what Update keeps from the Config in
+// force: Use, OnUpdate, each section's Name, and the Route's endpoints if
+// cfg's Route names none.
 func (u *updates) kept(cfg Config) Config {
-	cfg.Use, cfg.OnUpdate = u.cfg.Use, u.cfg.OnUpdate
-	if cfg.Route != nil && len(cfg.Route.Endpoints) == 0 && u.cfg.Route != nil {
-		rc := *cfg.Route
-		rc.Endpoints = u.cfg.Route.Endpoints
-		cfg.Route = &rc
+	cfg = deepCopy(cfg)
+	in := u.cfg
+	cfg.Use, cfg.OnUpdate = in.Use, in.OnUpdate
+	keepName(cfg.Bulkhead, in.Bulkhead, func(c *bulkhead.Config) *string { return &c.Name })
+	keepName(cfg.Adaptive, in.Adaptive, func(c *adaptive.Config) *string { return &c.Name })
+	keepName(cfg.Deadline, in.Deadline, func(c *deadline.Config) *string { return &c.Name })
+	keepName(cfg.Retry, in.Retry, func(c *retry.Config) *string { return &c.Name })
+	keepName(cfg.RateLimit, in.RateLimit, func(c *ratelimit.Config) *string { return &c.Name })
+	keepName(cfg.Breaker, in.Breaker, func(c *breaker.Config) *string { return &c.Name })
+	keepName(cfg.Attempt, in.Attempt, func(c *deadline.Config) *string { return &c.Name })
+	keepName(cfg.Route, in.Route, func(c *route.Config) *string { return &c.Name })
+	if cfg.Route != nil && len(cfg.Route.Endpoints) == 0 && in.Route != nil {
+		cfg.Route.Endpoints = slices.Clone(in.Route.Endpoints)
 	}
 	return cfg
+}
+
+// keepName sets c's name to that of the section in force, if both are
+// set: an update keeps a policy's name, and so its Config does too.
+func keepName[C any](c, in *C, name func(*C) *string) {
+	if c != nil && in != nil {
+		*name(c) = *name(in)
+	}
 }
 
 // apply checks cfg and updates the policies New built.
@@ -124,8 +147,9 @@ func (p *Pipeline) apply(cfg Config) error {
 		return err
 	}
 	// The check builds the pipeline cfg describes and drops it, so that an
-	// update is refused exactly when New would refuse cfg.
-	check, err := New(u.name, cfg, compose.WithMeterProvider(metricnoop.NewMeterProvider()))
+	// update is refused exactly when New would refuse cfg, with instruments
+	// that report nothing.
+	check, err := New(u.name, unmetered(cfg), compose.WithMeterProvider(metricnoop.NewMeterProvider()))
 	if err != nil {
 		return err
 	}
@@ -174,8 +198,38 @@ func (p *Pipeline) updateRoute(cfg Config) error {
 	return nil
 }
 
+// unmetered returns a copy of cfg whose sections take the pipeline's
+// MeterProvider.
+func unmetered(cfg Config) Config {
+	cfg = deepCopy(cfg)
+	for _, m := range []*metric.MeterProvider{field(cfg.Bulkhead, func(c *bulkhead.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Adaptive, func(c *adaptive.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Deadline, func(c *deadline.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Retry, func(c *retry.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.RateLimit, func(c *ratelimit.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Breaker, func(c *breaker.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Attempt, func(c *deadline.Config) *metric.MeterProvider { return &c.MeterProvider }),
+		field(cfg.Route, func(c *route.Config) *metric.MeterProvider { return &c.MeterProvider })} {
+		if m != nil {
+			*m = nil
+		}
+	}
+	return cfg
+}
+
+// field returns f of c, or nil if c is nil.
+func field[C, F any](c *C, f func(*C) *F) *F {
+	if c == nil {
+		return nil
+	}
+	return f(c)
+}
+
 // sameSections reports a section of cfg set where in force it is not, or
-// the other way round.
+// the other way round, and what a policy's Update refuses that New does
+// not: a Route's endpoints renamed, added or removed, a breaker's slow
+// rule turned on or off. So Update refuses cfg before it changes any
+// policy.
 func sameSections(in, cfg Config) error {
 	var a, b compose.Policies
 	was, now := sections(in, "", nil, &a), sections(cfg, "", nil, &b)
@@ -190,7 +244,23 @@ func sameSections(in, cfg Config) error {
 	if (in.Route == nil) != (cfg.Route == nil) {
 		return errors.New("watertight: Route: a Route cannot be added or removed at run time: build a new pipeline")
 	}
+	if in.Breaker != nil && cfg.Breaker != nil && (in.Breaker.SlowCallRatio > 0) != (cfg.Breaker.SlowCallRatio > 0) {
+		return fmt.Errorf("watertight: Breaker: Config.SlowCallRatio cannot turn the slow rule on or off at run time (from %v to %v): build a new pipeline",
+			in.Breaker.SlowCallRatio, cfg.Breaker.SlowCallRatio)
+	}
+	if in.Route != nil && !slices.EqualFunc(in.Route.Endpoints, cfg.Route.Endpoints, func(a, b route.Endpoint) bool { return a.Name == b.Name }) {
+		return fmt.Errorf("watertight: Route: Config.Endpoints %v are not those in force, %v: the endpoints are fixed at New; build a new pipeline",
+			names(cfg.Route.Endpoints), names(in.Route.Endpoints))
+	}
 	return nil
+}
+
+func names(eps []route.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Name
+	}
+	return out
 }
 
 // deepCopy returns cfg with sections, maps and endpoints of its own.

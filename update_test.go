@@ -2,6 +2,7 @@ package watertight_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -308,5 +309,91 @@ func TestPipelineUpdateTellsChanges(t *testing.T) {
 	}
 	if len(told) != 1 || !reflect.DeepEqual(told[0], want) {
 		t.Errorf("OnUpdate heard %v; want one update, %v", told, want)
+	}
+}
+
+// TestPipelineUpdateAllOrNothing checks that what a policy's own Update
+// refuses (a route's endpoints renamed, a breaker's slow rule turned on)
+// is refused before any policy changes.
+func TestPipelineUpdateAllOrNothing(t *testing.T) {
+	two := func(second string) *route.Config {
+		return &route.Config{Endpoints: []route.Endpoint{{Name: "a"}, {Name: second}}}
+	}
+	p := mustPipeline(t, watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10},
+		Retry:    &retry.Config{MaxAttempts: 3},
+		Breaker:  &breaker.Config{},
+		Route:    two("b"),
+	})
+	for name, cfg := range map[string]watertight.Config{
+		"endpoint renamed": {Bulkhead: &bulkhead.Config{Limit: 3}, Retry: &retry.Config{MaxAttempts: 1}, Breaker: &breaker.Config{}, Route: two("c")},
+		"slow rule on": {Bulkhead: &bulkhead.Config{Limit: 3}, Retry: &retry.Config{MaxAttempts: 1},
+			Breaker: &breaker.Config{SlowCallRatio: 0.5, SlowCallDuration: time.Second}, Route: two("b")},
+	} {
+		if err := p.Update(cfg); err == nil {
+			t.Errorf("%s: the update was applied", name)
+		}
+		if p.Bulkhead().Limit() != 10 || p.Config().Bulkhead.Limit != 10 {
+			t.Errorf("%s: a refused update changed the bulkhead: limit %d, Config %d; want 10", name, p.Bulkhead().Limit(), p.Config().Bulkhead.Limit)
+		}
+	}
+}
+
+// TestPipelineUpdateKeepsNames checks that an update keeps the names New
+// was given, in the policies and in Config, and tells no change of them.
+func TestPipelineUpdateKeepsNames(t *testing.T) {
+	told := 0
+	p := mustPipeline(t, watertight.Config{
+		Bulkhead: &bulkhead.Config{Name: "slots", Limit: 10},
+		OnUpdate: func(string, []watertight.Change) { told++ },
+	})
+	if err := p.Update(watertight.Config{Bulkhead: &bulkhead.Config{Name: "other", Limit: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if told != 0 || p.Config().Bulkhead.Name != "slots" || p.Bulkhead().Config().Name != "slots" {
+		t.Errorf("after an update naming the bulkhead other: %d changes told, Config name %q, bulkhead's %q; want none, slots, slots",
+			told, p.Config().Bulkhead.Name, p.Bulkhead().Config().Name)
+	}
+}
+
+// TestNewRefusesAnAttemptSectionLongerThanTheDeadline checks the section
+// even when every endpoint holds its own Attempt, so that no section New
+// takes fails to read back from JSON.
+func TestNewRefusesAnAttemptSectionLongerThanTheDeadline(t *testing.T) {
+	own, err := deadline.New(deadline.Config{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = watertight.New("x", watertight.Config{
+		Deadline: &deadline.Config{Timeout: 2 * time.Second},
+		Attempt:  &deadline.Config{Timeout: 5 * time.Second},
+		Route:    &route.Config{Endpoints: []route.Endpoint{{Name: "a", Attempt: own}, {Name: "b", Attempt: own}}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "Attempt: Timeout 5s is longer than the Deadline's Timeout 2s") {
+		t.Errorf("New = %v; want the Attempt section refused", err)
+	}
+}
+
+// TestClientUpdateFromJSON checks that a routed client updates from a
+// JSON document whose route names no endpoints: it keeps its own.
+func TestClientUpdateFromJSON(t *testing.T) {
+	c, err := watertight.NewHTTPClient("api", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 3}, Route: &route.Config{}},
+		watertight.HTTPOptions{Endpoints: []watertight.HTTPEndpoint{
+			{Endpoint: route.Endpoint{Name: "a"}, BaseURL: "http://127.0.0.1:1"},
+			{Endpoint: route.Endpoint{Name: "b"}, BaseURL: "http://127.0.0.1:2"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var cfg watertight.Config
+	if err := json.Unmarshal([]byte(`{"bulkhead": {"limit": 4}, "route": {"decay": "5s"}}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if rc := c.Pipeline.Router().Config(); rc.Decay != 5*time.Second || len(rc.Endpoints) != 2 || watertight.PoolOf(c, 0).MaxConnsPerHost != 4 {
+		t.Errorf("router %+v, pool cap %d; want decay 5s, the 2 endpoints, cap 4", rc, watertight.PoolOf(c, 0).MaxConnsPerHost)
 	}
 }

@@ -123,6 +123,12 @@ func New(name string, cfg Config, opts ...compose.Option) (*Pipeline, error) {
 		p.Close()
 		return nil, err
 	}
+	if d, a := cfg.Deadline, cfg.Attempt; d != nil && a != nil && a.Timeout > d.Timeout {
+		// The section, whether it fills the Attempt slot or no endpoint
+		// uses it.
+		p.Close()
+		return nil, fmt.Errorf("watertight: Attempt: Timeout %v is longer than the Deadline's Timeout %v", a.Timeout, d.Timeout)
+	}
 	d, _ := pols.Deadline.(*deadline.Deadline)
 	if a, ok := pols.Attempt.(*deadline.Deadline); ok && d != nil && d.Timeout() > 0 && a.Timeout() > d.Timeout() {
 		p.Close()

@@ -102,9 +102,9 @@
 // no-load latency survive an update: InitialLimit only starts a limiter,
 // and the learned limit is clamped to the new MinLimit and MaxLimit.
 // Admissions, waiters and MaxQueue, MaxWait and Reserve change as they do
-// in package bulkhead: no call is cut or shed, a lower limit admits nobody
-// until fewer calls than it run, and a new MaxWait applies to the callers
-// who queue after it.
+// in package bulkhead: no call is cut or shed by an update, a lower limit
+// admits nobody until fewer calls than it run, and a new MaxWait applies
+// to the callers who queue after it.
 //
 // # Limitations
 //

@@ -12,8 +12,9 @@ import "maps"
 // already admitted keep their slots, waiters their place and their
 // MaxWait, as in package bulkhead: a lower limit admits nobody until
 // fewer calls than it run, a shorter queue turns newcomers away until it
-// is below its new size, and a new MaxWait applies to callers who queue
-// after the update. A probe in progress goes on with the new bounds. The
+// is below its new size (but for one that takes the place of a waiter of
+// a lower priority, as in a full queue), and a new MaxWait applies to
+// callers who queue after the update. A probe in progress goes on with the new bounds. The
 // learned limit and the no-load latency survive. Update is safe for
 // concurrent use with calls and with itself.
 func (l *Limiter) Update(cfg Config) error {

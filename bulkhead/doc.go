@@ -59,8 +59,9 @@
 //   - A lower Limit revokes no slot: nobody is admitted until fewer calls
 //     than the new Limit run. A higher Limit hands its new slots to the
 //     waiters at once.
-//   - A shorter queue sheds no waiter: it turns newcomers away until the
-//     queue is below its new size.
+//   - A shorter queue drops no waiter by itself: it turns newcomers away
+//     until the queue is below its new size. A newcomer may still take the
+//     place of a waiter of a lower priority, as in a full queue.
 //   - A new MaxWait applies to the callers who queue after the update;
 //     those already waiting keep theirs.
 //   - A new Reserve applies to the next admission.

@@ -12,7 +12,9 @@ import "maps"
 // fewer calls than it run, and a higher one hands its new slots to the
 // waiters at once. Callers already waiting keep their place and their
 // MaxWait: a shorter queue turns newcomers away until it is below its new
-// size, and a new MaxWait applies to those who queue after the update.
+// size (but for one that takes the place of a waiter of a lower priority,
+// as in a full queue), and a new MaxWait applies to those who queue after
+// the update.
 // Update is safe for concurrent use with calls and with itself.
 func (b *Bulkhead) Update(cfg Config) error {
 	if err := cfg.validate(); err != nil {

@@ -90,8 +90,10 @@ func TestUpdateHigherLimitWakesWaiters(t *testing.T) {
 	})
 }
 
-// TestUpdateShorterQueueKeepsWaiters checks that a shorter queue sheds no
-// waiter: it turns newcomers away until the queue is below its new size.
+// TestUpdateShorterQueueKeepsWaiters checks that a shorter queue drops no
+// waiter by itself: it turns newcomers away until the queue is below its
+// new size, but for a newcomer of a higher priority, which takes the place
+// of the newest waiter of a lower one, as in a full queue.
 func TestUpdateShorterQueueKeepsWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBulkhead(t, bulkhead.Config{Limit: 1, MaxQueue: 5})
@@ -108,12 +110,21 @@ func TestUpdateShorterQueueKeepsWaiters(t *testing.T) {
 		if err := b.Execute(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, bulkhead.ErrFull) {
 			t.Errorf("a newcomer with 3 waiting and MaxQueue 1: %v; want full", err)
 		}
+		critical := waitFor(policy.WithPriority(context.Background(), policy.PriorityCritical), b, 1, release)
+		synctest.Wait()
+		var rej *policy.RejectedError
+		if err := <-out; !errors.As(err, &rej) || rej.Reason != bulkhead.ReasonShed || b.Queued() != 3 {
+			t.Errorf("a critical newcomer: a waiter ended with %v, %d queued; want the newest shed for it, 3 queued", err, b.Queued())
+		}
 		close(release)
 		held[0].Release()
-		for range 3 {
+		for range 2 {
 			if err := <-out; err != nil {
 				t.Errorf("a waiter queued before the update: %v; want it served", err)
 			}
+		}
+		if err := <-critical; err != nil {
+			t.Errorf("the critical newcomer: %v; want it served", err)
 		}
 	})
 }

@@ -72,7 +72,9 @@ type Config struct {
 func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(c) }
 
 // UnmarshalJSON reads the JSON object data into c. It refuses what [New]
-// refuses but an empty Name, with an error naming the JSON field:
+// refuses but an empty Name and no Endpoints, which package watertight
+// fills in (the pipeline's name; an HTTP client's endpoints, or on an
+// update those in force), with an error naming the JSON field:
 // "endpoints[1].weight: must be 0 (1) or from 0.001 to 1000, got 5000". A
 // key data leaves out leaves its field as it was; on error c is
 // unchanged.
@@ -80,6 +82,9 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	return jsonconf.Read(data, c, func(c Config) error {
 		if c.Name == "" {
 			c.Name = "-" // New's to refuse, or watertight.New's to fill in
+		}
+		if len(c.Endpoints) == 0 {
+			c.Endpoints = []Endpoint{{Name: "-"}} // likewise
 		}
 		return c.withDefaults().validate()
 	})
@@ -157,7 +162,7 @@ func (c Config) validate() error {
 	seen := make(map[string]int, len(c.Endpoints))
 	for i, e := range c.Endpoints {
 		if j, dup := seen[e.Name]; dup && e.Name != "" {
-			return fielderr.New("route", fmt.Sprintf("Endpoints[%d].Name", i), "%q is also Endpoints[%d]'s", e.Name, j)
+			return fielderr.New("route", fmt.Sprintf("Endpoints[%d].Name", i), "%q is also endpoint %d's", e.Name, j)
 		}
 		seen[e.Name] = i
 		if field, msg := e.validate(); field != "" {

@@ -32,7 +32,7 @@ func TestNewErrors(t *testing.T) {
 		{route.Config{Endpoints: names(1)}, "Config.Name"},
 		{route.Config{Name: "r"}, "Config.Endpoints must not be empty"},
 		{route.Config{Name: "r", Endpoints: make([]route.Endpoint, 65)}, "more than 64"},
-		{route.Config{Name: "r", Endpoints: two(func(e *route.Endpoint) { e.Name = "e0" })}, `Endpoints[1].Name "e0" is also Endpoints[0]'s`},
+		{route.Config{Name: "r", Endpoints: two(func(e *route.Endpoint) { e.Name = "e0" })}, `Endpoints[1].Name "e0" is also endpoint 0's`},
 		{route.Config{Name: "r", Endpoints: two(func(e *route.Endpoint) { e.Name = "" })}, "Endpoints[1].Name must not be empty"},
 		{route.Config{Name: "r", Endpoints: two(func(e *route.Endpoint) { e.Weight = -1 })}, "Endpoints[1].Weight"},
 		{route.Config{Name: "r", Endpoints: two(func(e *route.Endpoint) { e.Weight = math.NaN() })}, "Endpoints[1].Weight"},

@@ -101,7 +101,8 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // its new free slots to the waiters at once; a lowered one revokes no
 // slot (see SetLimit). Callers already waiting keep their place and their
 // wait: a smaller queue turns newcomers away until it is below its new
-// size, and a new wait applies to the callers who queue after it.
+// size (but for one that sheds a waiter of a lower class, as in a full
+// queue), and a new wait applies to the callers who queue after it.
 func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
