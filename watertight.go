@@ -187,6 +187,18 @@ func (p *Pipeline) RateLimit() *ratelimit.Limiter {
 	return l
 }
 
+// Policies returns the policies in the pipeline's slots: those New built
+// and those of Config.Use.
+func (p *Pipeline) Policies() compose.Policies { return p.policies() }
+
+// CountRejections starts counting the pipeline's rejected calls for
+// Rejections, as compose.Pipeline's CountRejections does.
+func (p *Pipeline) CountRejections() { p.pipe.CountRejections() }
+
+// Rejections returns the rejected calls counted since CountRejections, as
+// compose.Pipeline's Rejections does.
+func (p *Pipeline) Rejections() []compose.RejectionCount { return p.pipe.Rejections() }
+
 // policies returns the slots' policies, none for a nil Pipeline.
 func (p *Pipeline) policies() compose.Policies {
 	if p == nil {

@@ -181,5 +181,9 @@ func (l *Limiter) MaxLimit() int { return int(l.maxLimit.Load()) }
 // Limit after the limit was lowered.
 func (l *Limiter) Active() int { return l.slots.Active() }
 
+// QueuedBy returns the number of callers of priority p waiting to be
+// admitted now, 0 for an unknown priority. It takes no lock.
+func (l *Limiter) QueuedBy(p policy.Priority) int { return l.slots.QueuedBy(p) }
+
 // Queued returns the number of callers waiting to be admitted now.
 func (l *Limiter) Queued() int { return l.slots.Queued() }

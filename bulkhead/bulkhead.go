@@ -94,5 +94,10 @@ func (b *Bulkhead) Active() int { return b.slots.Active() }
 // Queued returns the number of callers waiting for a slot now. It is exact.
 func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 
+// QueuedBy returns the number of callers of priority p waiting for a slot
+// now, 0 for an unknown priority. Like Active and Queued, it takes no
+// lock.
+func (b *Bulkhead) QueuedBy(p policy.Priority) int { return b.slots.QueuedBy(p) }
+
 // Limit returns the Config.Limit in force.
 func (b *Bulkhead) Limit() int { return b.slots.Limit() }

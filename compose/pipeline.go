@@ -3,6 +3,8 @@ package compose
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,6 +28,7 @@ import (
 // for concurrent use by multiple goroutines. The zero value is not usable.
 type Pipeline struct {
 	name  string
+	pols  Policies
 	slots []slot
 	// routed holds, per endpoint of a Route slot (the last), the slots
 	// with the endpoint's own after it.
@@ -41,6 +44,9 @@ type Pipeline struct {
 	okOpts      []metric.RecordOption
 	errOpts     map[string][]metric.RecordOption // the common error types', read-only
 	pipelineKV  attribute.KeyValue
+
+	counting atomic.Bool // CountRejections was called
+	rejected sync.Map    // *policy.RejectedError (one per policy and reason) -> *atomic.Int64
 }
 
 // slot is one filled slot of the pipeline, or the point where an attempt
@@ -104,6 +110,7 @@ func New(name string, p Policies, opts ...Option) (*Pipeline, error) {
 	o := pipeopt.Apply(opts)
 	pl := &Pipeline{
 		name:        name,
+		pols:        p,
 		tracer:      telemetry.NewTracer(o.TracerProvider),
 		spanName:    "watertight " + name,
 		attemptName: "watertight " + name + " attempt",
@@ -136,6 +143,10 @@ func (p *Pipeline) recordOptions(errorType string) []metric.RecordOption {
 
 // Name returns the pipeline's name.
 func (p *Pipeline) Name() string { return p.name }
+
+// Policies returns the policies in the pipeline's slots, as New was given
+// them.
+func (p *Pipeline) Policies() Policies { return p.pols }
 
 // Execute runs fn through the pipeline's policies and returns fn's error or
 // the error of the policy that refused or cut the call (see the outcome table
@@ -202,6 +213,9 @@ func (p *Pipeline) run(ctx context.Context, fn policy.Func, mayHand bool) (*Held
 // held returns the outcome of a run: the call handed over, or its error.
 // A handed-over call's state moves to the heap, to outlive the run.
 func (c *call) held(err error) (*Held, error) {
+	if err != nil && c.p.counting.Load() {
+		c.p.count(err)
+	}
 	if c.handed {
 		h := new(call)
 		*h = *c

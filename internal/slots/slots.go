@@ -54,8 +54,9 @@ type Slots struct {
 	// not woken yet. While nobody waits it moves by atomics alone.
 	active atomic.Int64
 	// queued is the number of waiters; it is written under mu and read
-	// without.
-	queued atomic.Int64
+	// without. queuedBy counts them by class, for a status page.
+	queued   atomic.Int64
+	queuedBy [classes]atomic.Int64
 	// lim is the limit and the reserves in force, replaced whole under mu
 	// and read without: an admission reads them in one load.
 	lim atomic.Pointer[limits]
@@ -138,6 +139,15 @@ func (s *Slots) Closed(ctx context.Context) int {
 // Queued returns the number of callers waiting for a slot now.
 func (s *Slots) Queued() int { return int(s.queued.Load()) }
 
+// QueuedBy returns the number of callers of priority p waiting now. It
+// takes no lock.
+func (s *Slots) QueuedBy(p policy.Priority) int {
+	if c := int(p) + 1; c >= 0 && c < classes {
+		return int(s.queuedBy[c].Load())
+	}
+	return 0
+}
+
 // Limit returns the current limit.
 func (s *Slots) Limit() int { return int(s.lim.Load().open[classes-1]) }
 
@@ -219,6 +229,7 @@ func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
 	w := &waiter{ready: make(chan struct{}, 1), class: c}
 	s.waiters[c].pushBack(w)
 	s.queued.Add(1)
+	s.queuedBy[c].Add(1)
 	// A release on the fast path may have freed a slot between our tryTake
 	// and the Store above, having seen queued == 0. Both sides write one
 	// atomic and then read the other's (sequentially consistent in Go), so
@@ -310,6 +321,7 @@ func (s *Slots) expire(w *waiter) Outcome {
 func (s *Slots) unlink(w *waiter) {
 	s.waiters[w.class].remove(w)
 	s.queued.Add(-1)
+	s.queuedBy[w.class].Add(-1)
 }
 
 // top returns the highest class with a waiter, or -1 if nobody waits.
