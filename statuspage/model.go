@@ -43,7 +43,8 @@ type RejectionState struct {
 }
 
 // SlotState is the state of the policy in one slot. One of its parts is
-// set, by the policy's type; Type names the type of any other.
+// set, by the policy's type: Report for a [Reporter]. Type names the type
+// of any other.
 type SlotState struct {
 	Slot      string          `json:"slot"`
 	Type      string          `json:"type"`
@@ -53,6 +54,7 @@ type SlotState struct {
 	RateLimit *RateLimitState `json:"rate_limit,omitempty"`
 	Retry     *RetryState     `json:"retry,omitempty"`
 	Deadline  *DeadlineState  `json:"deadline,omitempty"`
+	Report    *Report         `json:"report,omitempty"`
 }
 
 // BulkheadState is a bulkhead's or an adaptive limit's slots. MaxLimit
@@ -165,6 +167,9 @@ func slotState(slot string, p policy.Policy) SlotState {
 	case *deadline.Deadline:
 		s.Type, s.Name = "deadline", p.Config().Name
 		s.Deadline = &DeadlineState{Timeout: p.Timeout().String()}
+	case Reporter:
+		r := p.Report()
+		s.Type, s.Name, s.Report = r.Kind, r.Name, &r
 	default:
 		s.Type = typeName(p)
 	}
