@@ -19,9 +19,10 @@ type RejectionCount struct {
 // CountRejections starts counting the pipeline's rejected calls, by the
 // policy and reason of each *policy.RejectedError a call ends with (or
 // whose retry gave up on one), for [Pipeline.Rejections]. A status page
-// calls it. Until it is called, a call pays nothing for it; after, a
-// rejected call pays a map read and an atomic add. It is safe for
-// concurrent use, and calling it again does nothing.
+// calls it. A call that succeeds pays nothing for it, before or after. A
+// call that fails pays an atomic load before, and after, if rejected, a
+// map read and an atomic add. It is safe for concurrent use, and calling
+// it again does nothing.
 func (p *Pipeline) CountRejections() { p.counting.Store(true) }
 
 // count counts the call that ended with err if err is a rejection.

@@ -21,9 +21,10 @@
 //
 // # Cost
 //
-// A page counts its pipelines' rejections (compose's CountRejections):
-// before one is built, a call pays nothing for it; after, a rejected
-// call pays a map read and an atomic add. A goroutine samples them once a
+// A page counts its pipelines' rejections (compose's CountRejections). A
+// call that succeeds pays nothing for it, whether a page was built or
+// not; a call that fails pays an atomic load, and, once a page counts,
+// if rejected, a map read and an atomic add. A goroutine samples them once a
 // second until [Page.Close]. Rendering reads the slots' numbers, a
 // rate limit's hold, a route's endpoints and the rejections from atomics,
 // and never waits on a call. It reads a breaker's counts and a retry
