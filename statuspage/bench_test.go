@@ -91,4 +91,3 @@ func BenchmarkCall(b *testing.B) {
 		})
 	}
 }
-

@@ -91,7 +91,9 @@ func TestPageShowsState(t *testing.T) {
 	chat.RateLimit().HoldFor(time.Hour)
 	release := make(chan struct{})
 	defer close(release)
-	hold := func(ctx context.Context) { chat.Bulkhead().Execute(ctx, func(context.Context) error { <-release; return nil }) }
+	hold := func(ctx context.Context) {
+		chat.Bulkhead().Execute(ctx, func(context.Context) error { <-release; return nil })
+	}
 	go hold(context.Background())
 	for chat.Bulkhead().Active() == 0 {
 		time.Sleep(time.Millisecond)
