@@ -17,7 +17,10 @@ import (
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/statuspage"
 )
+
+var _ statuspage.Reporter = (*Budget)(nil)
 
 // Budget is a global concurrency budget: at most Limit calls in flight at
 // once across every replica that shares its Name and Redis. Each admitted
@@ -38,6 +41,10 @@ import (
 // flight began. The fleet can then run up to (1 + k) x Limit calls with
 // FailClosed; with LocalShare, that plus the sum of the replicas' shares;
 // with FailOpen, as many as the local bulkheads let through.
+//
+// [Budget.Report] shows this replica's view on a status page: its calls
+// in flight and waiting, the live replicas Redis reported, the fallback,
+// and whether Redis is reachable.
 type Budget struct {
 	name     string
 	conn     *conn
@@ -311,11 +318,7 @@ func (b *Budget) onUnavailable(ctx context.Context, cause error) (*lease, error)
 		}
 		return nil, err
 	}
-	share := int64(b.share)
-	if share == 0 {
-		r := max(b.replicas.Load(), 1)
-		share = (int64(b.limit) + r - 1) / r
-	}
+	share := b.localShare()
 	for {
 		n := b.inflight.Load()
 		if n >= share {
@@ -325,6 +328,16 @@ func (b *Budget) onUnavailable(ctx context.Context, cause error) (*lease, error)
 			return &lease{b: b}, nil
 		}
 	}
+}
+
+// localShare returns the calls this replica may have in flight under the
+// LocalShare fallback.
+func (b *Budget) localShare() int64 {
+	if b.share != 0 {
+		return int64(b.share)
+	}
+	r := max(b.replicas.Load(), 1)
+	return (int64(b.limit) + r - 1) / r
 }
 
 // renewLease pushes the lease's expiry back, and arms the next renewal
@@ -417,6 +430,29 @@ func (b *Budget) Limit() int { return b.limit }
 
 // Replica returns the identity of this replica in Redis.
 func (b *Budget) Replica() string { return b.replica }
+
+// Report returns the budget's state for a status page (see
+// [statuspage.Reporter]): this replica's view, and whether Redis is
+// reachable. It reads atomics only, and never asks Redis.
+func (b *Budget) Report() statuspage.Report {
+	replicas := "not reported"
+	if n := b.replicas.Load(); n > 0 {
+		replicas = strconv.FormatInt(n, 10)
+	}
+	fallback := b.mode.String()
+	if b.mode == LocalShare {
+		fallback += " (" + strconv.FormatInt(b.localShare(), 10) + " here)"
+	}
+	f := []statuspage.Field{
+		{Name: "replica", Value: b.replica},
+		{Name: "limit", Value: strconv.Itoa(b.limit)},
+		{Name: "in flight here", Value: strconv.FormatInt(b.inflight.Load(), 10)},
+		{Name: "waiting here", Value: strconv.FormatInt(b.waiting.Load(), 10)},
+		{Name: "live replicas", Value: replicas},
+		{Name: "fallback", Value: fallback},
+	}
+	return statuspage.Report{Kind: KindBudget, Name: b.name, Fields: append(f, b.conn.reachability()...)}
+}
 
 // registerObservers registers the watertight.bulkhead.active and queued
 // counters under kind "budget": this replica's calls in flight and waiting.

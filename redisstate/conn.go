@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watertight/watertight/breaker"
+	"github.com/watertight/watertight/statuspage"
 )
 
 // Defaults of [Redis]'s zero fields.
@@ -63,6 +65,12 @@ type conn struct {
 	guard   *breaker.Breaker
 
 	version versionCheck // what the server's version is known to be
+
+	// answeredAt is when the last round trip Redis answered ended, and
+	// downAt when the first one that failed after it ended, in Unix ns
+	// (0: none). They cost an atomic store per round trip, for Report.
+	answeredAt atomic.Int64
+	downAt     atomic.Int64
 }
 
 // newConn validates r and returns its conn. The guard breaker is named
@@ -130,12 +138,44 @@ func (c *conn) roundTrip(ctx context.Context, f func(ctx context.Context) error)
 		return f(ctx)
 	})
 	if err == nil || errors.Is(err, redis.Nil) {
+		c.answered()
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return cerr
+		return cerr // the caller gave up: nothing learnt of Redis
+	}
+	if !errors.Is(err, breaker.ErrOpen) { // the guard refused: nothing was sent
+		c.downAt.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	return fmt.Errorf("%w: %w", errUnavailable, err)
+}
+
+// answered records a round trip Redis answered. It loads downAt before
+// storing to it, so that a steady stream of answers does not write the
+// same cache line from every core.
+func (c *conn) answered() {
+	c.answeredAt.Store(time.Now().UnixNano())
+	if c.downAt.Load() != 0 {
+		c.downAt.Store(0)
+	}
+}
+
+// reachability returns the "redis" and "redis last answer" fields of a
+// Report. Redis is unreachable when the last round trip failed: no answer
+// in time, or an error reply (redis.Nil aside), as the guard counts them.
+func (c *conn) reachability() []statuspage.Field {
+	at, down := c.answeredAt.Load(), c.downAt.Load()
+	last := statuspage.Field{Name: "redis last answer", Value: "never"}
+	if at != 0 {
+		last.Value = time.Unix(0, at).Format(time.TimeOnly)
+	}
+	switch {
+	case down != 0:
+		return []statuspage.Field{{Name: "redis", Value: "unreachable since " + time.Unix(0, down).Format(time.TimeOnly), Alert: true}, last}
+	case at == 0:
+		return []statuspage.Field{{Name: "redis", Value: "not asked yet"}, last}
+	}
+	return []statuspage.Field{{Name: "redis", Value: "reachable"}, last}
 }
 
 // close releases the guard's gauge.

@@ -51,6 +51,14 @@
 // watertight.redis.fallback event to the span in ctx. When Redis answers
 // again, the state converges without a restart.
 //
+// Each policy is a statuspage.Reporter: on a status page, its Report
+// shows its local view and whether Redis is reachable. Redis is
+// unreachable when the policy's last round trip failed (no answer in
+// time, or an error reply), from that failure until a round trip is
+// answered. A round trip the local breaker on Redis refused sends
+// nothing and changes nothing. Recording each outcome costs an atomic
+// store per round trip; Report reads atomics and never asks Redis.
+//
 // # Redis 5 or later
 //
 // The scripts write after reading TIME, which Redis allows from 5.0 on.

@@ -14,7 +14,10 @@ import (
 
 	"github.com/watertight/watertight/breaker"
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/statuspage"
 )
+
+var _ statuspage.Reporter = (*SharedBreaker)(nil)
 
 // SharedBreaker is a circuit breaker whose open state is shared by the
 // replicas that use the same Name and Redis. Every call goes through a
@@ -47,11 +50,15 @@ import (
 // Its next poll that Redis answers undoes an open or a close that the
 // shared state does not have.
 //
+// [SharedBreaker.Report] shows the local breaker's state on a status
+// page, and whether Redis is reachable.
+//
 // Build one with [NewSharedBreaker] and stop it with
 // [SharedBreaker.Close]; the zero value is not usable. A SharedBreaker is
 // safe for concurrent use by multiple goroutines.
 type SharedBreaker struct {
 	br       *breaker.Breaker
+	name     string
 	conn     *conn
 	replica  string
 	keys     []string // state, trips, probe
@@ -131,6 +138,7 @@ func NewSharedBreaker(cfg BreakerConfig) (*SharedBreaker, error) {
 	prefix := keyPrefix("breaker", cfg.Breaker.Name)
 	s := &SharedBreaker{
 		conn:    c,
+		name:    cfg.Breaker.Name,
 		replica: cfg.Replica,
 		keys:    []string{prefix + "state", prefix + "trips", prefix + "probe"},
 		channel: prefix + "events",
@@ -244,6 +252,26 @@ func (s *SharedBreaker) State() breaker.State { return s.br.State() }
 
 // Replica returns the identity of this replica in Redis.
 func (s *SharedBreaker) Replica() string { return s.replica }
+
+// Report returns the breaker's state for a status page (see
+// [statuspage.Reporter]): the local breaker's state, read without side
+// effects (see [breaker.Breaker.Snapshot]), and whether Redis is
+// reachable. It never asks Redis.
+func (s *SharedBreaker) Report() statuspage.Report {
+	snap := s.br.Snapshot()
+	state := snap.State.String()
+	if snap.Forced {
+		state += " (forced)"
+	}
+	f := []statuspage.Field{
+		{Name: "replica", Value: s.replica},
+		{Name: "state", Value: state, Alert: snap.State == breaker.Open},
+	}
+	if !snap.Until.IsZero() {
+		f = append(f, statuspage.Field{Name: "open until", Value: snap.Until.Format("15:04:05.000")})
+	}
+	return statuspage.Report{Kind: KindSharedBreaker, Name: s.name, Fields: append(f, s.conn.reachability()...)}
+}
 
 // gate lets a half-open local breaker probe if this replica holds the
 // probe lease of the shared open period, or if the open period is its own
