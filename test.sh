@@ -6,7 +6,7 @@
 # this script. Usage: ./test.sh  (from the repository root).
 #
 # Tests that need a real server start their own: redis-server (the redisstate
-# module) and prometheus (the telemetry example's dashboard check), both
+# module) and prometheus (the telemetry example's dashboard and alert checks), both
 # Debian packages. Without them those tests are skipped, and this script says
 # so at the end; .ci/run installs them and makes their absence a failure
 # (WATERTIGHT_REQUIRE_REDIS=1, WATERTIGHT_REQUIRE_PROMETHEUS=1).
@@ -60,7 +60,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 if ! command -v prometheus >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_PROMETHEUS:-0}" = 1 ] && { echo "prometheus not found and WATERTIGHT_REQUIRE_PROMETHEUS=1" >&2; exit 1; }
-	skipped+=("the Grafana dashboard check against a real Prometheus: install prometheus (Debian: sudo apt-get update && sudo apt-get install -y prometheus)")
+	skipped+=("the Grafana dashboard and alerting rules checks against a real Prometheus and promtool: install prometheus (Debian: sudo apt-get update && sudo apt-get install -y prometheus)")
 fi
 
 # Every module: the library at the root, and nested modules (examples, bench,

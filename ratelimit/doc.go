@@ -63,7 +63,9 @@
 //
 // A rejection increments watertight.rejections and adds a
 // watertight.rejected event to the span in ctx. A wait adds a
-// watertight.ratelimit.hold event with the wait in seconds.
+// watertight.ratelimit.hold event with the wait in seconds. The
+// watertight.ratelimit.hold gauge reports the seconds the hold has left (0
+// without one), read at each collection; [Limiter.Close] unregisters it.
 //
 // # Changing settings
 //

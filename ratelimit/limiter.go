@@ -48,6 +48,7 @@ type Limiter struct {
 	throttled *telemetry.Rejection
 	rated     *telemetry.Rejection
 	waitAttrs []attribute.KeyValue
+	obs       telemetry.Observers
 }
 
 // settings are the settings of a Limiter from New or one Update. They
@@ -79,6 +80,7 @@ func New(cfg Config) (*Limiter, error) {
 		waitAttrs: telemetry.PolicyAttrs(Kind, cfg.Name),
 	}
 	l.cur.Store(newSettings(cfg, &settings{}))
+	l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -290,7 +291,7 @@ func TestDashboardAgainstPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	api := startPrometheus(t, bin, target.Host)
+	api := startPrometheus(t, bin, rulesPath(t), target.Host, startAlertSources(t))
 	defer api.close()
 
 	t.Run("names", func(t *testing.T) {
@@ -361,6 +362,8 @@ func TestDashboardAgainstPrometheus(t *testing.T) {
 		}
 	})
 
+	t.Run("alerts", func(t *testing.T) { checkRules(t, api) })
+
 	t.Run("labels", func(t *testing.T) {
 		// No otel_scope_* label reached Prometheus, and the breaker state
 		// set has its three states.
@@ -384,9 +387,17 @@ func TestDashboardAgainstPrometheus(t *testing.T) {
 // (fails it if WATERTIGHT_REQUIRE_PROMETHEUS=1).
 func findPrometheus(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
+	return findTool(t, "prometheus", "the dashboard's queries and the alerting rules were not run against Prometheus")
+}
+
+// findTool returns the path of name, a program of Debian's prometheus
+// package, or skips the test, saying what was not done (fails it if
+// WATERTIGHT_REQUIRE_PROMETHEUS=1).
+func findTool(t *testing.T, name, notDone string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		msg := "no prometheus on PATH (Debian/Ubuntu: apt-get install prometheus): the dashboard's queries were not run against Prometheus"
+		msg := "no " + name + " on PATH (Debian/Ubuntu: apt-get install prometheus): " + notDone
 		if os.Getenv(requirePrometheus) == "1" {
 			t.Fatalf("%s, and %s=1", msg, requirePrometheus)
 		}
@@ -434,22 +445,27 @@ type promAPI struct {
 	waited <-chan error
 }
 
-// startPrometheus starts bin on a free loopback port, scraping target's
-// /metrics every second into a temporary storage directory, and waits
-// until it is ready.
-func startPrometheus(t *testing.T, bin, target string) *promAPI {
+// startPrometheus starts bin on a free loopback port, scraping the targets'
+// /metrics every second into a temporary storage directory and evaluating
+// the rules file rules every second, and waits until it is ready.
+func startPrometheus(t *testing.T, bin, rules string, targets ...string) *promAPI {
 	t.Helper()
 	dir := t.TempDir()
+	quoted := make([]string, len(targets))
+	for i, target := range targets {
+		quoted[i] = strconv.Quote(target)
+	}
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
+rule_files: [%q]
 scrape_configs:
   - job_name: watertight-telemetry
     metrics_path: /metrics
     static_configs:
-      - targets: [%q]
-`, target)
+      - targets: [%s]
+`, rules, strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -92,6 +92,12 @@ func LimitGauge(m metric.Meter) metric.Int64ObservableGauge {
 		metric.WithDescription("The limit an adaptive concurrency limit has learned; a probe caps admission lower for a while.")))
 }
 
+// HoldGauge returns the watertight.ratelimit.hold observable gauge of m.
+func HoldGauge(m metric.Meter) metric.Float64ObservableGauge {
+	return handle(m.Float64ObservableGauge(MetricHold, metric.WithUnit("s"),
+		metric.WithDescription("Time left on a rate limit's hold, 0 when none is in force.")))
+}
+
 // BreakerStateGauge returns the watertight.breaker.state observable gauge
 // of m, a state set: one point per state (KeyState), 1 for the current one.
 func BreakerStateGauge(m metric.Meter) metric.Int64ObservableGauge {

@@ -62,6 +62,7 @@ const (
 	MetricSlow         = "watertight.breaker.slow"
 	MetricCallDuration = "watertight.call.duration"
 	MetricLimit        = "watertight.adaptive.limit"
+	MetricHold         = "watertight.ratelimit.hold"
 	MetricRoutePicks   = "watertight.route.picks"
 	MetricEjections    = "watertight.route.ejections"
 	MetricReturns      = "watertight.route.returns"
