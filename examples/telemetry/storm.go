@@ -306,6 +306,11 @@ func shedPhase(ctx context.Context, _ trace.TracerProvider, mp metric.MeterProvi
 	<-held
 	run(policy.WithPriority(ctx, policy.PrioritySheddable), func(ctx context.Context) error { return sleep(ctx, cfg.Work) })
 	for bh.Queued() == 0 {
+		// A ctx ended before the call queued would leave it out for good.
+		if err := ctx.Err(); err != nil {
+			close(release)
+			return err
+		}
 		time.Sleep(time.Millisecond)
 	}
 	// The critical call takes the sheddable call's place in the queue.
