@@ -67,7 +67,8 @@ type BulkheadState struct {
 	QueuedBy map[string]int `json:"queued_by_priority"`
 }
 
-// BreakerState is a breaker's state and its counts while closed.
+// BreakerState is a breaker's state, and its counts while closed (zero
+// otherwise; the HTML page shows them only then).
 type BreakerState struct {
 	State               string     `json:"state"`
 	OpenUntil           *time.Time `json:"open_until,omitempty"`
