@@ -197,17 +197,12 @@ func (l *loadCount) wait(n int64, d time.Duration) bool {
 // and whose loads it counts. When the test
 // ends it stops the browser and checks that no process of it is left.
 func browser(t *testing.T, bin string) (context.Context, *consoleLog, *loadCount) {
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Headless,
-		chromedp.NoSandbox, // tests may run as root, where the sandbox refuses to start
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-dev-shm-usage", true), // a container's /dev/shm is small
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-background-networking", true),
-	)
+	// chromedp's defaults (headless, no first-run page, no background
+	// networking, /tmp for shared memory rather than a container's small
+	// /dev/shm), and no sandbox: Chromium's refuses to start as root.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	console := &consoleLog{}
 	loads := &loadCount{wake: make(chan struct{}, 1)}
 	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithListener(func(ev any) {
