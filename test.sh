@@ -6,10 +6,12 @@
 # this script. Usage: ./test.sh  (from the repository root).
 #
 # Tests that need a real server start their own: redis-server (the redisstate
-# module) and prometheus (the telemetry example's dashboard and alert checks), both
-# Debian packages. Without them those tests are skipped, and this script says
-# so at the end; .ci/run installs them and makes their absence a failure
-# (WATERTIGHT_REQUIRE_REDIS=1, WATERTIGHT_REQUIRE_PROMETHEUS=1).
+# module) and prometheus (the telemetry example's dashboard and alert
+# checks); the statuspage example's test drives a headless chromium. All
+# three are Debian packages. Without them those tests are skipped, and this
+# script says so at the end; .ci/run installs them and makes their absence
+# a failure (WATERTIGHT_REQUIRE_REDIS=1, WATERTIGHT_REQUIRE_PROMETHEUS=1,
+# WATERTIGHT_REQUIRE_CHROMIUM=1).
 #
 # Longer runs:
 #   FUZZTIME=2s ./fuzz.sh                                # every fuzz target, as CI runs it
@@ -61,6 +63,10 @@ fi
 if ! command -v prometheus >/dev/null 2>&1; then
 	[ "${WATERTIGHT_REQUIRE_PROMETHEUS:-0}" = 1 ] && { echo "prometheus not found and WATERTIGHT_REQUIRE_PROMETHEUS=1" >&2; exit 1; }
 	skipped+=("the Grafana dashboard and alerting rules checks against a real Prometheus and promtool: install prometheus (Debian: sudo apt-get update && sudo apt-get install -y prometheus)")
+fi
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+	[ "${WATERTIGHT_REQUIRE_CHROMIUM:-0}" = 1 ] && { echo "chromium not found and WATERTIGHT_REQUIRE_CHROMIUM=1" >&2; exit 1; }
+	skipped+=("the status page's check in a real browser (examples/statuspage): install chromium (Debian: sudo apt-get update && sudo apt-get install -y chromium)")
 fi
 
 # Every module: the library at the root, and nested modules (examples, bench,
