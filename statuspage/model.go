@@ -108,6 +108,8 @@ type EndpointState struct {
 	Load     float64 `json:"load_seconds"`
 	Out      bool    `json:"out"`
 	Ejected  bool    `json:"ejected"`
+	// Slots are the endpoint's own RateLimit, Breaker and Attempt.
+	Slots []SlotState `json:"slots,omitempty"`
 }
 
 // pipelineState reads p's state now, with its rejections from h.
@@ -135,8 +137,15 @@ func pipelineState(p Pipeline, h *history) PipelineState {
 
 func endpoints(r *route.Router) []EndpointState {
 	var out []EndpointState
-	for _, e := range r.Status() {
-		out = append(out, EndpointState{Name: e.Name, InFlight: e.InFlight, Latency: e.Latency, Load: e.Load, Out: e.Out, Ejected: e.Ejected})
+	cfg := r.Config().Endpoints
+	for i, e := range r.Status() {
+		st := EndpointState{Name: e.Name, InFlight: e.InFlight, Latency: e.Latency, Load: e.Load, Out: e.Out, Ejected: e.Ejected}
+		for k, p := range cfg[i].Policies() {
+			if p != nil {
+				st.Slots = append(st.Slots, slotState([3]string{"RateLimit", "Breaker", "Attempt"}[k], p))
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }

@@ -79,7 +79,8 @@ func TestPageShowsState(t *testing.T) {
 		RateLimit: &ratelimit.Config{},
 		Breaker:   &breaker.Config{ConsecutiveFailures: 2, OpenTimeout: time.Hour},
 	})
-	routed := newPipeline(t, "routed", watertight.Config{Route: &route.Config{Endpoints: []route.Endpoint{{Name: "eu"}, {Name: "us"}}}})
+	routed := newPipeline(t, "routed", watertight.Config{Breaker: &breaker.Config{},
+		Route: &route.Config{Endpoints: []route.Endpoint{{Name: "eu"}, {Name: "us"}}}})
 	pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{chat, routed}})
 
 	for range 2 {
@@ -127,12 +128,13 @@ func TestPageShowsState(t *testing.T) {
 	if d := slots["Deadline"].Deadline; d == nil || d.Timeout != "1m0s" {
 		t.Errorf("deadline %+v; want 1m0s", d)
 	}
-	if eps := st.Pipelines[1].Endpoints; len(eps) != 2 || eps[0].Name != "eu" || eps[1].Name != "us" {
-		t.Errorf("endpoints %+v; want eu and us", eps)
+	if eps := st.Pipelines[1].Endpoints; len(eps) != 2 || eps[0].Name != "eu" || eps[1].Name != "us" ||
+		len(eps[0].Slots) != 1 || eps[0].Slots[0].Breaker == nil || eps[0].Slots[0].Name != "routed.eu" {
+		t.Errorf("endpoints %+v; want eu and us, each with its breaker", eps)
 	}
 
 	code, html := get(pg, http.MethodGet, "/")
-	for _, want := range []string{`<section id="p-chat">`, `<span class="breaker-state open">open</span>`, "held until", "limit <b>1</b>, active <b>1</b>, queued <b>2</b>", "<td>eu</td>", `http-equiv="refresh" content="2"`} {
+	for _, want := range []string{`<section id="p-chat">`, `<span class="breaker-state open">open</span>`, "held until", "limit <b>1</b>, active <b>1</b>, queued <b>2</b>", "<td>eu</td>", "its policies", `<span class="breaker-state closed">closed</span>`, `http-equiv="refresh" content="2"`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML (%d) lacks %q", code, want)
 		}

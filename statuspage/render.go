@@ -44,8 +44,7 @@ func (pg *Page) render(w http.ResponseWriter, code int, updated, errMsg string) 
 	for i, p := range st.Pipelines {
 		pv := pipelineView{PipelineState: p, Spark: spark(p.PerSecond)}
 		if u, ok := pg.opts.Pipelines[i].(updatable); ok && pg.opts.AllowUpdates {
-			b, err := json.MarshalIndent(u.Config(), "", "  ")
-			pv.Form, pv.Config = err == nil, string(b)
+			pv.Form, pv.Config = configJSON(u.Config())
 		}
 		v.Pipelines = append(v.Pipelines, pv)
 	}
@@ -68,4 +67,17 @@ func spark(per []int64) string {
 		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// configJSON returns cfg as indented JSON for the form, with <, > and &
+// as they are: the template escapes them.
+func configJSON(cfg any) (bool, string) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cfg); err != nil {
+		return false, ""
+	}
+	return true, strings.TrimSpace(b.String())
 }

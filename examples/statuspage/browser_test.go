@@ -484,6 +484,7 @@ func checkPage(t *testing.T, dom []domPipeline, want statuspage.State) {
 		}
 		checkSlots(t, w.Name, d.Slots, w.Slots)
 		checkRows(t, w.Name+" endpoints", d.Endpoints, endpointRows(w.Endpoints))
+		checkEndpointPolicies(t, w.Name, d.Endpoints, w.Endpoints)
 		checkRows(t, w.Name+" rejections", d.Rejections, rejectionRows(w.Rejections))
 	}
 	chat := pipelineOf(want, "chat")
@@ -530,10 +531,11 @@ func checkSlots(t *testing.T, name string, dom []domSlot, want []statuspage.Slot
 			if b.OpenUntil != nil && !strings.Contains(d.Text, "until "+b.OpenUntil.Format("15:04:05.000")) {
 				t.Errorf("%s %s: the page shows %q; want open until %s", name, w.Slot, d.Text, b.OpenUntil.Format("15:04:05.000"))
 			}
+			// The counts show only while closed.
 			counts := fmt.Sprintf("requests %d, successes %d, failures %d, in a row %d, slow %d",
 				b.Requests, b.Successes, b.Failures, b.ConsecutiveFailures, b.SlowCalls)
-			if !strings.Contains(d.Text, counts) {
-				t.Errorf("%s %s: the page shows %q; want the counts %q", name, w.Slot, d.Text, counts)
+			if shown := strings.Contains(d.Text, "requests "); shown != (b.State == "closed") || shown && !strings.Contains(d.Text, counts) {
+				t.Errorf("%s %s (%s): the page shows %q; want the counts %q only while closed", name, w.Slot, b.State, d.Text, counts)
 			}
 		case w.Retry != nil:
 			if !strings.HasPrefix(d.Text, fmt.Sprintf("%d attempts", w.Retry.MaxAttempts)) {
@@ -548,8 +550,10 @@ func checkSlots(t *testing.T, name string, dom []domSlot, want []statuspage.Slot
 }
 
 // endpointRows returns the name, in-flight and state cells the page
-// should show for eps; the latency and load cells are left empty, as
-// checkRows skips them.
+// should show for eps, and each of the endpoint's own policies with its
+// slot and, for a breaker, its state; the latency and load cells are
+// left empty, as checkRows skips them, and the policies cell is checked
+// by checkEndpointPolicies.
 func endpointRows(eps []statuspage.EndpointState) [][]string {
 	var rows [][]string
 	for _, e := range eps {
@@ -560,9 +564,32 @@ func endpointRows(eps []statuspage.EndpointState) [][]string {
 		case e.Out:
 			st = "out"
 		}
-		rows = append(rows, []string{e.Name, strconv.Itoa(e.InFlight), "", "", st})
+		rows = append(rows, []string{e.Name, strconv.Itoa(e.InFlight), "", "", st, ""})
 	}
 	return rows
+}
+
+// checkEndpointPolicies checks that each endpoint's row names its own
+// policies by slot, with a breaker's state and an attempt's timeout.
+func checkEndpointPolicies(t *testing.T, name string, dom [][]string, eps []statuspage.EndpointState) {
+	t.Helper()
+	for i, e := range eps {
+		if i >= len(dom) || len(dom[i]) < 6 {
+			return // checkRows reported it
+		}
+		for _, s := range e.Slots {
+			want := s.Slot + ":"
+			switch {
+			case s.Breaker != nil:
+				want += " " + s.Breaker.State
+			case s.Deadline != nil:
+				want += " timeout " + s.Deadline.Timeout
+			}
+			if !strings.Contains(dom[i][5], want) {
+				t.Errorf("%s endpoint %s: the page shows %q; want %q", name, e.Name, dom[i][5], want)
+			}
+		}
+	}
 }
 
 func rejectionRows(rs []statuspage.RejectionState) [][]string {
