@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -38,7 +40,7 @@ type updates struct {
 	mu       sync.Mutex // serialises Update; no call takes it
 	name     string
 	mp       metric.MeterProvider
-	cfg      Config // in force: a deep copy
+	cfg      atomic.Pointer[Config] // in force: a deep copy, replaced whole
 	counter  metric.Int64Counter
 	applied  []metric.AddOption
 	refused  []metric.AddOption
@@ -46,7 +48,9 @@ type updates struct {
 }
 
 func (u *updates) init(name string, cfg Config, mp metric.MeterProvider) {
-	u.name, u.mp, u.cfg, u.onUpdate = name, mp, deepCopy(cfg), cfg.OnUpdate
+	in := deepCopy(cfg)
+	u.name, u.mp, u.onUpdate = name, mp, cfg.OnUpdate
+	u.cfg.Store(&in)
 	u.counter = telemetry.Counter(telemetry.MeterOf(mp), telemetry.MetricUpdates, "{update}",
 		"Pipeline updates, by result: applied or refused.")
 	opts := func(result string) []metric.AddOption {
@@ -91,8 +95,8 @@ func (p *Pipeline) Update(cfg Config) error {
 		u.counter.Add(context.Background(), 1, u.refused...)
 		return err
 	}
-	changes := diff(u.cfg, cfg)
-	u.cfg = cfg
+	changes := diff(*u.cfg.Load(), cfg)
+	u.cfg.Store(&cfg)
 	u.counter.Add(context.Background(), 1, u.applied...)
 	if len(changes) > 0 && u.onUpdate != nil {
 		u.onUpdate(u.name, changes)
@@ -101,49 +105,60 @@ func (p *Pipeline) Update(cfg Config) error {
 }
 
 // Config returns the Config in force: the one given to New or to the last
-// Update that succeeded, as given, with the Use and OnUpdate New was
-// given. The sections are copies: changing them changes nothing until
-// they are given to Update.
-func (p *Pipeline) Config() Config {
-	u := &p.updates
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return deepCopy(u.cfg)
-}
+// Update that succeeded, as given, but for what Update keeps as New set
+// it (Use, OnUpdate, and each section's Name, hooks, MeterProvider and
+// other fields that are not data). The sections are copies: changing
+// them changes nothing until they are given to Update. Config takes no
+// lock.
+func (p *Pipeline) Config() Config { return deepCopy(*p.updates.cfg.Load()) }
 
 // kept returns a copy of cfg with what Update keeps from the Config in
-// force: Use, OnUpdate, each section's Name, and the Route's endpoints if
-// cfg's Route names none.
+// force: Use, OnUpdate, each section's Name and the fields that are not
+// data (hooks, MeterProvider, a retry's Budget, an endpoint's policies),
+// and the Route's endpoints if cfg's Route names none. So Config tells
+// what is in force.
 func (u *updates) kept(cfg Config) Config {
 	cfg = deepCopy(cfg)
-	in := u.cfg
+	in := *u.cfg.Load()
 	cfg.Use, cfg.OnUpdate = in.Use, in.OnUpdate
-	keepName(cfg.Bulkhead, in.Bulkhead, func(c *bulkhead.Config) *string { return &c.Name })
-	keepName(cfg.Adaptive, in.Adaptive, func(c *adaptive.Config) *string { return &c.Name })
-	keepName(cfg.Deadline, in.Deadline, func(c *deadline.Config) *string { return &c.Name })
-	keepName(cfg.Retry, in.Retry, func(c *retry.Config) *string { return &c.Name })
-	keepName(cfg.RateLimit, in.RateLimit, func(c *ratelimit.Config) *string { return &c.Name })
-	keepName(cfg.Breaker, in.Breaker, func(c *breaker.Config) *string { return &c.Name })
-	keepName(cfg.Attempt, in.Attempt, func(c *deadline.Config) *string { return &c.Name })
-	keepName(cfg.Route, in.Route, func(c *route.Config) *string { return &c.Name })
-	if cfg.Route != nil && len(cfg.Route.Endpoints) == 0 && in.Route != nil {
-		cfg.Route.Endpoints = slices.Clone(in.Route.Endpoints)
+	keep(cfg.Bulkhead, in.Bulkhead, true)
+	keep(cfg.Adaptive, in.Adaptive, true)
+	keep(cfg.Deadline, in.Deadline, true)
+	keep(cfg.Retry, in.Retry, true)
+	keep(cfg.RateLimit, in.RateLimit, true)
+	keep(cfg.Breaker, in.Breaker, true)
+	keep(cfg.Attempt, in.Attempt, true)
+	keep(cfg.Route, in.Route, true)
+	if cfg.Route != nil && in.Route != nil {
+		if len(cfg.Route.Endpoints) == 0 {
+			cfg.Route.Endpoints = slices.Clone(in.Route.Endpoints)
+		}
+		for i := range min(len(cfg.Route.Endpoints), len(in.Route.Endpoints)) {
+			keep(&cfg.Route.Endpoints[i], &in.Route.Endpoints[i], false) // names are checked, not kept
+		}
 	}
 	return cfg
 }
 
-// keepName sets c's name to that of the section in force, if both are
-// set: an update keeps a policy's name, and so its Config does too.
-func keepName[C any](c, in *C, name func(*C) *string) {
-	if c != nil && in != nil {
-		*name(c) = *name(in)
+// keep sets, in the section c, the fields of the section in force that an
+// update keeps: those that are not data (tagged json:"-"), and the Name
+// if name.
+func keep[C any](c, in *C, name bool) {
+	if c == nil || in == nil {
+		return
+	}
+	cv, iv := reflect.ValueOf(c).Elem(), reflect.ValueOf(in).Elem()
+	for i := range cv.NumField() {
+		if f := cv.Type().Field(i); name && f.Name == "Name" || f.Tag.Get("json") == "-" {
+			cv.Field(i).Set(iv.Field(i))
+		}
 	}
 }
 
 // apply checks cfg and updates the policies New built.
 func (p *Pipeline) apply(cfg Config) error {
 	u := &p.updates
-	if err := sameSections(u.cfg, cfg); err != nil {
+	if err := sameSections(*u.cfg.Load(), cfg); err != nil {
 		return err
 	}
 	// The check builds the pipeline cfg describes and drops it, so that an

@@ -21,6 +21,7 @@ import (
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/httppolicy"
+	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/retry"
 	"github.com/watertight/watertight/route"
 )
@@ -395,5 +396,29 @@ func TestClientUpdateFromJSON(t *testing.T) {
 	}
 	if rc := c.Pipeline.Router().Config(); rc.Decay != 5*time.Second || len(rc.Endpoints) != 2 || watertight.PoolOf(c, 0).MaxConnsPerHost != 4 {
 		t.Errorf("router %+v, pool cap %d; want decay 5s, the 2 endpoints, cap 4", rc, watertight.PoolOf(c, 0).MaxConnsPerHost)
+	}
+}
+
+// TestPipelineConfigKeepsWhatIsNotData checks that after an update from
+// JSON, Config still holds the hooks and the Budget in force.
+func TestPipelineConfigKeepsWhatIsNotData(t *testing.T) {
+	budget, err := retry.NewBudget(retry.BudgetConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustPipeline(t, watertight.Config{
+		Bulkhead: &bulkhead.Config{Limit: 10, OnReject: func(context.Context, *policy.RejectedError) {}},
+		Retry:    &retry.Config{Budget: budget},
+	})
+	var cfg watertight.Config
+	if err := json.Unmarshal([]byte(`{"bulkhead": {"limit": 3}, "retry": {"max_attempts": 2}}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Config()
+	if got.Bulkhead.Limit != 3 || got.Bulkhead.OnReject == nil || got.Retry.MaxAttempts != 2 || got.Retry.Budget != budget {
+		t.Errorf("Config after a JSON update: %+v %+v; want the new limits with the hook and the Budget in force", *got.Bulkhead, *got.Retry)
 	}
 }

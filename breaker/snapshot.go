@@ -29,6 +29,9 @@ func (b *Breaker) Snapshot() Snapshot {
 	if !m.open {
 		s := Snapshot{State: Closed}
 		if !m.held {
+			// State rolls the window, as Counts does; a closed machine
+			// changes no state doing so, so no hook runs.
+			m.TwoStepCircuitBreaker.State()
 			c := m.TwoStepCircuitBreaker.Counts()
 			s.Counts = Counts{Requests: c.Requests, TotalSuccesses: c.TotalSuccesses, TotalFailures: c.TotalFailures,
 				TotalExclusions: c.TotalExclusions, ConsecutiveSuccesses: c.ConsecutiveSuccesses,

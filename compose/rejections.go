@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/watertight/watertight/policy"
+	"github.com/watertight/watertight/retry"
 )
 
 // RejectionCount is the number of a pipeline's calls one policy rejected
@@ -20,16 +21,21 @@ type RejectionCount struct {
 // policy and reason of each *policy.RejectedError a call ends with (or
 // whose retry gave up on one), for [Pipeline.Rejections]. A status page
 // calls it. A call that succeeds pays nothing for it, before or after. A
-// call that fails pays an atomic load before, and after, if rejected, a
-// map read and an atomic add. It is safe for concurrent use, and calling
+// call that fails pays an atomic load before, and after, a look for a
+// rejection in its error and, if rejected, a map read and an atomic add. It is safe for concurrent use, and calling
 // it again does nothing.
 func (p *Pipeline) CountRejections() { p.counting.Store(true) }
 
-// count counts the call that ended with err if err is a rejection.
+// count counts the call that ended with err if err is a rejection, or a
+// retry that gave up on one.
 func (p *Pipeline) count(err error) {
 	rej, ok := err.(*policy.RejectedError)
 	if !ok && !errors.As(err, &rej) {
-		return
+		var ex *retry.ExhaustedError
+		if !errors.As(err, &ex) || ex.Rejection == nil {
+			return
+		}
+		rej = ex.Rejection
 	}
 	n, ok := p.rejected.Load(rej)
 	if !ok {

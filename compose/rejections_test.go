@@ -58,3 +58,28 @@ func TestRejections(t *testing.T) {
 		t.Errorf("Rejections() = %+v; want %+v", got, want)
 	}
 }
+
+// TestRejectionsRetryGaveUp checks that a retry that gave up because a
+// later attempt was rejected counts as that rejection.
+func TestRejectionsRetryGaveUp(t *testing.T) {
+	br, err := breaker.New(breaker.Config{Name: "br", ConsecutiveFailures: 1, OpenTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	r, err := retry.New(retry.Config{MaxAttempts: 3, InitialInterval: time.Nanosecond, MaxInterval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := compose.New("p", compose.Policies{Retry: r, Breaker: br})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.CountRejections()
+	// The first attempt fails and opens the breaker; the second is refused.
+	err = p.Execute(context.Background(), func(context.Context) error { return errors.New("down") })
+	want := []compose.RejectionCount{{Kind: "breaker", Name: "br", Reason: "open", Calls: 1}}
+	if got := p.Rejections(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after %v: Rejections() = %+v; want %+v", err, got, want)
+	}
+}

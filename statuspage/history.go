@@ -25,6 +25,18 @@ func newHistory() *history {
 	return &history{last: map[compose.RejectionCount]int64{}, ring: map[compose.RejectionCount]*[seconds]int64{}}
 }
 
+// baseline takes the totals of now as the start, so that what was
+// rejected before is no second's rejections.
+func (h *history) baseline(totals []compose.RejectionCount) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range totals {
+		k := t
+		k.Calls = 0
+		h.last[k] = t.Calls
+	}
+}
+
 // sample takes the totals of now and adds the second since the last.
 func (h *history) sample(totals []compose.RejectionCount) {
 	h.mu.Lock()

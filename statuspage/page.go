@@ -77,8 +77,9 @@ func New(opts Options) (*Page, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	pg.token = hex.EncodeToString(b[:])
-	for _, p := range opts.Pipelines {
+	for i, p := range opts.Pipelines {
 		p.CountRejections()
+		pg.hist[i].baseline(p.Rejections())
 	}
 	go pg.sample()
 	return pg, nil
@@ -124,22 +125,23 @@ var errQuery = errors.New("statuspage: unknown query parameter: the page takes o
 // one pipeline (see Options.AllowUpdates). It answers 400 to a query it
 // does not know, and 405 to any other method.
 func (pg *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-	case http.MethodPost:
+	post := r.Method == http.MethodPost && pg.opts.AllowUpdates
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !post {
+		allow := "GET, HEAD"
 		if pg.opts.AllowUpdates {
-			pg.origin.Handler(http.HandlerFunc(pg.update)).ServeHTTP(w, r)
-			return
+			allow += ", POST"
 		}
-		fallthrough
-	default:
-		w.Header().Set("Allow", "GET, HEAD")
+		w.Header().Set("Allow", allow)
 		http.Error(w, "statuspage: method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	format, err := formatOf(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if post {
+		pg.origin.Handler(http.HandlerFunc(pg.update)).ServeHTTP(w, r)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

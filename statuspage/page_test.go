@@ -346,3 +346,66 @@ func TestReporter(t *testing.T) {
 		t.Errorf("HTML lacks the report, or holds its name unescaped")
 	}
 }
+
+// TestLastMinuteOnly checks that a page built after rejections shows none
+// of them: they are no second of its last minute.
+func TestLastMinuteOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeline(t, "p", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 1}})
+		p.CountRejections() // an earlier page's
+		held, err := p.Bulkhead().Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			p.Execute(context.Background(), func(context.Context) error { return nil })
+		}
+		held.Release()
+		time.Sleep(10 * time.Minute)
+		pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{p}})
+		time.Sleep(1500 * time.Millisecond)
+		if got := pg.State().Pipelines[0].Rejected; got != 0 {
+			t.Errorf("Rejected in the last minute = %d; want 0", got)
+		}
+		pg.Close()
+	})
+}
+
+// TestPostChecksTheQuery checks that a POST with a query the page does
+// not know changes nothing, and that a page that takes updates says so
+// in Allow.
+func TestPostChecksTheQuery(t *testing.T) {
+	p := newPipeline(t, "p", watertight.Config{Bulkhead: &bulkhead.Config{Limit: 5}})
+	pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{p}, AllowUpdates: true})
+	_, html := get(pg, http.MethodGet, "/")
+	i := strings.Index(html, `name="token" value="`)
+	token := html[i+len(`name="token" value="`):][:32]
+	form := url.Values{"token": {token}, "pipeline": {"p"}, "config": {`{"bulkhead":{"limit":3}}`}}
+	req := httptest.NewRequest(http.MethodPost, "/?evil=1", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	pg.ServeHTTP(w, req)
+	if w.Code != 400 || p.Bulkhead().Limit() != 5 {
+		t.Errorf("POST /?evil=1: %d, limit %d; want 400 and 5", w.Code, p.Bulkhead().Limit())
+	}
+	w = httptest.NewRecorder()
+	pg.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/", nil))
+	if w.Code != 405 || w.Header().Get("Allow") != "GET, HEAD, POST" {
+		t.Errorf("PUT: %d, Allow %q; want 405, GET, HEAD, POST", w.Code, w.Header().Get("Allow"))
+	}
+}
+
+// TestHalfOpenShown checks that a half-open breaker shows as such, with
+// its own class.
+func TestHalfOpenShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeline(t, "chat", watertight.Config{Breaker: &breaker.Config{ConsecutiveFailures: 1, OpenTimeout: 30 * time.Second}})
+		pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{p}})
+		p.Execute(context.Background(), func(context.Context) error { return errDown })
+		time.Sleep(30 * time.Second)
+		if _, html := get(pg, http.MethodGet, "/"); !strings.Contains(html, `<span class="breaker-state half-open">half-open</span>`) || !strings.Contains(html, ".half-open") {
+			t.Errorf("the page does not show the breaker half-open, styled:\n%s", html)
+		}
+		pg.Close()
+	})
+}

@@ -19,8 +19,7 @@ const maxForm = 64 << 10
 
 // update serves a POST of the form: the token, a pipeline's name and its
 // settings as JSON. A success answers the page, saying so; a failure
-// answers 400 or 403 with the page and the error. The page's refresh
-// then loads it again by GET.
+// answers 400 or 403 with the page and the error.
 func (pg *Page) update(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
@@ -28,7 +27,7 @@ func (pg *Page) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(pg.token)) != 1 {
-		pg.render(w, http.StatusForbidden, "", "statuspage: the form's token is missing or stale: load the page again")
+		pg.render(w, http.StatusForbidden, "", "statuspage: the form's token is missing or not this page's: load the page again")
 		return
 	}
 	name := r.PostForm.Get("pipeline")

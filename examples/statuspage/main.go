@@ -21,7 +21,7 @@
 // ?format=json). During a storm, chat's breaker turns open (in red, with
 // the time it stays open until), its bulkhead fills, and the calls
 // rejected in the last minute rise, by policy and reason, with a
-// sparkline. 30 s later the breaker turns half_open, and its first probe
+// sparkline. 30 s later the breaker turns half-open, and its first probe
 // closes it. The page reloads itself every 2 s; it has no JavaScript.
 package main
 
