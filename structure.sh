@@ -32,7 +32,7 @@ echo "init functions:"
 grep -rn '^func init' --include=*.go . | grep -v '_test\.go:' | sed 's/^/  /' || echo "  none"
 
 echo "direct imports of the root module's internal/ from nested modules:"
-for mod in grpcpolicy redisstate; do
+for mod in grpcpolicy redisstate statuspage; do
 	[ -f "$mod/go.mod" ] || continue
 	(cd "$mod" && go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
 		tr ' ' '\n' | grep -o 'github.com/watertight/watertight/internal/[a-z]*' | sort -u | sed "s|^|  $mod: |") || true

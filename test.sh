@@ -70,8 +70,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 
 # Every module: the library at the root, and nested modules (examples, bench,
-# integrations). The library and its integrations (grpcpolicy, redisstate)
-# run under -race; bench and the examples do not: their own code is set-up
+# integrations). The library and its integrations (grpcpolicy, redisstate,
+# statuspage) run under -race; bench and the examples do not: their own code is set-up
 # and load generation around the library, whose packages (the loginstorm
 # demo included, which lives in the root module) are race-tested in their
 # module, and the simulations skip under -race anyway. Compiling their
@@ -146,7 +146,7 @@ integrations_log=$(mktemp)
 trap 'rm -f "$failures" "$plain_log" "$integrations_log"' EXIT
 race_for() {
 	case "$1" in
-	. | ./grpcpolicy | ./redisstate) echo -race ;;
+	. | ./grpcpolicy | ./redisstate | ./statuspage) echo -race ;;
 	*) [ "${RACE_ALL:-0}" = 1 ] && echo -race || echo "" ;;
 	esac
 }

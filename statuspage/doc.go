@@ -9,6 +9,9 @@
 //	defer page.Close()
 //	mux.Handle("/debug/watertight", page)
 //
+// It is a module of its own, github.com/watertight/watertight/statuspage,
+// so that a service that does not mount it does not build it.
+//
 // The page shows the pipelines handed to it, and nothing else: there is
 // no registry. For each, the policy in each slot: a bulkhead's or an
 // adaptive limit's limit, calls in flight and waiting by priority; a

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/watertight/watertight/internal/nilcheck"
 )
 
 // Options configures a [Page]. The zero value is valid: a read-only page
@@ -59,7 +58,7 @@ func New(opts Options) (*Page, error) {
 	pg := &Page{opts: opts, byName: map[string]Pipeline{}, stop: make(chan struct{}), done: make(chan struct{}),
 		origin: http.NewCrossOriginProtection()}
 	for i, p := range opts.Pipelines {
-		if p == nil || nilcheck.Pointer(p) {
+		if p == nil || isNil(p) {
 			return nil, fmt.Errorf("statuspage: Options.Pipelines[%d] is nil", i)
 		}
 		if _, dup := pg.byName[p.Name()]; dup {
@@ -168,6 +167,13 @@ func formatOf(r *http.Request) (string, error) {
 		return "json", nil
 	}
 	return "", errQuery
+}
+
+// isNil reports whether p is a typed nil pointer, which would panic on
+// the first render.
+func isNil(p Pipeline) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // typeName is the name of p's type, for a policy the page does not know.

@@ -8,6 +8,7 @@ require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/watertight/watertight v0.0.0-00010101000000-000000000000
+	github.com/watertight/watertight/statuspage v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
@@ -25,3 +26,5 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
+
+replace github.com/watertight/watertight/statuspage => ../../statuspage
