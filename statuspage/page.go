@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"sync"
 	"time"
-
 )
 
 // Options configures a [Page]. The zero value is valid: a read-only page
