@@ -290,7 +290,9 @@ func enter(ctx context.Context, s *slot, x *exit) (context.Context, error) {
 	case *deadline.Deadline:
 		ctx, x.timer = p.Start(ctx)
 	case *ratelimit.Limiter:
-		x.rate, err = p.Wait(ctx)
+		if x.rate, err = p.Wait(ctx); err == nil {
+			ctx = x.rate.Begin(ctx)
+		}
 	case *breaker.Breaker:
 		if x.brk, err = p.Allow(ctx); err == nil {
 			ctx = x.brk.Begin(ctx)

@@ -29,7 +29,12 @@ func (l *Limiter) Observe(a Answer) {
 	if hold <= 0 && l.active.Load() == 0 {
 		return
 	}
-	now, maxHold := time.Now(), l.cur.Load().maxHold
+	s := l.cur.Load()
+	now, maxHold := time.Now(), s.maxHold
+	if hold > 0 && s.shared != nil {
+		// Deferred before the lock's release, so it runs after it.
+		defer s.shared.Hold(min(hold, maxHold))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if hold > 0 {

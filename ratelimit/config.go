@@ -9,6 +9,7 @@ import (
 
 	"github.com/watertight/watertight/internal/fielderr"
 	"github.com/watertight/watertight/internal/jsonconf"
+	"github.com/watertight/watertight/internal/nilcheck"
 	"github.com/watertight/watertight/policy"
 )
 
@@ -22,8 +23,8 @@ const (
 //
 // Config reads and writes JSON: {"requests_per_second": 50, "burst": 10,
 // "max_hold": "30s"}. The keys are the json tags and durations are Go
-// duration strings; zero fields are left out. MeterProvider and OnReject
-// are not data: they are neither written nor read.
+// duration strings; zero fields are left out. Shared, MeterProvider and
+// OnReject are not data: they are neither written nor read.
 type Config struct {
 	// Name names the Limiter in errors and telemetry. Empty is allowed.
 	Name string `json:"name"`
@@ -52,6 +53,12 @@ type Config struct {
 	// deadline, is rejected at once. A hold met again after the gate counts
 	// afresh. 0 means MaxHold; it must be >= 0.
 	MaxWait time.Duration `json:"max_wait"`
+
+	// Shared, if not nil, is a quota shared with other processes, such as
+	// redisstate.Quota: an attempt this Limiter admits is admitted by
+	// Shared too before it runs (see "A shared quota" in the package doc).
+	// It is not data, and an Update keeps the one New was given.
+	Shared Shared `json:"-"`
 
 	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider `json:"-"`
@@ -88,6 +95,8 @@ func (c Config) validate() error {
 		return fielderr.New("ratelimit", "MaxHold", "must be >= 0, got %v", c.MaxHold)
 	case c.MaxWait < 0:
 		return fielderr.New("ratelimit", "MaxWait", "must be >= 0, got %v", c.MaxWait)
+	case nilcheck.Pointer(c.Shared):
+		return fielderr.New("ratelimit", "Shared", "is a nil %T; leave it nil for no shared quota", c.Shared)
 	}
 	return nil
 }

@@ -79,6 +79,31 @@
 // end; MaxHold caps the holds set after. The hold, the gate and what the
 // answers have told them survive every Update.
 //
+// # A shared quota
+//
+// [Config.Shared] shares a quota with other processes: redisstate.Quota
+// holds one in Redis for a fleet. An attempt waits for this Limiter's
+// hold, gate and rates first, then for the shared quota, whose wait ends
+// by the attempt's MaxWait (counted from when it entered) or just before
+// its deadline, whichever is sooner. A rejection by the shared quota
+// comes from it, matches [ErrLimited], and ends the attempt let through
+// the gate as a failure does.
+//
+// A hold that an answer or a throttled failure sets here is passed to
+// Shared.Hold too, so that every process holds.
+//
+// An attempt is charged its declared cost ([WithCost]) as it is admitted,
+// and settled as it ends:
+//
+//   - at the tokens [ReportUsage] last reported for it, whatever its
+//     outcome;
+//   - else, if it succeeded, at its declared cost;
+//   - else (it failed, was rejected below, panicked), at 0: refunded.
+//
+// ReportUsage reaches the attempt through the ctx fn is given, which
+// [Permit.Begin] prepares for [Limiter.Wait]'s callers; Execute and a
+// compose pipeline call it.
+//
 // # No double wait
 //
 // The Limiter takes a throttled failure's Retry-After into its hold. It

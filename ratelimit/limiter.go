@@ -55,12 +55,13 @@ type Limiter struct {
 // never change: an Update stores new ones. The rate limiters are shared
 // with the settings before and after, so that the tokens spent carry over.
 type settings struct {
-	given    Config // as given, with New's Name, MeterProvider and OnReject
+	given    Config // as given, with New's Name, Shared, MeterProvider and OnReject
 	maxHold  time.Duration
 	maxWait  time.Duration
 	requests *rate.Limiter // nil: no RequestsPerSecond
 	tokens   *rate.Limiter // nil: no TokensPerMinute
 	tokenCap int
+	shared   Shared // Config.Shared
 }
 
 var _ policy.Policy = (*Limiter)(nil)
@@ -87,7 +88,7 @@ func New(cfg Config) (*Limiter, error) {
 // newSettings returns the settings of cfg, which is valid. A rate on in old
 // too goes on with old's limiter, set to cfg's rate and burst.
 func newSettings(cfg Config, old *settings) *settings {
-	s := &settings{given: cfg, maxHold: cmp.Or(cfg.MaxHold, DefaultMaxHold)}
+	s := &settings{given: cfg, maxHold: cmp.Or(cfg.MaxHold, DefaultMaxHold), shared: cfg.Shared}
 	s.maxWait = cmp.Or(cfg.MaxWait, s.maxHold)
 	now := time.Now()
 	if cfg.RequestsPerSecond > 0 {
@@ -208,7 +209,7 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 	// A panic must end the attempt too, or the gate would wait for nothing.
 	err = policy.ErrAborted
 	defer func() { err = p.Done(err) }()
-	return fn(ctx)
+	return fn(p.Begin(ctx))
 }
 
 // Permit is one attempt admitted by [Limiter.Wait]. Call its Done with the
@@ -218,6 +219,7 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 type Permit struct {
 	l     *Limiter
 	gated bool
+	t     *ticket // the shared quota's, or nil
 }
 
 // Wait is the two-step form of Execute: it admits one attempt as Execute
@@ -228,6 +230,9 @@ func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 	}
 	s := l.cur.Load()
 	active := l.active.Load() != 0
+	if s.shared != nil {
+		return l.share(ctx, s, active)
+	}
 	if !active && s.requests == nil && s.tokens == nil {
 		return Permit{l: l}, nil
 	}
@@ -265,11 +270,14 @@ func (l *Limiter) reserve(ctx context.Context, s *settings, active bool) (Permit
 // Done ends the attempt with its outcome err and returns err, wrapped as
 // Execute does.
 func (p *Permit) Done(err error) error {
-	l, gated := p.l, p.gated
+	l, gated, t := p.l, p.gated, p.t
 	if l == nil {
 		return err
 	}
 	*p = Permit{}
+	if t != nil {
+		t.settle(err)
+	}
 	return l.exit(gated, err)
 }
 
@@ -278,15 +286,7 @@ func (p *Permit) Done(err error) error {
 // the attempt. A wait is bounded by ctx's deadline, and by s's maxWait for
 // a hold and the rate, s's maxHold behind the gate.
 func (l *Limiter) admit(ctx context.Context, s *settings, now time.Time, rateWait time.Duration, req, tok *rate.Reservation) (gated bool, err error) {
-	// A wait must end strictly before the deadline, as retry's must.
-	dl, hasDeadline := ctx.Deadline()
-	bound := func(from time.Time, d time.Duration) time.Time {
-		if t := from.Add(d); !hasDeadline || t.Before(dl) {
-			return t
-		}
-		return dl.Add(-1)
-	}
-	limit, queueLimit, holdEnd := bound(now, s.maxWait), bound(now, s.maxHold), now.Add(s.maxHold)
+	limit, queueLimit, holdEnd := waitBound(ctx, now, s.maxWait), waitBound(ctx, now, s.maxHold), now.Add(s.maxHold)
 	hold := l.Held()
 	if w := max(hold, rateWait); now.Add(w).After(limit) {
 		cancel(now, req, tok)
@@ -325,7 +325,7 @@ func (l *Limiter) admit(ctx context.Context, s *settings, now time.Time, rateWai
 		}
 		if wake != nil {
 			// A hold met after the gate is a new hold: MaxWait counts afresh.
-			limit = bound(time.Now(), s.maxWait)
+			limit = waitBound(ctx, time.Now(), s.maxWait)
 		}
 	}
 }

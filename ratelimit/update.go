@@ -2,8 +2,8 @@ package ratelimit
 
 // Update changes l's settings to cfg's, checked as New checks them: an
 // invalid cfg changes nothing and returns the error New returns for it,
-// naming the field. Name, MeterProvider and OnReject stay those New was
-// given; cfg's are ignored.
+// naming the field. Name, Shared, MeterProvider and OnReject stay those
+// New was given; cfg's are ignored.
 //
 // An attempt reads once, as it enters, which rates it draws from and the
 // bounds of its wait. A rate on before and after is retuned in place: it
@@ -23,14 +23,15 @@ func (l *Limiter) Update(cfg Config) error {
 	l.upd.Lock()
 	defer l.upd.Unlock()
 	old := l.cur.Load()
-	cfg.Name, cfg.MeterProvider, cfg.OnReject = old.given.Name, old.given.MeterProvider, old.given.OnReject
+	cfg.Name, cfg.Shared = old.given.Name, old.given.Shared
+	cfg.MeterProvider, cfg.OnReject = old.given.MeterProvider, old.given.OnReject
 	l.cur.Store(newSettings(cfg, old))
 	return nil
 }
 
 // Config returns the Config in force: the one given to New or to the last
-// Update that succeeded, with the Name, MeterProvider and OnReject New was
-// given. Its zero fields stay zero, so that passing it to Update changes
+// Update that succeeded, with the Name, Shared, MeterProvider and OnReject
+// New was given. Its zero fields stay zero, so that passing it to Update changes
 // nothing.
 func (l *Limiter) Config() Config {
 	return l.cur.Load().given
