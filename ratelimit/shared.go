@@ -90,6 +90,14 @@ func ReportUsage(ctx context.Context, tokens int) {
 	}
 }
 
+// WantsUsage reports whether [ReportUsage] with ctx is heard: whether ctx
+// is an attempt's that a shared quota settles. A reader of responses can
+// skip looking for usage when it is not.
+func WantsUsage(ctx context.Context) bool {
+	_, ok := ctx.Value(usageKey{}).(*ticket)
+	return ok
+}
+
 // waitBound returns from + d, or just before ctx's deadline if that is
 // sooner: a wait must end strictly before the deadline, as retry's must.
 func waitBound(ctx context.Context, from time.Time, d time.Duration) time.Time {

@@ -207,7 +207,13 @@ func TestSharedThroughAPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ratelimit.WantsUsage(context.Background()) {
+		t.Error("WantsUsage of a bare ctx is true")
+	}
 	p.Execute(ratelimit.WithCost(context.Background(), 9), func(ctx context.Context) error {
+		if !ratelimit.WantsUsage(ctx) {
+			t.Error("WantsUsage of an attempt's ctx is false")
+		}
 		ratelimit.ReportUsage(ctx, 4)
 		return nil
 	})
