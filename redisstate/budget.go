@@ -3,7 +3,6 @@ package redisstate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -64,9 +63,7 @@ type Budget struct {
 	seq      atomic.Uint64
 	inflight atomic.Int64 // calls admitted and not yet ended, leased or not
 	waiting  atomic.Int64
-	replicas atomic.Int64 // live replicas Redis reported (see noteReplicas); 0: never
-	repMu    sync.Mutex   // orders noteReplicas
-	repAt    int64        // Redis's time of the complete count kept, in ms
+	replicas replicaCount // live replicas Redis reported
 
 	// ghosts are lease ids whose acquire failed without an answer: Redis
 	// may have run the script (a frozen Redis runs it when it wakes), so
@@ -276,27 +273,8 @@ func (b *Budget) tryAcquire(ctx context.Context, id string) (bool, error) {
 	if len(res) != 4 {
 		return false, errorf("acquire script returned %v", res)
 	}
-	b.noteReplicas(res[1], res[2] == 1, res[3])
+	b.replicas.note(res[1], res[2] == 1, res[3])
 	return res[0] == 1, nil
-}
-
-// noteReplicas records n, the live replicas Redis counted at its time at
-// (ms). Answers may arrive out of order: one older than the latest
-// complete answer is ignored. A complete count replaces the count kept. A
-// count that is not complete (begun afresh less than a replica TTL ago)
-// may lack replicas that have not called since: it can raise the count
-// kept, not lower it.
-func (b *Budget) noteReplicas(n int64, complete bool, at int64) {
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	switch {
-	case at < b.repAt:
-	case complete:
-		b.repAt = at
-		b.replicas.Store(n)
-	case n > b.replicas.Load():
-		b.replicas.Store(n)
-	}
 }
 
 // onUnavailable applies the fallback to a call Redis could not admit
@@ -310,13 +288,7 @@ func (b *Budget) onUnavailable(ctx context.Context, cause error) (*lease, error)
 		b.inflight.Add(1)
 		return &lease{b: b}, nil
 	case FailClosed:
-		err := b.reject(ctx, b.rejUnavailable)
-		if errors.Is(cause, ErrRedisTooOld) {
-			var old *versionError
-			errors.As(cause, &old)
-			err = fmt.Errorf("%w: %w", err, old)
-		}
-		return nil, err
+		return nil, unavailable(b.reject(ctx, b.rejUnavailable), cause)
 	}
 	share := b.localShare()
 	for {
@@ -336,7 +308,7 @@ func (b *Budget) localShare() int64 {
 	if b.share != 0 {
 		return int64(b.share)
 	}
-	r := max(b.replicas.Load(), 1)
+	r := max(b.replicas.load(), 1)
 	return (int64(b.limit) + r - 1) / r
 }
 
@@ -436,7 +408,7 @@ func (b *Budget) Replica() string { return b.replica }
 // reachable. It reads atomics only, and never asks Redis.
 func (b *Budget) Report() statuspage.Report {
 	replicas := "not reported"
-	if n := b.replicas.Load(); n > 0 {
+	if n := b.replicas.load(); n > 0 {
 		replicas = strconv.FormatInt(n, 10)
 	}
 	fallback := b.mode.String()

@@ -20,20 +20,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 //
 // It drops expired leases and replicas, records the replica as alive, and
 // returns {1 if the lease was taken else 0, live replicas, 1 if the count
-// is complete else 0, now}. A count begun afresh (Redis lost its data, or every
-// replica had lapsed) is complete once it is a replica TTL old: every
-// replica alive has called since.
-var acquireScript = redis.NewScript(nowMS + `
+// is complete else 0, now} (see replicasLua).
+var acquireScript = redis.NewScript(nowMS + replicasLua + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local since = tonumber(redis.call('GET', KEYS[3]))
-if not since or redis.call('ZCARD', KEYS[2]) == 0 then since = now end
-redis.call('SET', KEYS[3], since, 'PX', ARGV[5])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local r = redis.call('ZCARD', KEYS[2])
-local complete = 0
-if now - since >= tonumber(ARGV[5]) then complete = 1 end
+local r, complete = countReplicas(KEYS[2], KEYS[3], ARGV[4], tonumber(ARGV[5]), now)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -144,4 +134,77 @@ if redis.call('GET', KEYS[3]) == ARGV[1] then
   return 1
 end
 return 0
+`)
+
+// quotaScript admits one attempt of a Quota (GCRA: each bucket is the
+// theoretical arrival time, TAT, of its next unit), after applying what the
+// replica owes and the hold it asks for. Times are in Redis microseconds.
+//
+//	KEYS[1] requests TAT, KEYS[2] tokens TAT, KEYS[3] hold's end,
+//	KEYS[4] replicas, KEYS[5] since (see replicasLua)
+//	ARGV[1] us per request (0: no request quota), ARGV[2] its burst in us,
+//	ARGV[3] us per token (0: no token quota), ARGV[4] its burst in us,
+//	ARGV[5] cost in tokens, ARGV[6] the longest wait in us (-1: admit
+//	nothing, only apply what is owed), ARGV[7] requests owed, ARGV[8]
+//	tokens owed (either may be negative: a refund), ARGV[9] horizon in us,
+//	ARGV[10] a hold to set in us (0: none), ARGV[11] replica, ARGV[12]
+//	replica TTL ms
+//
+// A TAT or hold that is not a number counts as none, and none lies further
+// ahead than its burst plus the horizon: such a value is written back
+// within bounds, with its expiry. An attempt that would wait longer
+// than ARGV[6] is charged nothing. It returns {1 if admitted else 0, the
+// wait in us, 1 if the hold made the wait else 0, live replicas, 1 if the
+// count is complete else 0, now in ms}.
+var quotaScript = redis.NewScript(replicasLua + `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local horizon = tonumber(ARGV[9])
+local function put(key, v)
+  if v <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, string.format('%.0f', v), 'PX', math.ceil((v - now) / 1000) + 1)
+  end
+end
+local function read(key, tau)
+  local raw = redis.call('GET', key)
+  local v = tonumber(raw)
+  if not v or v ~= v then v = now end
+  local c = math.min(math.max(v, now), now + tau + horizon)
+  if raw and c ~= v then put(key, c) end
+  return c
+end
+local hold = read(KEYS[3], 0)
+local sethold = tonumber(ARGV[10])
+if sethold > 0 and now + sethold > hold then
+  hold = math.min(now + sethold, now + horizon)
+  put(KEYS[3], hold)
+end
+local admit = tonumber(ARGV[6]) >= 0
+local holdwait, ratewait = hold - now, 0
+local tr, taur, tt, taut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local cost = tonumber(ARGV[5])
+local rq, tk = now, now
+if tr > 0 then
+  rq = math.min(math.max(read(KEYS[1], taur) + tonumber(ARGV[7]) * tr, now), now + taur + horizon)
+  ratewait = rq + tr - now - taur
+end
+if tt > 0 then
+  tk = math.min(math.max(read(KEYS[2], taut) + tonumber(ARGV[8]) * tt, now), now + taut + horizon)
+  ratewait = math.max(ratewait, tk + math.min(cost * tt, taut) - now - taut)
+end
+local wait = math.max(holdwait, ratewait, 0)
+local ok = 0
+if admit and wait <= tonumber(ARGV[6]) then
+  ok = 1
+  rq = rq + tr
+  tk = math.min(tk + cost * tt, now + taut + horizon)
+end
+if tr > 0 then put(KEYS[1], rq) end
+if tt > 0 then put(KEYS[2], tk) end
+local r, complete = countReplicas(KEYS[4], KEYS[5], ARGV[11], tonumber(ARGV[12]), math.floor(now / 1000))
+local byhold = 0
+if holdwait >= ratewait and holdwait > 0 then byhold = 1 end
+return {ok, math.floor(wait), byhold, r, complete, math.floor(now / 1000)}
 `)
