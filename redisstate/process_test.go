@@ -106,6 +106,8 @@ func runChild(role string) int {
 		wg.Wait()
 		fmt.Println("done", admitted, rejected, failed)
 		return 0
+	case "quota-replica":
+		return runQuotaReplica(rd, name)
 	case "breaker-watch":
 		s, err := redisstate.NewSharedBreaker(redisstate.BreakerConfig{
 			Breaker: breaker.Config{Name: name, OpenTimeout: 10 * time.Second}, Redis: rd})

@@ -59,6 +59,7 @@ type Quota struct {
 
 	owedReq  atomic.Int64 // attempts Redis has not counted (fallback admissions, refunds)
 	owedTok  atomic.Int64 // tokens Redis has not counted (settlements, fallback admissions)
+	owedAt   atomic.Int64 // when the oldest of them was owed, Unix ns (0: none)
 	holdUS   atomic.Int64 // a hold to send, in us (0: none)
 	lastTrip atomic.Int64 // when the last round trip began, Unix ns
 	waiting  atomic.Int64
@@ -178,18 +179,33 @@ func (q *Quota) Take(ctx context.Context, cost int, by time.Time) error {
 	return nil
 }
 
+// due returns ctx's error once ctx is done if its deadline has come: no
+// attempt is admitted at its deadline, even if a round trip or a timer
+// ended just then.
+func due(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done() // its timer is due: let it end ctx
+	}
+	return ctx.Err()
+}
+
 // roundTrip runs quotaScript once with what the replica owes, which it
 // keeps owing if Redis did not answer. maxWait < 0 admits nothing.
 func (q *Quota) roundTrip(ctx context.Context, cost int, maxWait, hold time.Duration) (verdict, error) {
-	req, tok := q.owedReq.Swap(0), q.owedTok.Swap(0)
+	req, tok, at := q.owedReq.Swap(0), q.owedTok.Swap(0), q.owedAt.Swap(0)
 	hold = max(hold, time.Duration(q.holdUS.Swap(0))*time.Microsecond)
-	q.lastTrip.Store(time.Now().UnixNano())
+	now := time.Now()
+	q.lastTrip.Store(now.UnixNano())
+	span := int64(0)
+	if at != 0 {
+		span = min(now.Sub(time.Unix(0, at)), 2*q.interval).Microseconds()
+	}
 	var res []int64
 	err := q.conn.do(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = quotaScript.Run(ctx, q.conn.client, q.keys,
 			q.args[0], q.args[1], q.args[2], q.args[3], cost, int64(maxWait/time.Microsecond), req, tok,
-			q.args[4], int64(hold/time.Microsecond), q.replica, quotaReplicaTTL.Milliseconds()).Int64Slice()
+			q.args[4], int64(hold/time.Microsecond), q.replica, quotaReplicaTTL.Milliseconds(), span).Int64Slice()
 		return err
 	})
 	if err == nil && len(res) != 6 {
@@ -198,7 +214,7 @@ func (q *Quota) roundTrip(ctx context.Context, cost int, maxWait, hold time.Dura
 	if err != nil {
 		// Owed again: sent twice if Redis ran the script but its answer was
 		// lost, which charges the fleet more, never less.
-		q.owe(req, tok)
+		q.oweSince(req, tok, at)
 		q.noteHold(hold)
 		return verdict{}, err
 	}
@@ -206,10 +222,22 @@ func (q *Quota) roundTrip(ctx context.Context, cost int, maxWait, hold time.Dura
 	return verdict{ok: res[0] == 1, wait: time.Duration(res[1]) * time.Microsecond, byHold: res[2] == 1}, nil
 }
 
-// owe adds to what Redis has not counted, each kept within one Interval's
-// quota, so that an outage or a flood of refunds moves the shared buckets
-// by at most that much.
-func (q *Quota) owe(req, tok int64) {
+// owe adds to what Redis has not counted, owed from now.
+func (q *Quota) owe(req, tok int64) { q.oweSince(req, tok, time.Now().UnixNano()) }
+
+// oweSince adds to what Redis has not counted, owed from at (Unix ns),
+// each kept within one Interval's quota, so that an outage or a flood of
+// refunds moves the shared buckets by at most that much.
+func (q *Quota) oweSince(req, tok, at int64) {
+	if req == 0 && tok == 0 {
+		return
+	}
+	for {
+		old := q.owedAt.Load()
+		if old != 0 && old <= at || q.owedAt.CompareAndSwap(old, at) {
+			break
+		}
+	}
 	add := func(a *atomic.Int64, d int64, limit float64) {
 		if d == 0 || limit == 0 {
 			return
@@ -344,7 +372,7 @@ func (q *Quota) localTake(ctx context.Context, cost int, by time.Time) error {
 			r.CancelAt(time.Now())
 		}
 	}
-	if now.Add(wait).After(by) {
+	if wait > 0 && now.Add(wait).After(by) {
 		giveBack()
 		return q.reject(ctx, q.rejRate)
 	}
@@ -389,21 +417,20 @@ func shareOf(lim *rate.Limiter, quota, burst float64, n int64, interval time.Dur
 	return lim
 }
 
-// sleep waits d or until ctx is done, counting the caller as waiting.
+// sleep waits d or until ctx is done, counting the caller as waiting, and
+// returns ctx's error if ctx is done or its deadline has come.
 func (q *Quota) sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
+	if d > 0 {
+		q.waiting.Add(1)
+		defer q.waiting.Add(-1)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
-	q.waiting.Add(1)
-	defer q.waiting.Add(-1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return due(ctx)
 }
 
 // reject records a rejection and calls OnReject.

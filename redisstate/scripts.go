@@ -148,8 +148,12 @@ return 0
 //	nothing, only apply what is owed), ARGV[7] requests owed, ARGV[8]
 //	tokens owed (either may be negative: a refund), ARGV[9] horizon in us,
 //	ARGV[10] a hold to set in us (0: none), ARGV[11] replica, ARGV[12]
-//	replica TTL ms
+//	replica TTL ms, ARGV[13] how long ago the first unit owed was taken,
+//	in us
 //
+// What is owed is charged as if from ARGV[13] ago, when it began to be
+// owed: the units a fallback admitted while Redis was away were spread
+// over that time, and must not be charged as if taken all at once now.
 // A TAT or hold that is not a number counts as none, and none lies further
 // ahead than its burst plus the horizon: such a value is written back
 // within bounds, with its expiry. An attempt that would wait longer
@@ -167,15 +171,20 @@ local function put(key, v)
     redis.call('SET', key, string.format('%.0f', v), 'PX', math.ceil((v - now) / 1000) + 1)
   end
 end
-local function read(key, tau)
+local function read(key, tau, low)
   local raw = redis.call('GET', key)
   local v = tonumber(raw)
-  if not v or v ~= v then v = now end
-  local c = math.min(math.max(v, now), now + tau + horizon)
+  if not v or v ~= v then v = low end
+  local c = math.min(math.max(v, low), now + tau + horizon)
   if raw and c ~= v then put(key, c) end
   return c
 end
-local hold = read(KEYS[3], 0)
+local span = tonumber(ARGV[13])
+local function bucket(key, tau, owed, per)
+  local v = read(key, tau, now - span) + owed * per
+  return math.min(math.max(v, now), now + tau + horizon)
+end
+local hold = read(KEYS[3], 0, now)
 local sethold = tonumber(ARGV[10])
 if sethold > 0 and now + sethold > hold then
   hold = math.min(now + sethold, now + horizon)
@@ -187,11 +196,11 @@ local tr, taur, tt, taut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3
 local cost = tonumber(ARGV[5])
 local rq, tk = now, now
 if tr > 0 then
-  rq = math.min(math.max(read(KEYS[1], taur) + tonumber(ARGV[7]) * tr, now), now + taur + horizon)
+  rq = bucket(KEYS[1], taur, tonumber(ARGV[7]), tr)
   ratewait = rq + tr - now - taur
 end
 if tt > 0 then
-  tk = math.min(math.max(read(KEYS[2], taut) + tonumber(ARGV[8]) * tt, now), now + taut + horizon)
+  tk = bucket(KEYS[2], taut, tonumber(ARGV[8]), tt)
   ratewait = math.max(ratewait, tk + math.min(cost * tt, taut) - now - taut)
 end
 local wait = math.max(holdwait, ratewait, 0)
