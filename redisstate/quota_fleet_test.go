@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/watertight/watertight/httppolicy"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
@@ -262,5 +261,3 @@ func TestQuotaFleet(t *testing.T) {
 		t.Errorf("replicas pacing themselves alone got no 429: the provider's quota was never exceeded, so the test shows nothing")
 	}
 }
-
-

@@ -44,7 +44,8 @@ type RejectionState struct {
 
 // SlotState is the state of the policy in one slot. One of its parts is
 // set, by the policy's type: Report for a [Reporter]. Type names the type
-// of any other.
+// of any other. A rate limit whose shared quota (ratelimit.Config.Shared)
+// is a Reporter sets Report too, with the quota's.
 type SlotState struct {
 	Slot      string          `json:"slot"`
 	Type      string          `json:"type"`
@@ -164,8 +165,13 @@ func slotState(slot string, p policy.Policy) SlotState {
 		s.Type, s.Name = "breaker", p.Config().Name
 		s.Breaker = breakerState(p.Snapshot())
 	case *ratelimit.Limiter:
-		s.Type, s.Name = "ratelimit", p.Config().Name
+		c := p.Config()
+		s.Type, s.Name = "ratelimit", c.Name
 		s.RateLimit = rateLimitState(p.Status())
+		if r, ok := c.Shared.(Reporter); ok {
+			rep := r.Report()
+			s.Report = &rep
+		}
 	case *retry.Retry:
 		c := p.Config()
 		s.Type, s.Name = "retry", c.Name

@@ -409,3 +409,27 @@ func TestHalfOpenShown(t *testing.T) {
 		pg.Close()
 	})
 }
+
+// sharedQuota is a ratelimit.Shared that reports its state.
+type sharedQuota struct{}
+
+func (sharedQuota) Take(context.Context, int, time.Time) error { return nil }
+func (sharedQuota) Settle(int, int)                             {}
+func (sharedQuota) Hold(time.Duration)                          {}
+func (sharedQuota) Report() statuspage.Report {
+	return statuspage.Report{Kind: "quota", Name: "openai", Fields: []statuspage.Field{{Name: "live replicas", Value: "3"}}}
+}
+
+// TestSharedQuotaReport checks that a rate limit's shared quota, if it
+// reports, shows beside the rate limit.
+func TestSharedQuotaReport(t *testing.T) {
+	p := newPipeline(t, "chat", watertight.Config{RateLimit: &ratelimit.Config{Shared: sharedQuota{}}})
+	pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{p}})
+	s := stateOf(t, pg).Pipelines[0].Slots[0]
+	if s.RateLimit == nil || s.Report == nil || s.Report.Kind != "quota" || s.Report.Fields[0].Value != "3" {
+		t.Errorf("slot %+v, report %+v", s, s.Report)
+	}
+	if _, html := get(pg, http.MethodGet, "/"); !strings.Contains(html, "no hold") || !strings.Contains(html, "; shared quota <b>openai</b>: live replicas <b>3</b>") {
+		t.Errorf("HTML lacks the shared quota's report")
+	}
+}
