@@ -1,12 +1,14 @@
 // Package redisstate shares a policy's state across the replicas of a
-// service through Redis, with Redis kept off the hot path. It provides two
-// policies:
+// service through Redis, with Redis kept off the hot path. It provides
+// three policies:
 //
 //   - a [Budget], a global concurrency limit for the Bulkhead slot: at most
 //     N calls in flight across every replica, held as leases with expiry;
 //   - a [SharedBreaker], a circuit breaker for the Breaker slot that decides
 //     locally on every call and opens on every replica once a quorum of
-//     them has tripped.
+//     them has tripped;
+//   - a [Quota], a rate quota in requests and tokens per interval for the
+//     whole fleet, which a ratelimit.Limiter asks through its Config.Shared.
 //
 // It is a module of its own (github.com/watertight/watertight/redisstate)
 // so that the core module never needs a Redis client. It talks to Redis
@@ -58,6 +60,69 @@
 // answered. A round trip the local breaker on Redis refused sends
 // nothing and changes nothing. Recording each outcome costs an atomic
 // store per round trip; Report reads atomics and never asks Redis.
+//
+// # A shared quota
+//
+// A [Quota] keeps one bucket per quota in Redis, as a GCRA: the bucket is
+// one number, the Redis time (in microseconds) at which its next unit is
+// free, so an admission reads and writes one key per quota in one script,
+// and the quota holds no record per request. Its burst is how far that
+// time may run ahead of now. A Limiter asks the Quota after its own hold,
+// gate and rates, and the Quota admits the attempt in one round trip:
+//
+//   - If the attempt can be admitted within its bound (its MaxWait counted
+//     from when it entered the Limiter, just before its deadline, and at
+//     most one Interval), the script charges it one request and its
+//     declared tokens, and the attempt waits its turn, then runs. A caller
+//     that gives up during that wait gives them back.
+//   - Otherwise nothing is charged, and the attempt is rejected at once
+//     with reason "rate", or "throttled" if a hold made the wait.
+//
+// Tokens are settled as ratelimit's package doc says: at the attempt's
+// usage (ratelimit.ReportUsage), or at its declared cost if it succeeded,
+// or at 0 if it failed. The difference rides on the replica's next round
+// trip, or is sent within 200 ms if none comes, so an attempt costs one
+// round trip. A usage above one Interval's token quota is not believed:
+// the attempt settles at its cost. A replica that crashes before its
+// settlements are sent leaves its attempts charged their declared costs:
+// nothing else is held, and the bucket refills past them at the quota's
+// rate.
+//
+// A hold that a Limiter sets (a 429's Retry-After, rate-limit headers
+// that say the quota is spent) is passed to [Quota.Hold], written to Redis
+// at once by the Quota's goroutine, and every replica's attempts wait it
+// out in the Quota, or are rejected with reason "throttled" if they
+// cannot. An attempt waits for the longest of its own Limiter's hold and
+// gate, the fleet's hold, and the shared buckets' turn.
+//
+// While Redis cannot be asked, the Quota runs on its [Fallback] mode, and
+// what a fallback admitted is owed to Redis: once Redis answers, it is
+// charged to the shared buckets as spread over the time it was owed (at
+// most one Interval's quota per replica), so that an outage neither lets
+// the fleet burst past the quota when Redis is back nor stalls it.
+//
+//   - LocalShare: the replica paces itself to 1/R of the quota and of the
+//     burst (at least 1), R being [QuotaConfig.Replicas] or the live
+//     replicas Redis last reported (it counts a replica until 30 s after
+//     its last round trip; see [LocalShare] for how a count is kept).
+//     While every replica holds the same R, the fleet is admitted at most
+//     the quota plus two bursts (Redis's and the shares') in any Interval.
+//   - FailOpen: every attempt is admitted; only the Limiter's own rates
+//     limit.
+//   - FailClosed: every attempt is rejected with reason
+//     "redis_unavailable"; the fleet is admitted at most the quota plus
+//     its burst in any Interval.
+//
+// Redis is asked again after Redis.RetryAfter, so each replica is back on
+// the shared quota within one RetryAfter of Redis answering. No attempt
+// waits for Redis past its deadline: a round trip ends at the attempt's
+// deadline or CallTimeout, and an attempt whose deadline comes while it
+// waits gets its ctx's error.
+//
+// A value in the quota's keys that is not a number counts as none; one
+// further ahead than the burst plus two Intervals counts as that far, and
+// is written back so, with its expiry. A forged value can hold the fleet
+// for no longer.
 //
 // # Redis 5 or later
 //
