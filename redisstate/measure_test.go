@@ -248,6 +248,7 @@ func TestMeasure(t *testing.T) {
 		}
 		cmpStorm("redisstate.Budget (limit 1000, not reached)", calls, ks)
 	}
+	measureQuota(t, s.Addr(), say)
 	t.Log("\n" + out.String())
 }
 
@@ -400,4 +401,21 @@ func measureOutage(t *testing.T, s *redistest.Server, how string, mode redisstat
 	}
 	return fmt.Sprintf("up: %d of %d calls on the fallback (round trips over the deadline); time to admission up p50 %v p99 %v; away p50 %v p99 %v max %v (%d calls admitted); %d rejected for Redis while away; fleet peak while away %d (limit %d); overall peak %d",
 		upFallbacks, upCalls, pct(base, .5), pct(base, .99), pct(away, .5), pct(away, .99), pct(away, 1), len(away), failedRedis, peakAway.Load(), limit, u.peak.Load())
+}
+
+// measureQuota measures a Quota: its cost, the fleet with and without it,
+// and its faults.
+func measureQuota(t *testing.T, addr string, say func(string, ...any)) {
+	const n = 20000
+	trips, _, take, ping := quotaCost(t, addr, n)
+	say("quota, far from spent: %.3f round trips per attempt (%d attempts); Limiter.Execute with the Quota p50 %v p99 %v; PING on the same client p50 %v p99 %v",
+		float64(trips)/n, n, pct(take, .5), pct(take, .99), pct(ping, .5), pct(ping, .99))
+	for _, shared := range []bool{true, false} {
+		r := runFleet(t, addr, fmt.Sprint("m-fleet-", shared), shared, 4, 20*time.Second)
+		how := map[bool]string{true: "one shared Quota", false: "each replica paced alone to the whole quota"}[shared]
+		say("quota fleet, 4 processes x 8 callers, 60 requests and 20 000 tokens a second, 20 s, %s: %d served, %d 429s, %d rejected, %d other; %.1f requests/s and %.0f tokens/s; most in a second %d requests, %d tokens; largest call %d",
+			how, r.served, r.n429, r.rejected, r.other, float64(r.served)/r.elapsed.Seconds(), float64(r.tokens)/r.elapsed.Seconds(), r.winReqs, r.winToks, r.biggest)
+	}
+	_, _, log := quotaFaults(t, mr(nil).CallTimeout)
+	say("quota faults: %s", log)
 }

@@ -256,7 +256,7 @@ func (q *Quota) oweSince(req, tok, at int64) {
 
 // Settle settles an attempt Take admitted, which declared cost tokens and
 // used used, as [ratelimit.Shared] asks: the difference is sent with the
-// replica's next round trip, or within 100 ms if none comes. A used above
+// replica's next round trip, or within 200 ms if none comes. A used above
 // the token quota of one Interval is not believed: the attempt settles at
 // cost.
 func (q *Quota) Settle(cost, used int) {

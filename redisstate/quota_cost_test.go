@@ -16,8 +16,22 @@ import (
 // beside a PING's on the same client, interleaved.
 func TestQuotaOneRoundTrip(t *testing.T) {
 	s := startRedis(t)
-	c, k := countedClient(t, s.Addr())
-	q := newQuota(t, redisstate.QuotaConfig{Name: "cost", Redis: rd(c), Interval: time.Second, Requests: 1e6, Tokens: 1e9})
+	const n = 2000
+	trips, el, take, ping := quotaCost(t, s.Addr(), n)
+	// The flusher may send once per 100 ms in which no attempt went.
+	if most := n + 1 + int64(el/(100*time.Millisecond)); trips > most {
+		t.Errorf("%d round trips for %d attempts in %v, more than %d", trips, n, el, most)
+	}
+	t.Logf("%d attempts: %.3f round trips each; Execute p50 %v p99 %v; PING p50 %v p99 %v",
+		n, float64(trips)/n, pct(take, .5), pct(take, .99), pct(ping, .5), pct(ping, .99))
+}
+
+// quotaCost runs n attempts through a Limiter with a Quota far from spent,
+// each followed by a PING on the same client, and returns the round trips
+// of the attempts, the time taken, and the latencies of both.
+func quotaCost(t testing.TB, addr string, n int) (trips int64, el time.Duration, take, ping []time.Duration) {
+	c, k := countedClient(t, addr)
+	q := newQuota(t, redisstate.QuotaConfig{Name: "cost", Redis: mr(c), Interval: time.Second, Requests: 1e6, Tokens: 1e9})
 	l, err := ratelimit.New(ratelimit.Config{Shared: q})
 	if err != nil {
 		t.Fatal(err)
@@ -26,10 +40,8 @@ func TestQuotaOneRoundTrip(t *testing.T) {
 	ctx := ratelimit.WithCost(context.Background(), 100)
 	used := func(ctx context.Context) error { ratelimit.ReportUsage(ctx, 60); return nil }
 	l.Execute(ctx, used) // asks the version, loads the script
-	const n = 2000
 	k.n.Store(0)
 	start := time.Now()
-	var take, ping []time.Duration
 	for range n {
 		t0 := time.Now()
 		if err := l.Execute(ctx, used); err != nil {
@@ -39,14 +51,7 @@ func TestQuotaOneRoundTrip(t *testing.T) {
 		c.Ping(context.Background())
 		take, ping = append(take, t1.Sub(t0)), append(ping, time.Since(t1))
 	}
-	el := time.Since(start)
-	trips := k.n.Load() - n // less the PINGs
-	// The flusher may send once per 100 ms in which no attempt went.
-	if most := n + 1 + int64(el/(100*time.Millisecond)); trips > most {
-		t.Errorf("%d round trips for %d attempts in %v, more than %d", trips, n, el, most)
-	}
-	t.Logf("%d attempts: %.3f round trips each; Execute p50 %v p99 %v; PING p50 %v p99 %v",
-		n, float64(trips)/n, pct(take, .5), pct(take, .99), pct(ping, .5), pct(ping, .99))
+	return k.n.Load() - int64(n), time.Since(start), take, ping // less the PINGs
 }
 
 // TestQuotaFallbackModes: with Redis down, FailClosed rejects with reason
