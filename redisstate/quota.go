@@ -151,12 +151,13 @@ type verdict struct {
 
 // Take admits one attempt that declares cost tokens, waiting until by at
 // the latest and never more than one Interval, as [ratelimit.Shared]
-// asks. It returns nil, a rejection matching ratelimit.ErrLimited (reason
+// asks. A negative cost counts as 0. It returns nil, a rejection matching ratelimit.ErrLimited (reason
 // "rate", "throttled" or "redis_unavailable"), or ctx's error.
 func (q *Quota) Take(ctx context.Context, cost int, by time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	cost = max(cost, 0)
 	start := time.Now()
 	maxWait := max(min(by.Sub(start), q.interval), 0)
 	v, err := q.roundTrip(ctx, cost, maxWait, 0)
@@ -257,10 +258,11 @@ func (q *Quota) oweSince(req, tok, at int64) {
 // Settle settles an attempt Take admitted, which declared cost tokens and
 // used used, as [ratelimit.Shared] asks: the difference is sent with the
 // replica's next round trip, or within 200 ms if none comes. A used above
-// the token quota of one Interval is not believed: the attempt settles at
-// cost.
+// the token quota of one Interval, or negative, is not believed: the
+// attempt settles at cost.
 func (q *Quota) Settle(cost, used int) {
-	if float64(used) > q.tokens {
+	cost = max(cost, 0)
+	if used < 0 || float64(used) > q.tokens {
 		used = cost
 	}
 	q.owe(0, int64(used)-int64(cost))
@@ -473,8 +475,8 @@ func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // Close stops the goroutine NewQuota started, after one last try to send
 // what this replica owes, and releases the guard's gauge. It does not
-// close Redis.Client. Attempts still admitted settle into nothing. It
-// always returns nil and may be called more than once.
+// close Redis.Client. What is owed after Close is sent only by a later
+// Take. It always returns nil and may be called more than once.
 func (q *Quota) Close() error {
 	q.closeOnce.Do(func() {
 		close(q.done)
