@@ -365,3 +365,32 @@ func decodedUsage(body []byte) ([]int, bool) {
 	}
 	return want, true
 }
+
+// BenchmarkUsage reads a 1 MiB body, JSON or an event stream, in 32 KiB
+// Reads.
+func BenchmarkUsage(b *testing.B) {
+	text := strings.Repeat(`{"type":"text","text":"lorem ipsum dolor sit amet, \"quoted\""},`, 16000)
+	delta := `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lorem ipsum dolor sit amet"}}` + "\n\n"
+	for _, bb := range []struct{ kind, body string }{
+		{"json", `{"content":[` + text + `{}],"usage":{"input_tokens":3,"output_tokens":4}}`},
+		{"sse", anthropicHead + strings.Repeat(delta, (1<<20)/len(delta)) + anthropicDelta},
+	} {
+		b.Run(bb.kind, func(b *testing.B) {
+			body := []byte(bb.body)
+			b.SetBytes(int64(len(body)))
+			var got []int
+			for b.Loop() {
+				got = got[:0]
+				r := testUsageReader(bb.kind, &got)
+				for p := body; len(p) > 0; {
+					n := min(len(p), 32<<10)
+					r.feed(p[:n])
+					p = p[n:]
+				}
+			}
+			if len(got) == 0 {
+				b.Fatal("no usage")
+			}
+		})
+	}
+}
