@@ -268,7 +268,7 @@ func (s *jsonUsage) structural(c byte) {
 	case '"':
 		s.inString = true
 		s.readKey = s.expectKey && s.depth == s.on
-		s.expectKey, s.keyN, s.next = false, 0, leadsNowhere
+		s.expectKey, s.keyN, s.next, s.leads = false, 0, leadsNowhere, leadsNowhere
 	case '{', '[':
 		s.open(c == '{')
 	case '}', ']':
