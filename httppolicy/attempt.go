@@ -57,7 +57,7 @@ func (x *exchange) attempt(ctx context.Context) (err error) {
 		}
 	}
 	if x.judge(resp) {
-		return x.failureStatus(w, resp)
+		return x.failureStatus(ctx, w, resp)
 	}
 	return x.accept(ctx, w, resp)
 }
@@ -132,10 +132,14 @@ func (x *exchange) keep(w *streamWatch, resp *http.Response) error {
 	return nil
 }
 
-// failureStatus ends an attempt whose response is a failure.
-func (x *exchange) failureStatus(w *streamWatch, resp *http.Response) error {
+// failureStatus ends an attempt whose response is a failure. Its body,
+// in memory, may give the usage the attempt is settled at.
+func (x *exchange) failureStatus(ctx context.Context, w *streamWatch, resp *http.Response) error {
 	if err := x.keep(w, resp); err != nil {
 		return err
+	}
+	if mb, ok := resp.Body.(memBody); ok {
+		readMemUsage(ctx, resp.Header, mb)
 	}
 	x.last = resp
 	return x.failed(newStatusError(resp), unprocessedStatus(resp.StatusCode))
@@ -184,12 +188,14 @@ func (x *exchange) accept(ctx context.Context, w *streamWatch, resp *http.Respon
 		case whole && x.t.StreamEnd != nil && isEventStream(resp.Header):
 			resp.Body = http.NoBody // the stream is in prefix: handed over, so that its end is checked
 		case whole:
+			readUsage(ctx, resp.Header, prefix) // the attempt ends on return
 			resp.Body = memBody{bytes.NewReader(prefix), nil}
 			x.accepted = resp
 			return nil
 		}
 	}
-	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{}), first: len(prefix) > 0}
+	sb := &streamBody{rc: resp.Body, prefix: prefix, w: w, ctx: ctx, finished: make(chan struct{}), first: len(prefix) > 0,
+		usage: newUsageReader(ctx, resp.Header)}
 	if sb.first {
 		stage.FirstByte(ctx) // the prefix holds it
 	}

@@ -36,6 +36,7 @@ type streamBody struct {
 	// scanner, which also looks for its StreamEnd.
 	first bool
 	sse   *sseScanner
+	usage usageReader // reads the body's usage for a shared quota, if any
 
 	// Written before finished is closed.
 	byCtx   bool  // ctx ended the stream
@@ -54,12 +55,18 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		if b.sse != nil {
 			b.sse.scan(p[:n]) // for its StreamEnd: the prefix holds the first byte
 		}
+		if b.usage != nil {
+			b.usage.feed(p[:n])
+		}
 		return n, nil
 	}
 	n, err := b.w.read(b.rc, p)
 	counts := n > 0
 	if b.sse != nil {
 		counts = b.sse.scan(p[:n]) > 0 // every Read: the StreamEnd may come
+	}
+	if b.usage != nil {
+		b.usage.feed(p[:n]) // before the end below: the attempt settles there
 	}
 	if counts && !b.first {
 		b.first = true

@@ -87,6 +87,41 @@
 // bulkhead slot: size the bulkhead for 1 + MaxHedges attempts per call. An
 // adaptive limit learns each attempt's time to its response headers.
 //
+// # Client side: token usage
+//
+// Under a ratelimit.Limiter with a shared quota (ratelimit.Config.Shared),
+// a Transport reads each response for the tokens an LLM provider says
+// the attempt used. It reports them with ratelimit.ReportUsage before the
+// attempt ends, so the quota is settled at what the provider counted, not
+// at the declared cost. An attempt no shared quota settles
+// (ratelimit.WantsUsage) has nothing read.
+//
+// The body is read as the caller reads it, never buffered for this: a
+// body of any size costs a few KiB. An application/json body gives its
+// top-level "usage" object. A text/event-stream body gives, in each
+// event's data, the top-level "usage" or that of its "response" or
+// "message" object. A body already in memory (a failure's, or a small one
+// read whole under FirstByteTimeout) is read before the attempt ends. An
+// encoded body, or one of another type, is not read. The counts are:
+//
+//   - OpenAI Chat Completions: total_tokens, or prompt_tokens +
+//     completion_tokens. Streamed (stream_options.include_usage): the
+//     last chunk's usage.
+//   - OpenAI Responses: total_tokens, or input_tokens + output_tokens.
+//     Streamed: the usage of response.completed's response.
+//   - Anthropic Messages: input_tokens + output_tokens +
+//     cache_creation_input_tokens; cache reads are not counted. Streamed:
+//     message_start's counts, then, after each message_delta, its output
+//     so far. A stream cut after a message_delta reports what it got.
+//
+// A usage is reported as soon as its object (or its event) ends, so a
+// caller that stops reading after it still has it counted. A later one
+// replaces it. A usage is not reported if it is over 4 KiB, lacks the
+// counts above, or has a count that is not a JSON integer (a string, 1.5,
+// 1.0, 1e3, NaN), is negative or is above 2147483647. An earlier report
+// then stands; without one, the attempt is settled at its declared cost
+// if it succeeded, at 0 if it failed.
+//
 // # Server side
 //
 // [Handler] and [Middleware] run each request through a policy. The 503

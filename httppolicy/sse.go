@@ -31,14 +31,18 @@ var bom = [3]byte{0xEF, 0xBB, 0xBF}
 
 // isEventStream reports whether h is that of a text/event-stream body
 // that is not encoded: only then can its keepalives be told apart.
-func isEventStream(h http.Header) bool {
+func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+
+// mediaType returns the media type of h's Content-Type, lower case, or ""
+// if the body is encoded: only a plain body can be read as it comes.
+func mediaType(h http.Header) string {
 	for _, ce := range h["Content-Encoding"] {
 		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
-			return false
+			return ""
 		}
 	}
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
+	return mt
 }
 
 // sseScanner follows a text/event-stream body, as the HTML Living

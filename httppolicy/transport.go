@@ -38,6 +38,12 @@ var (
 // [policy.Policy]. The package documentation says what is retried, what
 // is a failure and what the caller gets.
 //
+// Under a ratelimit.Limiter with a shared quota, a Transport reports the
+// token usage of each JSON or event stream response of OpenAI's or
+// Anthropic's APIs to ratelimit.ReportUsage as the body is read, so that
+// the quota is settled at what the provider counted ("Client side: token
+// usage" in the package documentation).
+//
 // Set the fields before the first request and do not change them later
 // ([Transport.SetStreamTimeouts] changes the stream timeouts while it
 // runs). A Transport is then safe for concurrent use. The zero value has no
