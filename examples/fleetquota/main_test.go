@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"strings"
@@ -116,5 +118,16 @@ func TestWindow(t *testing.T) {
 	reqs, toks := window(as, time.Second)
 	if reqs != 3 || toks != 120 {
 		t.Errorf("window = %d requests, %d tokens; want 3, 120", reqs, toks)
+	}
+}
+
+// TestFlags: -h is not an error to report, and a -duration <= 0 is.
+func TestFlags(t *testing.T) {
+	var out strings.Builder
+	if err := cli(context.Background(), []string{"-h"}, &out, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	if err := cli(context.Background(), []string{"-duration", "0s"}, &out, &out); err == nil || !strings.Contains(err.Error(), "-duration") {
+		t.Errorf("-duration 0s: %v, want an error naming -duration", err)
 	}
 }
