@@ -24,11 +24,12 @@ const (
 // slack is the share of a burst the provider lets through beyond its
 // buckets. A fleet that keeps to the quota is admitted by Redis's clock,
 // and its requests reach the provider after delays that vary (the
-// scheduler of a shared machine, a connection's set-up), so requests
-// admitted one turn apart can arrive closer: a bucket without slack would
-// answer 429 to a fleet that kept the quota. A tenth of a burst absorbs
-// 100 ms of such jitter.
-const slack = 0.1
+// scheduler of a shared machine, a connection's set-up for a caller's
+// first request), so requests admitted one turn apart can arrive closer:
+// a bucket without slack would answer 429 to a fleet that kept the quota.
+// A fifth of a burst absorbs 200 ms of such jitter, and lets an arm that
+// presses on the buckets through by 4 requests more.
+const slack = 0.2
 
 // provider is a fake OpenAI-like chat completions API (POST
 // /v1/chat/completions) with a quota of quotaRequests requests and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -84,7 +85,9 @@ func (r report) writeTable(w io.Writer) {
 		r.Quota.Requests, r.Quota.Tokens, r.Replicas, r.Callers, r.Duration)
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "\n%s\n", armTitles[a.Arm])
-		row := func(name, value, note string) { fmt.Fprintf(w, "  %-28s %7s  %s\n", name, value, note) }
+		row := func(name, value, note string) {
+			fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-28s %7s  %s", name, value, note), " "))
+		}
 		row("served by the provider", fmt.Sprint(a.Served),
 			fmt.Sprintf("the quota allows %d in %.2fs (burst %d + %d/s)", a.Allowed, a.Span, r.Quota.Burst, r.Quota.Requests))
 		row("429s from the provider", fmt.Sprint(a.Provider429), "")
