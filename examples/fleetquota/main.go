@@ -73,6 +73,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep, err := run(ctx, bin, self, *d, stderr)
+	if err != nil && ctx.Err() != nil {
+		return errors.New("interrupted") // the replicas' ends say no more
+	}
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func redisServerBin(t *testing.T) string {
 // logWriter writes to the test's log.
 type logWriter struct{ t *testing.T }
 
+// Write logs p as one line.
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
