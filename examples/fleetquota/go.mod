@@ -9,7 +9,7 @@ replace github.com/watertight/watertight/redisstate => ../../redisstate
 replace github.com/watertight/watertight/statuspage => ../../statuspage
 
 require (
-	github.com/redis/go-redis/v9 v9.24.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/watertight/watertight v0.0.0-00010101000000-000000000000
 	github.com/watertight/watertight/redisstate v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
