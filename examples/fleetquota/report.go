@@ -38,7 +38,7 @@ type armResult struct {
 	Span         float64 `json:"span_s"`       // from the first request served to the last
 	RequestsRate float64 `json:"requests_per_s"`
 	TokensRate   float64 `json:"tokens_per_s"`
-	Allowed      int     `json:"allowed"` // the most requests the quota allows over Span: its burst and its rate
+	Allowed      int     `json:"allowed"` // the most requests the quota allows over Span: its burst and its rate, rounded up (Span starts at the first arrival, which may come after its turn)
 	MaxRequests  int     `json:"max_requests_1s"`
 	MaxTokens    int     `json:"max_tokens_1s"`
 }
@@ -59,7 +59,7 @@ func newArmResult(arm string, s served, n counts) armResult {
 		Rejected: n.Rejected, Failed: n.Failed, Tokens: s.tokens, Span: s.span.Seconds(),
 		MaxRequests: s.maxReqs, MaxTokens: s.maxToks,
 	}
-	a.Allowed = burstRequests + int(math.Floor(quotaRequests*a.Span))
+	a.Allowed = burstRequests + int(math.Ceil(quotaRequests*a.Span))
 	if a.Span > 0 {
 		a.RequestsRate, a.TokensRate = float64(s.requests)/a.Span, float64(s.tokens)/a.Span
 	}
