@@ -414,8 +414,8 @@ func TestHalfOpenShown(t *testing.T) {
 type sharedQuota struct{}
 
 func (sharedQuota) Take(context.Context, int, time.Time) error { return nil }
-func (sharedQuota) Settle(int, int)                             {}
-func (sharedQuota) Hold(time.Duration)                          {}
+func (sharedQuota) Settle(int, int)                            {}
+func (sharedQuota) Hold(time.Duration)                         {}
 func (sharedQuota) Report() statuspage.Report {
 	return statuspage.Report{Kind: "quota", Name: "openai", Fields: []statuspage.Field{{Name: "live replicas", Value: "3"}}}
 }
