@@ -2,6 +2,7 @@ package redisstate_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -137,5 +138,37 @@ func TestQuotaLocalShareBound(t *testing.T) {
 	if most := int(cfg.Requests) + 2*cfg.Burst; admitted > most {
 		t.Errorf("%d admitted within one Interval across %d replicas holding R = %d, more than the quota plus two bursts (%d)",
 			admitted, replicas, replicas, most)
+	}
+}
+
+// TestQuotaCallerGivingUpDuringRoundTripGivesBack: a caller that gives up
+// while its admission is on its way to Redis is charged nothing: if Redis
+// charged it, its units are given back.
+func TestQuotaCallerGivingUpDuringRoundTripGivesBack(t *testing.T) {
+	s := startRedis(t)
+	c := newClient(t, s.Addr())
+	q := newQuota(t, redisstate.QuotaConfig{Name: "gaveup", Redis: rd(c), Interval: time.Hour, Requests: 2, Burst: 2})
+	ctx := context.Background()
+	if err := q.Take(ctx, 0, time.Now()); err != nil { // asks the version, loads the script
+		t.Fatal(err)
+	}
+	key := "{watertight:quota:gaveup}:requests"
+	before := getFloat(t, c, key)
+	s.Freeze()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- q.Take(cctx, 0, time.Now().Add(time.Hour)) }()
+	time.Sleep(100 * time.Millisecond) // the script is on its way
+	cancel()
+	err := <-done
+	s.Thaw()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take = %v, want context.Canceled", err)
+	}
+	// Let the flusher send anything owed, then read the bucket.
+	time.Sleep(500 * time.Millisecond)
+	if got := getFloat(t, c, key); got > before+1 {
+		t.Errorf("the requests bucket moved %v us ahead for an attempt whose caller gave up: its unit was never given back",
+			got-before)
 	}
 }
