@@ -3,8 +3,11 @@ package redisstate_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/redisstate"
@@ -170,5 +173,40 @@ func TestQuotaCallerGivingUpDuringRoundTripGivesBack(t *testing.T) {
 	if got := getFloat(t, c, key); got > before+1 {
 		t.Errorf("the requests bucket moved %v us ahead for an attempt whose caller gave up: its unit was never given back",
 			got-before)
+	}
+}
+
+// TestQuotaForgedReplicaKeys: the README lists :replicas and
+// :replicas:since among the keys whose forged values count no further
+// ahead than their bounds and are written back so. A member of :replicas
+// whose expiry lies far ahead, or a :replicas:since in the future, is
+// brought back within the replica TTL (30 s) by the next round trip.
+func TestQuotaForgedReplicaKeys(t *testing.T) {
+	s := startRedis(t)
+	c := newClient(t, s.Addr())
+	ctx := context.Background()
+	q := newQuota(t, redisstate.QuotaConfig{Name: "forgedrep", Redis: rd(c), Interval: time.Minute, Requests: 100})
+	p := "{watertight:quota:forgedrep}:"
+	if err := q.Take(ctx, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := float64(now.Add(1000 * time.Hour).UnixMilli())
+	c.ZAdd(ctx, p+"replicas", redis.Z{Score: far, Member: "forged"})
+	c.Set(ctx, p+"replicas:since", strconv.FormatFloat(far, 'f', 0, 64), 0)
+	if err := q.Take(ctx, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	most := float64(now.Add(time.Minute).UnixMilli()) // the TTL, and then some
+	if sc, err := c.ZScore(ctx, p+"replicas", "forged").Result(); err == nil && sc > most {
+		t.Errorf("a forged replica's expiry %v ahead is kept after a round trip: it counts as a live replica for that long",
+			time.Duration(sc-float64(now.UnixMilli()))*time.Millisecond)
+	}
+	if since := getFloat(t, c, p+"replicas:since"); since > float64(now.UnixMilli())+1000 {
+		t.Errorf("a forged :replicas:since %v in the future is kept after a round trip: the count is never complete",
+			time.Duration(since-float64(now.UnixMilli()))*time.Millisecond)
 	}
 }
