@@ -223,7 +223,9 @@ type Permit struct {
 }
 
 // Wait is the two-step form of Execute: it admits one attempt as Execute
-// does, and returns its [Permit]. It panics if ctx is nil.
+// does, and returns its [Permit]. Run the attempt with [Permit.Begin]'s
+// ctx, so that [ReportUsage] reaches a shared quota. It panics if ctx is
+// nil.
 func (l *Limiter) Wait(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("ratelimit: nil Context")

@@ -208,6 +208,22 @@ func TestQuotaForgedKeys(t *testing.T) {
 			t.Errorf("with keys %q, Take = %v, want admitted", v, err)
 		}
 	}
+	// Keys of another type are replaced.
+	for _, k := range []string{"requests", "tokens", "hold", "replicas:since"} {
+		c.Del(ctx, p+k)
+		c.HSet(ctx, p+k, "f", "1")
+	}
+	c.Del(ctx, p+"replicas")
+	c.RPush(ctx, p+"replicas", "x")
+	if err := q.Take(ctx, 1, time.Now().Add(time.Second)); err != nil {
+		t.Errorf("with keys of other types, Take = %v, want admitted", err)
+	}
+	if !reachable([]*redisstate.Quota{q}) {
+		t.Errorf("with keys of other types, the script failed: %v", q.Report().Fields)
+	}
+	if ty := c.Type(ctx, p+"replicas").Val(); ty != "zset" {
+		t.Errorf("replicas is a %s after a Take, want a zset", ty)
+	}
 	// A time far ahead counts as the burst plus two Intervals ahead (150
 	// ms here): the attempt is refused, and the key is written back there.
 	for _, v := range []string{"1e400", "inf", "99999999999999999999"} {

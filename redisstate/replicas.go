@@ -10,11 +10,15 @@ import (
 // ms, and returns the live replicas and 1 if the count is complete, else
 // 0. A count begun afresh (Redis lost its data, or every replica had
 // lapsed; skey holds when it began) is complete once it is a replica TTL
-// old: every replica alive has called since. now and ttl are in ms.
+// old: every replica alive has called since. now and ttl are in ms. A
+// key of another type than these is replaced.
 const replicasLua = `
 local function countReplicas(rkey, skey, replica, ttl, now)
+  local ty = redis.call('TYPE', rkey)['ok']
+  if ty ~= 'zset' and ty ~= 'none' then redis.call('DEL', rkey) end
   redis.call('ZREMRANGEBYSCORE', rkey, '-inf', now)
-  local since = tonumber(redis.call('GET', skey))
+  local since = redis.pcall('GET', skey)
+  if type(since) == 'table' then since = nil else since = tonumber(since) end
   if not since or since ~= since or redis.call('ZCARD', rkey) == 0 then since = now end
   redis.call('SET', skey, string.format('%.0f', since), 'PX', ttl)
   redis.call('ZADD', rkey, now + ttl, replica)

@@ -154,7 +154,7 @@ return 0
 // What is owed is charged as if from ARGV[13] ago, when it began to be
 // owed: the units a fallback admitted while Redis was away were spread
 // over that time, and must not be charged as if taken all at once now.
-// A TAT or hold that is not a number counts as none, and none lies further
+// A TAT or hold that is not a number (or not a string) counts as none, and none lies further
 // ahead than its burst plus the horizon: such a value is written back
 // within bounds, with its expiry. An attempt that would wait longer
 // than ARGV[6] is charged nothing. It returns {1 if admitted else 0, the
@@ -172,7 +172,11 @@ local function put(key, v)
   end
 end
 local function read(key, tau, low)
-  local raw = redis.call('GET', key)
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' then
+    redis.call('DEL', key)
+    raw = false
+  end
   local v = tonumber(raw)
   if not v or v ~= v then v = low end
   local c = math.min(math.max(v, low), now + tau + horizon)
