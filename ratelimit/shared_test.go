@@ -237,6 +237,7 @@ func TestSharedKeptByUpdateRefusedNil(t *testing.T) {
 		t.Errorf("New with a nil *fakeShared = %v", err)
 	}
 }
+
 // stuckShared is a shared quota whose Take does not answer before ctx
 // ends (a round trip to a frozen store, say), and then returns ctx's
 // error, as ratelimit.Shared allows.
