@@ -85,26 +85,21 @@ func noCounts() usageCounts { return usageCounts{-1, -1, -1, -1} }
 // not a JSON integer from 0 to maxUsageTokens (null is absent): a count
 // that cannot be trusted makes the whole object untrusted.
 func parseUsage(raw []byte) (usageCounts, bool) {
-	var f struct {
-		Total         json.RawMessage `json:"total_tokens"`
-		Prompt        json.RawMessage `json:"prompt_tokens"`
-		Completion    json.RawMessage `json:"completion_tokens"`
-		Input         json.RawMessage `json:"input_tokens"`
-		Output        json.RawMessage `json:"output_tokens"`
-		CacheCreation json.RawMessage `json:"cache_creation_input_tokens"`
-	}
+	// A map, not a struct: encoding/json matches a struct's keys without
+	// regard to case, and these keys are exact.
+	var f map[string]json.RawMessage
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
 		return noCounts(), false
 	}
 	c := noCounts()
 	for _, x := range [...]struct {
 		dst *int
-		raw json.RawMessage
+		key string
 	}{
-		{&c.total, f.Total}, {&c.input, f.Prompt}, {&c.output, f.Completion},
-		{&c.input, f.Input}, {&c.output, f.Output}, {&c.cacheCreation, f.CacheCreation},
+		{&c.total, "total_tokens"}, {&c.input, "prompt_tokens"}, {&c.output, "completion_tokens"},
+		{&c.input, "input_tokens"}, {&c.output, "output_tokens"}, {&c.cacheCreation, "cache_creation_input_tokens"},
 	} {
-		n, ok := count(x.raw)
+		n, ok := count(f[x.key])
 		if !ok {
 			return noCounts(), false
 		}

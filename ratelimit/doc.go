@@ -87,7 +87,8 @@
 // by the attempt's MaxWait (counted from when it entered) or just before
 // its deadline, whichever is sooner. A rejection by the shared quota
 // comes from it, matches [ErrLimited], and ends the attempt let through
-// the gate as a failure does.
+// the gate as a failure does. A Deadline's timer that ends the shared wait
+// ends it as it ends this Limiter's own: rejected, with reason "rate".
 //
 // A hold that an answer or a throttled failure sets here is passed to
 // Shared.Hold too, so that every process holds.

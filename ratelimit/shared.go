@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/watertight/watertight/internal/stage"
 )
 
 // Shared is a quota that a [Limiter] shares with other processes, such as
@@ -13,8 +15,8 @@ type Shared interface {
 	// Take admits one attempt that declares cost tokens ([WithCost]),
 	// waiting until by at the latest. It returns nil once the attempt may
 	// run, a rejection matching [ErrLimited] and policy.ErrRejected if it
-	// may not by then, or ctx's error. Nothing is charged for an attempt
-	// it does not admit.
+	// may not by then, or ctx's error. It should charge nothing for an
+	// attempt it does not admit.
 	Take(ctx context.Context, cost int, by time.Time) error
 	// Settle ends an attempt Take admitted, which declared cost tokens
 	// and used used (see "A shared quota" in the package doc for how the
@@ -48,7 +50,12 @@ func (l *Limiter) share(ctx context.Context, s *settings, active bool) (Permit, 
 	}
 	cost := Cost(ctx)
 	if err := s.shared.Take(ctx, cost, by); err != nil {
-		return Permit{}, p.Done(err)
+		p.Done(err)
+		if ctx.Err() != nil && stage.WaitRefused(ctx) {
+			// A Deadline's timer ended the wait: fn never ran, as in sleep.
+			return Permit{}, l.rated.Record(ctx)
+		}
+		return Permit{}, err
 	}
 	p.t = &ticket{shared: s.shared, cost: cost}
 	p.t.used.Store(-1)

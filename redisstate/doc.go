@@ -73,8 +73,12 @@
 //   - If the attempt can be admitted within its bound (its MaxWait counted
 //     from when it entered the Limiter, just before its deadline, and at
 //     most one Interval), the script charges it one request and its
-//     declared tokens, and the attempt waits its turn, then runs. A caller
-//     that gives up during that wait gives them back.
+//     declared tokens (a cost above one Interval's token quota counts as
+//     that quota), and the attempt waits its turn, then runs. A caller
+//     that gives up during that wait gives them back. A round trip that
+//     gets no answer (the caller gave up, CallTimeout passed) may have
+//     been run by Redis all the same: its attempt stays charged there,
+//     so the fleet is charged more, never less.
 //   - Otherwise nothing is charged, and the attempt is rejected at once
 //     with reason "rate", or "throttled" if a hold made the wait.
 //
@@ -97,16 +101,17 @@
 //
 // While Redis cannot be asked, the Quota runs on its [Fallback] mode, and
 // what a fallback admitted is owed to Redis: once Redis answers, it is
-// charged to the shared buckets as spread over the time it was owed (at
-// most one Interval's quota per replica), so that an outage neither lets
-// the fleet burst past the quota when Redis is back nor stalls it.
+// charged to the shared buckets as spread over the time it was owed, so
+// that an outage neither lets the fleet burst past the quota when Redis
+// is back nor stalls it.
 //
 //   - LocalShare: the replica paces itself to 1/R of the quota and of the
 //     burst (at least 1), R being [QuotaConfig.Replicas] or the live
 //     replicas Redis last reported (it counts a replica until 30 s after
 //     its last round trip; see [LocalShare] for how a count is kept).
 //     While every replica holds the same R, the fleet is admitted at most
-//     the quota plus two bursts (Redis's and the shares') in any Interval.
+//     the quota, Redis's burst and the shares' bursts (the burst, or R if
+//     that is larger: each share bursts at least 1) in any Interval.
 //   - FailOpen: every attempt is admitted; only the Limiter's own rates
 //     limit.
 //   - FailClosed: every attempt is rejected with reason
@@ -119,10 +124,15 @@
 // deadline or CallTimeout, and an attempt whose deadline comes while it
 // waits gets its ctx's error.
 //
-// A value in the quota's keys that is not a number counts as none; one
-// further ahead than the burst plus two Intervals counts as that far, and
-// is written back so, with its expiry. A forged value can hold the fleet
-// for no longer.
+// Each time Redis loses the quota's keys (a restart without persistence,
+// a failover), its buckets start full again: add one burst to the bounds
+// above.
+//
+// A value in the quota's buckets or hold that is not a number (or not a
+// string) counts as none; one further ahead than the burst plus two
+// Intervals counts as that far, and is written back so, with its expiry.
+// A forged value can hold the fleet for no longer. A replica in the
+// replica count whose expiry lies further ahead than 30 s is dropped.
 //
 // # Redis 5 or later
 //

@@ -151,13 +151,14 @@ type verdict struct {
 
 // Take admits one attempt that declares cost tokens, waiting until by at
 // the latest and never more than one Interval, as [ratelimit.Shared]
-// asks. A negative cost counts as 0. It returns nil, a rejection matching ratelimit.ErrLimited (reason
+// asks. A negative cost counts as 0, and one above one Interval's token
+// quota as that quota: no more can be spent in one Interval. It returns nil, a rejection matching ratelimit.ErrLimited (reason
 // "rate", "throttled" or "redis_unavailable"), or ctx's error.
 func (q *Quota) Take(ctx context.Context, cost int, by time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cost = max(cost, 0)
+	cost = q.capCost(cost)
 	start := time.Now()
 	maxWait := max(min(by.Sub(start), q.interval), 0)
 	v, err := q.roundTrip(ctx, cost, maxWait, 0)
@@ -226,9 +227,9 @@ func (q *Quota) roundTrip(ctx context.Context, cost int, maxWait, hold time.Dura
 // owe adds to what Redis has not counted, owed from now.
 func (q *Quota) owe(req, tok int64) { q.oweSince(req, tok, time.Now().UnixNano()) }
 
-// oweSince adds to what Redis has not counted, owed from at (Unix ns),
-// each kept within one Interval's quota, so that an outage or a flood of
-// refunds moves the shared buckets by at most that much.
+// oweSince adds to what Redis has not counted, owed from at (Unix ns). The
+// script keeps every bucket within its burst plus two Intervals of now,
+// whatever is owed.
 func (q *Quota) oweSince(req, tok, at int64) {
 	if req == 0 && tok == 0 {
 		return
@@ -239,20 +240,8 @@ func (q *Quota) oweSince(req, tok, at int64) {
 			break
 		}
 	}
-	add := func(a *atomic.Int64, d int64, limit float64) {
-		if d == 0 || limit == 0 {
-			return
-		}
-		for {
-			old := a.Load()
-			n := max(min(old+d, int64(limit)), -int64(limit))
-			if a.CompareAndSwap(old, n) {
-				return
-			}
-		}
-	}
-	add(&q.owedReq, req, math.Ceil(q.requests))
-	add(&q.owedTok, tok, math.Ceil(q.tokens))
+	q.owedReq.Add(req)
+	q.owedTok.Add(tok)
 }
 
 // Settle settles an attempt Take admitted, which declared cost tokens and
@@ -261,11 +250,17 @@ func (q *Quota) oweSince(req, tok, at int64) {
 // the token quota of one Interval, or negative, is not believed: the
 // attempt settles at cost.
 func (q *Quota) Settle(cost, used int) {
-	cost = max(cost, 0)
+	cost = q.capCost(cost)
 	if used < 0 || float64(used) > q.tokens {
 		used = cost
 	}
 	q.owe(0, int64(used)-int64(cost))
+}
+
+// capCost returns cost within 0 and one Interval's token quota, as Take
+// charged it.
+func (q *Quota) capCost(cost int) int {
+	return int(min(float64(max(cost, 0)), math.Floor(q.tokens)))
 }
 
 // Hold asks every replica to hold its attempts for d from now, as

@@ -11,15 +11,18 @@ import (
 // 0. A count begun afresh (Redis lost its data, or every replica had
 // lapsed; skey holds when it began) is complete once it is a replica TTL
 // old: every replica alive has called since. now and ttl are in ms. A
-// key of another type than these is replaced.
+// key of another type than these is replaced; a replica whose expiry lies
+// further than ttl ahead, or a since after now, is no one's and is
+// dropped.
 const replicasLua = `
 local function countReplicas(rkey, skey, replica, ttl, now)
   local ty = redis.call('TYPE', rkey)['ok']
   if ty ~= 'zset' and ty ~= 'none' then redis.call('DEL', rkey) end
   redis.call('ZREMRANGEBYSCORE', rkey, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', rkey, '(' .. string.format('%.0f', now + ttl), '+inf')
   local since = redis.pcall('GET', skey)
   if type(since) == 'table' then since = nil else since = tonumber(since) end
-  if not since or since ~= since or redis.call('ZCARD', rkey) == 0 then since = now end
+  if not since or since ~= since or since > now or redis.call('ZCARD', rkey) == 0 then since = now end
   redis.call('SET', skey, string.format('%.0f', since), 'PX', ttl)
   redis.call('ZADD', rkey, now + ttl, replica)
   redis.call('PEXPIRE', rkey, ttl)
