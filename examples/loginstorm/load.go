@@ -45,6 +45,9 @@ type loadResult struct {
 	// UpstreamCalls are the requests each upstream got, the warm-up's
 	// included (route mode, all-in-one).
 	UpstreamCalls map[string]int
+	// HealthyPeak is the most requests the healthy upstream served at
+	// once, the warm-up's included (route mode, all-in-one).
+	HealthyPeak int
 }
 
 // loadClient returns a client that cannot be the bottleneck: no limit per

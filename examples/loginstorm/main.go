@@ -312,6 +312,7 @@ func slowFor(delay time.Duration) time.Duration { return max(delay/6, time.Milli
 // the load against them, and shuts everything down.
 func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration, stderr io.Writer) (loadResult, error) {
 	var calls [2]atomic.Int64 // the slow upstream's, the healthy one's
+	var healthyPeak atomic.Int64
 	up, err := listen("127.0.0.1:0", counted(&calls[0], upstreamHandler(f.delay)))
 	if err != nil {
 		return loadResult{}, err
@@ -320,7 +321,7 @@ func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration
 	ups := upstreams{slow: up.URL()}
 	var warmup time.Duration
 	if mode == modeRoute {
-		healthy, err := listen("127.0.0.1:0", counted(&calls[1], upstreamHandler(f.delay/healthyShare)))
+		healthy, err := listen("127.0.0.1:0", counted(&calls[1], peaked(&healthyPeak, upstreamHandler(f.delay/healthyShare))))
 		if err != nil {
 			return loadResult{}, err
 		}
@@ -356,6 +357,7 @@ func runMode(ctx context.Context, mode string, f loadFlags, spread time.Duration
 	})
 	if mode == modeRoute {
 		r.UpstreamCalls = map[string]int{"slow": int(calls[0].Load()), "healthy": int(calls[1].Load())}
+		r.HealthyPeak = int(healthyPeak.Load())
 	}
 	return r, err
 }
@@ -371,6 +373,18 @@ func warmupFor(delay time.Duration) time.Duration { return 8 * delay / healthySh
 func counted(n *atomic.Int64, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// peaked returns h, recording in peak the most requests it served at once.
+func peaked(peak *atomic.Int64, h http.Handler) http.Handler {
+	var cur atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := cur.Add(1)
+		defer cur.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -48,6 +48,7 @@ type modeJSON struct {
 	OKP99         *float64       `json:"chat_200_p99_ms,omitempty"`
 	StormSlow     *int           `json:"storm_chats_to_slow,omitempty"`
 	UpstreamCalls map[string]int `json:"upstream_calls,omitempty"` // the warm-up's included
+	HealthyPeak   *int           `json:"healthy_peak,omitempty"`   // the most at once at the healthy upstream
 }
 
 // reportJSON is the whole -json output.
@@ -127,6 +128,10 @@ func modesJSON(rows []summary) map[string]modeJSON {
 			m := out[s.Mode]
 			p99, slow := ms(percentile(s.OK, 0.99)), s.Upstreams["slow"]
 			m.OKP99, m.StormSlow, m.UpstreamCalls = &p99, &slow, s.UpstreamCalls
+			if s.UpstreamCalls != nil {
+				peak := s.HealthyPeak
+				m.HealthyPeak = &peak
+			}
 			out[s.Mode] = m
 		}
 	}
