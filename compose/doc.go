@@ -49,9 +49,7 @@
 // this module are found by their types and entered in two steps; any other
 // policy runs through its Execute, with what is below it as fn. A
 // keyed.Group in a slot (a breaker per host, say) is entered as the policy
-// of the call's key, which it holds until that policy's hold ends. An
-// adaptive limit learns only in the Bulkhead slot itself, not as a key's
-// policy. A hedge
+// of the call's key, which it holds until that policy's hold ends. A hedge
 // runs whole calls: wrap the pipeline with hedge.Do.
 //
 // # Hand-over
