@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/watertight/watertight/bulkhead"
@@ -60,5 +61,41 @@ func TestHandlerKey(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if want := []string{"a", "b", "c"}; len(seen) != 3 || seen[0] != want[0] || seen[1] != want[1] || seen[2] != want[2] {
 		t.Errorf("the handler saw keys %q, want %q", seen, want)
+	}
+}
+
+// keyRecorder is a policy that records the key of each call.
+type keyRecorder struct{ keys []string }
+
+func (k *keyRecorder) Execute(ctx context.Context, fn policy.Func) error {
+	k.keys = append(k.keys, policy.KeyOf(ctx))
+	return fn(ctx)
+}
+
+// TestTransportKey: Transport.Key keys each request for the policies; an
+// empty key leaves the request's context's.
+func TestTransportKey(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	rec := &keyRecorder{}
+	host := true
+	tr := &httppolicy.Transport{Policy: rec, Key: func(r *http.Request) string {
+		if host {
+			return httppolicy.KeyByHost(r)
+		}
+		return ""
+	}}
+	c := &http.Client{Transport: tr}
+	for _, h := range []bool{true, false} {
+		host = h
+		req, _ := http.NewRequestWithContext(policy.WithKey(context.Background(), "ctx"), "GET", srv.URL, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if want := strings.TrimPrefix(srv.URL, "http://"); len(rec.keys) != 2 || rec.keys[0] != want || rec.keys[1] != "ctx" {
+		t.Errorf("keys %q, want %q then the context's", rec.keys, want)
 	}
 }
