@@ -136,3 +136,61 @@ func rejections(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 	}
 	return out
 }
+
+// TestLabelsBoundTelemetry: 10 000 keys, two of them allowed as labels,
+// each key a bulkhead named by its label that rejects: the rejections
+// counted carry three policy names at most.
+func TestLabelsBoundTelemetry(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	g := newGroup(t, keyed.Config{MaxKeys: 100, Labels: []string{"k1", "k2"},
+		New: func(k, label string) (policy.Policy, error) {
+			return bulkhead.New(bulkhead.Config{Name: label, Limit: 1, MeterProvider: mp})
+		}})
+	block := make(chan struct{})
+	for i := range 10_000 {
+		k := key(fmt.Sprint("k", i))
+		held := make(chan struct{})
+		go g.Execute(k, func(context.Context) error { close(held); <-block; return nil })
+		<-held
+		g.Execute(k, nop) // rejected: its bulkhead is full
+		if i%100 == 99 {
+			close(block)
+			block = make(chan struct{})
+			for g.Keys() > 0 && !evictable(g) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	close(block)
+	names := map[string]int64{}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "watertight.rejections" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				n, _ := dp.Attributes.Value(attribute.Key("watertight.policy.name"))
+				names[n.AsString()] += dp.Value
+			}
+		}
+	}
+	if len(names) > 3 || names["k1"] != 1 || names["k2"] != 1 || names[keyed.LabelOther] != 9_998 {
+		t.Errorf("rejections by policy name %v, want k1: 1, k2: 1, other: 9998", names)
+	}
+}
+
+// evictable reports whether a new key finds room now.
+func evictable(g *keyed.Group) bool {
+	h, err := g.Acquire(key("probe-room"))
+	if err != nil {
+		return false
+	}
+	h.Release()
+	return true
+}
