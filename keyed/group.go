@@ -228,6 +228,12 @@ func (g *Group) evictLocked() *entry {
 	return e
 }
 
+// Name returns Config.Name.
+func (g *Group) Name() string { return g.name }
+
+// MaxKeys returns Config.MaxKeys.
+func (g *Group) MaxKeys() int { return g.maxKeys }
+
 // Keys returns the number of keys live now.
 func (g *Group) Keys() int {
 	g.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/keyed"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
@@ -55,6 +56,7 @@ type SlotState struct {
 	RateLimit *RateLimitState `json:"rate_limit,omitempty"`
 	Retry     *RetryState     `json:"retry,omitempty"`
 	Deadline  *DeadlineState  `json:"deadline,omitempty"`
+	Keyed     *KeyedState     `json:"keyed,omitempty"`
 	Report    *Report         `json:"report,omitempty"`
 }
 
@@ -87,6 +89,12 @@ type RateLimitState struct {
 	Gated             bool       `json:"gated,omitempty"`
 	RequestsPerSecond float64    `json:"requests_per_second,omitempty"`
 	TokensPerMinute   float64    `json:"tokens_per_minute,omitempty"`
+}
+
+// KeyedState is a keyed.Group's keys: those live, and the most.
+type KeyedState struct {
+	Keys    int `json:"keys"`
+	MaxKeys int `json:"max_keys"`
 }
 
 // RetryState is a retry's attempts, and its budget's balance if it has
@@ -180,6 +188,9 @@ func slotState(slot string, p policy.Policy) SlotState {
 			a := c.Budget.Available()
 			s.Retry.Budget = &a
 		}
+	case *keyed.Group:
+		s.Type, s.Name = "keyed", p.Name()
+		s.Keyed = &KeyedState{Keys: p.Keys(), MaxKeys: p.MaxKeys()}
 	case *deadline.Deadline:
 		s.Type, s.Name = "deadline", p.Config().Name
 		s.Deadline = &DeadlineState{Timeout: p.Timeout().String()}

@@ -18,6 +18,7 @@ import (
 	"github.com/watertight/watertight/bulkhead"
 	"github.com/watertight/watertight/compose"
 	"github.com/watertight/watertight/deadline"
+	"github.com/watertight/watertight/keyed"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
@@ -431,5 +432,26 @@ func TestSharedQuotaReport(t *testing.T) {
 	}
 	if _, html := get(pg, http.MethodGet, "/"); !strings.Contains(html, "no hold") || !strings.Contains(html, "; shared quota <b>openai</b>: live replicas <b>3</b>") {
 		t.Errorf("HTML lacks the shared quota's report")
+	}
+}
+
+// TestKeyedState checks that a keyed.Group shows its live keys.
+func TestKeyedState(t *testing.T) {
+	g, err := keyed.NewGroup(keyed.Config{Name: "hosts", MaxKeys: 5, New: func(string, string) (policy.Policy, error) {
+		return bulkhead.New(bulkhead.Config{Limit: 1})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.Execute(policy.WithKey(context.Background(), "a"), func(context.Context) error { return nil })
+	p := newPipeline(t, "api", watertight.Config{Use: compose.Policies{Breaker: g}})
+	pg := newPage(t, statuspage.Options{Pipelines: []statuspage.Pipeline{p}})
+	s := stateOf(t, pg).Pipelines[0].Slots[0]
+	if s.Type != "keyed" || s.Name != "hosts" || s.Keyed == nil || s.Keyed.Keys != 1 || s.Keyed.MaxKeys != 5 {
+		t.Errorf("slot %+v, keyed %+v", s, s.Keyed)
+	}
+	if _, html := get(pg, http.MethodGet, "/"); !strings.Contains(html, "keys live <b>1</b> of 5") {
+		t.Errorf("HTML lacks the live keys")
 	}
 }
