@@ -18,6 +18,8 @@
 #                        rule, simulated), which writes out/sim-slow.json
 #   out/sim-route.txt    the output of TestSimRoute (routing around a sick
 #                        endpoint, simulated), which writes out/sim-route.json
+#   out/sim-fair.txt     the output of TestSimFairShare (one noisy tenant,
+#                        simulated), which writes out/sim-fair.json
 #   out/machine.txt      the machine the rounds ran on: go version, CPU model
 #                        (from /proc/cpuinfo) and core count, recorded at the
 #                        start of the run
@@ -94,7 +96,7 @@ else
 	# figures do not depend on the machine's speed; they vary a little from
 	# run to run, since calls due at the same simulated instant run in no
 	# fixed order.
-	rm -f out/sim-adaptive.json out/sim-attempts.json out/sim-priority.json out/sim-slow.json out/sim-route.json
+	rm -f out/sim-adaptive.json out/sim-attempts.json out/sim-priority.json out/sim-slow.json out/sim-route.json out/sim-fair.json
 	if [ "${SIM:-1}" != 0 ]; then
 		echo "TestSimAdaptive (adaptive limit simulation)" >&2
 		go test -count=1 -run '^TestSimAdaptive$' -v . | tee out/sim-adaptive.txt >&2
@@ -106,6 +108,8 @@ else
 		go test -count=1 -run '^TestSimSlowProvider$' -v . | tee out/sim-slow.txt >&2
 		echo "TestSimRoute (routing around a sick endpoint, simulation)" >&2
 		go test -count=1 -run '^TestSimRoute$' -v . | tee out/sim-route.txt >&2
+		echo "TestSimFairShare (one noisy tenant, simulation)" >&2
+		go test -count=1 -run '^TestSimFairShare$' -v . | tee out/sim-fair.txt >&2
 	fi
 fi
 

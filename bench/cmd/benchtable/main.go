@@ -111,7 +111,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := report{all: all, sim: sim, att: att, pri: pri, slow: slow, route: rt, w: os.Stdout}
+	fair, err := readSim(filepath.Join(filepath.Dir(os.Args[1]), "sim-fair.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	r := report{all: all, sim: sim, att: att, pri: pri, slow: slow, route: rt, fair: fair, w: os.Stdout}
 	r.machine()
 	r.sideBySide(order)
 	r.alone(order)
@@ -121,6 +126,7 @@ func main() {
 	r.simPriority()
 	r.simSlow()
 	r.simRoute()
+	r.simFair()
 }
 
 type report struct {
@@ -131,6 +137,8 @@ type report struct {
 	slow map[string]float64 // TestSimSlowProvider's JSON; nil if absent
 	// route is TestSimRoute's JSON; nil if absent.
 	route map[string]float64
+	// fair is TestSimFairShare's JSON; nil if absent.
+	fair map[string]float64
 	w     io.Writer
 }
 
@@ -391,6 +399,7 @@ func (r report) targets() {
 	r.priTargets()
 	r.slowTargets()
 	r.routeTargets()
+	r.fairTargets()
 	r.p("\n")
 }
 
