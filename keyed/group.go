@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,6 +159,7 @@ func (g *Group) Acquire(ctx context.Context) (h Held, err error) {
 
 // add builds the policy of k and makes it live, held by the caller.
 func (g *Group) add(ctx context.Context, k string) (Held, error) {
+	k = strings.Clone(k) // a key cut from a larger string must not keep it alive
 	label := LabelOther
 	if g.labels[k] {
 		label = k
