@@ -102,7 +102,7 @@ func (c *call) run(ctx context.Context, i int, s *slot) error {
 	case kindExecute:
 		return c.execute(ctx, s.policy, i)
 	case kindKeyed:
-		return c.keyed(ctx, i, s.policy.(*keyed.Group))
+		return c.keyed(ctx, i, s)
 	}
 	x := exit{kind: s.kind}
 	inner, err := enter(ctx, s, &x)
@@ -115,15 +115,21 @@ func (c *call) run(ctx context.Context, i int, s *slot) error {
 	return c.under(inner, i, &x)
 }
 
-// keyed runs slots[i] as the policy of the call's key, which it holds
-// until that policy's hold ends.
-func (c *call) keyed(ctx context.Context, i int, g *keyed.Group) (err error) {
-	h, err := g.Acquire(ctx)
+// keyed runs s, the keyed.Group in slots[i], as the policy of the call's
+// key, which it holds until that policy's hold ends. An adaptive limit
+// outside the Bulkhead slot runs through its Execute, which learns from
+// the whole of what is below it: as an attempt's learner it would take
+// the Bulkhead slot's samples.
+func (c *call) keyed(ctx context.Context, i int, s *slot) (err error) {
+	h, err := s.policy.(*keyed.Group).Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	x := exit{kind: kindKeyed, key: h}
-	inner := slot{policy: h.Policy(), kind: kindOf(h.Policy())}
+	inner := slot{policy: h.Policy(), kind: kindOf(h.Policy()), bulkhead: s.bulkhead}
+	if inner.kind == kindAdaptive && !s.bulkhead {
+		inner.kind = kindExecute
+	}
 	finished := false
 	defer func() {
 		if !finished {

@@ -53,9 +53,10 @@ type Pipeline struct {
 // slot is one filled slot of the pipeline, or the point where an attempt
 // starts (kindAttempt).
 type slot struct {
-	policy policy.Policy
-	kind   kind
-	router *route.Router // kindRoute
+	policy   policy.Policy
+	kind     kind
+	router   *route.Router // kindRoute
+	bulkhead bool          // the Bulkhead slot, where an adaptive limit learns
 }
 
 // kind says how a call enters a slot: a policy of this module in two

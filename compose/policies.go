@@ -137,13 +137,13 @@ func (p Policies) build() []slot {
 		if s.p == nil {
 			continue
 		}
-		out = append(out, slot{policy: s.p, kind: kindOf(s.p)})
+		out = append(out, slot{policy: s.p, kind: kindOf(s.p), bulkhead: s.field == "Bulkhead"})
 		if _, ok := s.p.(*retry.Retry); ok && attemptAt < 0 {
 			attemptAt = len(out)
 		}
 	}
 	// A keyed.Group there may hold adaptive limits, one per key.
-	if attemptAt < 0 && len(out) > 0 && (out[0].kind == kindAdaptive || out[0].kind == kindKeyed) {
+	if attemptAt < 0 && len(out) > 0 && out[0].bulkhead && (out[0].kind == kindAdaptive || out[0].kind == kindKeyed) {
 		attemptAt = 1
 	}
 	if attemptAt >= 0 {

@@ -175,8 +175,9 @@ func (g *Group) add(ctx context.Context, k string) (Held, error) {
 	if e, ok := g.keys[k]; ok { // built by another call meanwhile
 		g.holdLocked(e)
 		g.mu.Unlock()
-		closePolicy(p)
-		return Held{g: g, e: e, p: e.p}, nil
+		h := Held{g: g, e: e, p: e.p}
+		closeHeld(&h, p)
+		return h, nil
 	}
 	var gone *entry
 	if len(g.keys) >= g.maxKeys {
@@ -189,10 +190,24 @@ func (g *Group) add(ctx context.Context, k string) (Held, error) {
 	e := &entry{key: k, p: p, refs: 1}
 	g.keys[k] = e
 	g.mu.Unlock()
+	h := Held{g: g, e: e, p: p}
 	if gone != nil {
-		closePolicy(gone.p)
+		closeHeld(&h, gone.p)
 	}
-	return Held{g: g, e: e, p: p}, nil
+	return h, nil
+}
+
+// closeHeld closes p for a caller that holds h: if Close panics, h is
+// released before the panic goes on, so that no key stays held.
+func closeHeld(h *Held, p policy.Policy) {
+	ok := false
+	defer func() {
+		if !ok {
+			h.Release()
+		}
+	}()
+	closePolicy(p)
+	ok = true
 }
 
 // toRest returns a hold on Config.Rest, or rej's rejection without one.
