@@ -62,6 +62,7 @@ type modelCaller struct {
 	done     chan struct{}
 	admitted atomic.Bool
 	outcome  Outcome
+	held     Held
 	err      error
 	checked  bool
 }
@@ -111,7 +112,7 @@ func newModel(rt *rapid.T) *model {
 			m.closed[c] += n
 		}
 	}
-	m.s.Init(m.limit, m.queueCap, m.maxWait, reserve)
+	m.s.Init(m.limit, m.queueCap, m.maxWait, reserve, Keys{})
 	rt.Cleanup(func() {
 		for _, c := range m.callers {
 			c.cancel()
@@ -150,7 +151,7 @@ func (m *model) acquire(rt *rapid.T) {
 	m.callers = append(m.callers, c)
 	go func() {
 		defer close(c.done)
-		c.outcome, c.err = m.s.Acquire(c.ctx)
+		c.outcome, c.held, c.err = m.s.Acquire(c.ctx)
 		if c.outcome != Admitted {
 			return
 		}
@@ -160,7 +161,7 @@ func (m *model) acquire(rt *rapid.T) {
 		c.admitted.Store(true)
 		<-c.release
 		m.held.Add(-1)
-		m.s.Release()
+		m.s.Release(c.held)
 	}()
 	synctest.Wait()
 	switch {
