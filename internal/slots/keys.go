@@ -14,18 +14,27 @@ func (s *Slots) share(key string) *share {
 
 // newShare makes the share of key, which has none. s.mu must be held.
 func (s *Slots) newShare(key string) *share {
-	sh := &share{}
+	sh := s.spare
+	if sh != nil {
+		s.spare = nil
+	} else {
+		sh = &share{}
+	}
 	sh.init(key)
 	s.keys[key] = sh
 	return sh
 }
 
 // prune removes sh if it is idle, so that a key's state lasts no longer
-// than its calls: keys invented by a caller leave nothing behind. s.mu
-// must be held.
+// than its calls: keys invented by a caller leave nothing behind. One
+// removed share is kept for the next key, so that a key counted on every
+// call (MaxPerKey) does not allocate on every call. Nothing refers to an
+// idle share: its waiters and counted slots are gone. s.mu must be held.
 func (s *Slots) prune(sh *share) {
 	if sh != &s.all && sh.held == 0 && sh.waiting() == 0 && s.keys[sh.key] == sh {
 		delete(s.keys, sh.key)
+		*sh = share{}
+		s.spare = sh
 	}
 }
 

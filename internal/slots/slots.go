@@ -92,8 +92,9 @@ type Slots struct {
 	// keys holds, with Fair, the share of each other key that waits or
 	// holds a counted slot, and no other: an idle share is removed.
 	keys      map[string]*share
-	fair      bool // set by Init
-	maxPerKey int  // guarded by mu
+	spare     *share // a removed share, for the next key
+	fair      bool   // set by Init
+	maxPerKey int    // guarded by mu
 
 	// closed[c] is the number of slots class c may not take: the reserves
 	// of the classes above it. Guarded by mu.
