@@ -12,8 +12,11 @@ func (s *Slots) share(key string) *share {
 	return s.keys[key]
 }
 
-// newShare makes the share of key, which has none. s.mu must be held.
-func (s *Slots) newShare(key string) *share {
+// shareFor returns key's share, made if key has none. s.mu must be held.
+func (s *Slots) shareFor(key string) *share {
+	if sh := s.share(key); sh != nil {
+		return sh
+	}
 	sh := s.spare
 	if sh != nil {
 		s.spare = nil
@@ -44,16 +47,13 @@ func (s *Slots) atCap(sh *share) bool {
 	return s.maxPerKey > 0 && sh != nil && sh.held >= s.maxPerKey
 }
 
-// count counts a slot just taken by key, whose share is sh (nil: none
-// yet), if MaxPerKey is set, and returns what Release needs. s.mu must be
-// held.
-func (s *Slots) count(sh *share, key string) Held {
+// count counts a slot just taken by key, if MaxPerKey is set, and
+// returns what Release needs. s.mu must be held.
+func (s *Slots) count(key string) Held {
 	if s.maxPerKey == 0 {
 		return Held{}
 	}
-	if sh == nil {
-		sh = s.newShare(key)
-	}
+	sh := s.shareFor(key)
 	sh.held++
 	return Held{sh}
 }

@@ -72,9 +72,9 @@ func (l *waitList) remove(w *waiter) {
 // and the slots it holds that count against MaxPerKey. Without FairShare
 // every caller is in one share. Guarded by the Slots mutex.
 type share struct {
+	lines [classes]line
 	key   string
 	held  int
-	lines [classes]line
 }
 
 // init links the lines of a new share to it.
@@ -103,10 +103,7 @@ type line struct {
 // turns: a slot goes to the first line whose key may take it, and that
 // line moves to the back. It is the round robin of the fair share; without
 // FairShare it holds at most one line. The zero value is an empty ring.
-type ring struct {
-	head, tail *line
-	len        int
-}
+type ring struct{ head, tail *line }
 
 // pushBack appends l, the line whose turn comes last.
 func (r *ring) pushBack(l *line) {
@@ -118,7 +115,6 @@ func (r *ring) pushBack(l *line) {
 		r.head = l
 	}
 	r.tail = l
-	r.len++
 }
 
 // remove unlinks l, which must be in r, in O(1).
@@ -134,7 +130,6 @@ func (r *ring) remove(l *line) {
 		r.tail = l.prev
 	}
 	l.prev, l.next = nil, nil
-	r.len--
 }
 
 // longest returns the line with the most waiters, nil if r is empty. Of

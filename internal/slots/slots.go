@@ -277,11 +277,12 @@ func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, Held, error) {
 	s.mu.Lock()
 	sh := s.share(key)
 	if s.next(c) == nil && !s.atCap(sh) && s.tryTake(ctx, c) {
-		h := s.count(sh, key)
+		h := s.count(key)
 		s.mu.Unlock()
 		return Admitted, h, nil
 	}
-	if int(s.queued.Load()) >= s.queueCap && !s.shed(c, sh) {
+	// An empty queue has nobody to shed: MaxQueue 0 rejects at once.
+	if q := int(s.queued.Load()); q >= s.queueCap && (q == 0 || !s.shed(c, sh)) {
 		o := RejectedFull
 		if s.atCap(sh) {
 			o = RejectedKeyFull
@@ -289,9 +290,8 @@ func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, Held, error) {
 		s.mu.Unlock()
 		return o, Held{}, nil
 	}
-	if sh == nil {
-		sh = s.newShare(key)
-	}
+	// Again: shedding the key's last waiter, of a lower class, removed it.
+	sh = s.shareFor(key)
 	w := &waiter{ready: make(chan struct{}, 1), line: &sh.lines[c]}
 	s.push(w)
 	// A release on the fast path may have freed a slot between our tryTake

@@ -37,7 +37,7 @@ func (c *caller) start(ctx context.Context, name string) {
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
-		o, _, _ := c.s.Acquire(ctx)
+		o, h, _ := c.s.Acquire(ctx)
 		c.mu.Lock()
 		c.outs[name] = o
 		if o == Admitted {
@@ -46,7 +46,7 @@ func (c *caller) start(ctx context.Context, name string) {
 		c.mu.Unlock()
 		if o == Admitted {
 			<-gate
-			c.s.Release(Held{})
+			c.s.Release(h)
 		}
 	}()
 	synctest.Wait()
