@@ -52,7 +52,7 @@ type Config struct {
 	// FairShare serves the waiters of each priority key by key
 	// (policy.WithKey), in turn, first come first served within a key, so
 	// that one key's many waiters cannot take every slot freed. Calls
-	// without a key are one key. [Update] cannot change it. It costs
+	// without a key are one key. [Bulkhead.Update] cannot change it. It costs
 	// nothing while nobody waits.
 	FairShare bool `json:"fair_share"`
 
