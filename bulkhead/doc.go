@@ -40,7 +40,9 @@
 //
 // Config.MaxPerKey caps the slots one key holds at once: a key at its cap
 // waits while other keys take the free slots, its turn passed over until
-// it frees one. A call whose key is at its cap and that may not wait is
+// it frees one. When every key waiting at a priority is at its cap, a
+// lower priority takes the slot: a cap leaves no slot free that a waiter
+// may take. A call whose key is at its cap and that may not wait is
 // rejected "key_full". The state of a key lasts while it has a waiter or
 // a counted slot: keys invented by a caller leave nothing behind.
 //
