@@ -87,6 +87,9 @@ func TestConfigJSONRefuses(t *testing.T) {
 		{`{"bulkhead": {"limit": 0}}`, "bulkhead.limit: must be >= 1, got 0"},
 		{`{"bulkhead": {}}`, "bulkhead.limit: must be >= 1, got 0"},
 		{`{"bulkhead": {"limit": 1, "max_queue": -2}}`, "bulkhead.max_queue: must be >= 0 or Unbounded (-1), got -2"},
+		{`{"bulkhead": {"limit": 1, "max_per_key": 2}}`, "bulkhead.max_per_key: needs FairShare"},
+		{`{"bulkhead": {"limit": 1, "fair_share": true, "max_per_key": -1}}`, "bulkhead.max_per_key: must be >= 0, got -1"},
+		{`{"adaptive": {"fair_share": 1}}`, "adaptive.fair_share: want true or false, got 1"},
 		{`{"bulkhead": {"limit": 3, "reserve": {"urgent": 1}}}`, "bulkhead.reserve.urgent: unknown priority"},
 		{`{"bulkhead": {"limit": 3, "reserve": {"sheddable": 1}}}`, "bulkhead.reserve.sheddable: must not be set"},
 		{`{"bulkhead": {"limit": 3, "reserve": {"critical": 3}}}`, "bulkhead.reserve.critical: = 3 leaves no slot of 3 open"},
@@ -183,6 +186,7 @@ func TestConfigJSONSectionsAlone(t *testing.T) {
 		want string
 	}{
 		{bulkhead.Config{Limit: 2, MaxWait: 1500 * time.Millisecond, Reserve: map[policy.Priority]int{policy.PriorityCritical: 1}}, `{"limit":2,"max_wait":"1.5s","reserve":{"critical":1}}`},
+		{bulkhead.Config{Limit: 2, FairShare: true, MaxPerKey: 1}, `{"limit":2,"fair_share":true,"max_per_key":1}`},
 		{adaptive.Config{MaxLimit: 50, ProbeInterval: time.Minute, Tolerance: 1.5}, `{"max_limit":50,"tolerance":1.5,"probe_interval":"1m0s"}`},
 		{deadline.Config{Name: "d", Timeout: time.Second}, `{"name":"d","timeout":"1s"}`},
 		{retry.Config{MaxAttempts: 4, MaxInterval: 2 * time.Second, Jitter: -1}, `{"max_attempts":4,"max_interval":"2s","jitter":-1}`},
@@ -307,7 +311,8 @@ func genConfig() *rapid.Generator[watertight.Config] {
 			c.Bulkhead = &bulkhead.Config{
 				Name: genName().Draw(t, "name"), Limit: rapid.IntRange(0, 50).Draw(t, "limit"),
 				MaxQueue: rapid.IntRange(-2, 20).Draw(t, "max_queue"), MaxWait: genDuration().Draw(t, "max_wait"),
-				Reserve: genReserve().Draw(t, "reserve"),
+				Reserve: genReserve().Draw(t, "reserve"), FairShare: rapid.Bool().Draw(t, "fair_share"),
+				MaxPerKey: rapid.IntRange(-1, 5).Draw(t, "max_per_key"),
 			}
 		case 2:
 			c.Adaptive = &adaptive.Config{
@@ -315,6 +320,7 @@ func genConfig() *rapid.Generator[watertight.Config] {
 				InitialLimit: rapid.IntRange(0, 30).Draw(t, "initial"), MaxQueue: rapid.IntRange(-1, 20).Draw(t, "max_queue"),
 				MaxWait: genDuration().Draw(t, "max_wait"), Reserve: genReserve().Draw(t, "reserve"),
 				Tolerance: rapid.Float64Range(0.5, 3).Draw(t, "tolerance"), ProbeInterval: genDuration().Draw(t, "probe"),
+				FairShare: rapid.Bool().Draw(t, "fair_share"), MaxPerKey: rapid.IntRange(-1, 5).Draw(t, "max_per_key"),
 			}
 		}
 		c.Deadline = maybe(t, "deadline", genDeadline())
@@ -455,6 +461,7 @@ func genValidConfig() *rapid.Generator[watertight.Config] {
 				MaxQueue: rapid.IntRange(-1, 20).Draw(t, "max_queue"), MaxWait: genValidDuration(math.MaxInt64).Draw(t, "max_wait"),
 				Reserve: genValidReserve(limit).Draw(t, "reserve"),
 			}
+			c.Bulkhead.FairShare, c.Bulkhead.MaxPerKey = drawValidKeys(t)
 		case 2:
 			a := genValidAdaptive().Draw(t, "adaptive")
 			c.Adaptive = &a
@@ -513,6 +520,15 @@ func genValidReserve(limit int) *rapid.Generator[map[policy.Priority]int] {
 	})
 }
 
+// drawValidKeys draws a valid FairShare and MaxPerKey: a cap needs the
+// fair share.
+func drawValidKeys(t *rapid.T) (fair bool, maxPerKey int) {
+	if fair = rapid.Bool().Draw(t, "fair_share"); fair {
+		maxPerKey = rapid.IntRange(0, 5).Draw(t, "max_per_key")
+	}
+	return fair, maxPerKey
+}
+
 func genValidAdaptive() *rapid.Generator[adaptive.Config] {
 	return rapid.Custom(func(t *rapid.T) adaptive.Config {
 		c := adaptive.Config{
@@ -520,6 +536,7 @@ func genValidAdaptive() *rapid.Generator[adaptive.Config] {
 			MaxQueue: rapid.IntRange(-1, 20).Draw(t, "max_queue"), MaxWait: genValidDuration(math.MaxInt64).Draw(t, "max_wait"),
 			ProbeInterval: genValidDuration(math.MaxInt64).Draw(t, "probe"),
 		}
+		c.FairShare, c.MaxPerKey = drawValidKeys(t)
 		lo, hi := max(c.MinLimit, adaptive.DefaultMinLimit), adaptive.DefaultMaxLimit
 		if rapid.Bool().Draw(t, "max?") {
 			c.MaxLimit = rapid.IntRange(lo, 300).Draw(t, "max")

@@ -243,7 +243,7 @@ func field[C, F any](c *C, f func(*C) *F) *F {
 // sameSections reports a section of cfg set where in force it is not, or
 // the other way round, and what a policy's Update refuses that New does
 // not: a Route's endpoints renamed, added or removed, a breaker's slow
-// rule turned on or off. So Update refuses cfg before it changes any
+// rule turned on or off, a fair share turned on or off. So Update refuses cfg before it changes any
 // policy.
 func sameSections(in, cfg Config) error {
 	var a, b compose.Policies
@@ -266,6 +266,23 @@ func sameSections(in, cfg Config) error {
 	if in.Route != nil && !slices.EqualFunc(in.Route.Endpoints, cfg.Route.Endpoints, func(a, b route.Endpoint) bool { return a.Name == b.Name }) {
 		return fmt.Errorf("watertight: Route: Config.Endpoints %v are not those in force, %v: the endpoints are fixed at New; build a new pipeline",
 			names(cfg.Route.Endpoints), names(in.Route.Endpoints))
+	}
+	return sameFairShare(in, cfg)
+}
+
+// sameFairShare reports a bulkhead's or an adaptive limiter's FairShare
+// changed: its waiters are filed by key or not as they queue, so it is
+// fixed at New.
+func sameFairShare(in, cfg Config) error {
+	var was, now bool
+	switch {
+	case in.Bulkhead != nil && cfg.Bulkhead != nil:
+		was, now = in.Bulkhead.FairShare, cfg.Bulkhead.FairShare
+	case in.Adaptive != nil && cfg.Adaptive != nil:
+		was, now = in.Adaptive.FairShare, cfg.Adaptive.FairShare
+	}
+	if was != now {
+		return fmt.Errorf("watertight: Config.FairShare cannot be changed at run time (from %v to %v): build a new pipeline", was, now)
 	}
 	return nil
 }

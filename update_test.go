@@ -314,8 +314,8 @@ func TestPipelineUpdateTellsChanges(t *testing.T) {
 }
 
 // TestPipelineUpdateAllOrNothing checks that what a policy's own Update
-// refuses (a route's endpoints renamed, a breaker's slow rule turned on)
-// is refused before any policy changes.
+// refuses (a route's endpoints renamed, a breaker's slow rule or a fair
+// share turned on) is refused before any policy changes.
 func TestPipelineUpdateAllOrNothing(t *testing.T) {
 	two := func(second string) *route.Config {
 		return &route.Config{Endpoints: []route.Endpoint{{Name: "a"}, {Name: second}}}
@@ -330,6 +330,8 @@ func TestPipelineUpdateAllOrNothing(t *testing.T) {
 		"endpoint renamed": {Bulkhead: &bulkhead.Config{Limit: 3}, Retry: &retry.Config{MaxAttempts: 1}, Breaker: &breaker.Config{}, Route: two("c")},
 		"slow rule on": {Bulkhead: &bulkhead.Config{Limit: 3}, Retry: &retry.Config{MaxAttempts: 1},
 			Breaker: &breaker.Config{SlowCallRatio: 0.5, SlowCallDuration: time.Second}, Route: two("b")},
+		"fair share on": {Bulkhead: &bulkhead.Config{Limit: 3, FairShare: true}, Retry: &retry.Config{MaxAttempts: 1},
+			Breaker: &breaker.Config{}, Route: two("b")},
 	} {
 		if err := p.Update(cfg); err == nil {
 			t.Errorf("%s: the update was applied", name)

@@ -75,7 +75,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.countAnswerFn = l.countAnswer
 	l.learned.Store(int64(l.ctl.held))
 	l.slots.Owner = "adaptive"
-	l.slots.Init(cfg.InitialLimit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
+	l.slots.Init(cfg.InitialLimit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve, cfg.keys())
 	l.startProbe(0)
 	l.registerObservers(in.Meter, cfg.Name)
 	return l, nil
@@ -103,7 +103,10 @@ func (l *Limiter) Execute(ctx context.Context, fn policy.Func) (err error) {
 // Release. The zero Permit holds nothing. Release makes a Permit zero, so
 // a second Release of the same Permit does nothing; a copy is the same
 // slot, so release only one of them.
-type Permit struct{ l *Limiter }
+type Permit struct {
+	l *Limiter
+	h slots.Held // the key the slot counts against, with MaxPerKey
+}
 
 // Acquire is the two-step form of Execute. It admits one call as Execute
 // does, and returns its [Permit]. Sample each attempt with Permit.Begin and
@@ -115,10 +118,11 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if l.probing.Load() {
 		l.probeCheck()
 	}
-	if o, err := l.slots.Acquire(ctx); o != slots.Admitted {
+	o, h, err := l.slots.Acquire(ctx)
+	if o != slots.Admitted {
 		return Permit{}, l.rej.Refused(ctx, o, err)
 	}
-	return Permit{l: l}, nil
+	return Permit{l: l, h: h}, nil
 }
 
 // Sample is one attempt begun by [Permit.Begin]. End makes a Sample zero,
@@ -164,8 +168,9 @@ func (s *Sample) End(err error) {
 // makes p zero.
 func (p *Permit) Release() {
 	if l := p.l; l != nil {
-		p.l = nil
-		l.slots.Release()
+		h := p.h
+		*p = Permit{}
+		l.slots.Release(h)
 	}
 }
 
@@ -184,6 +189,11 @@ func (l *Limiter) Active() int { return l.slots.Active() }
 // QueuedBy returns the number of callers of priority p waiting to be
 // admitted now, 0 for an unknown priority. It takes no lock.
 func (l *Limiter) QueuedBy(p policy.Priority) int { return l.slots.QueuedBy(p) }
+
+// Keys returns the number of keys with state now: with FairShare, the
+// keys that have a caller waiting or hold a slot counted against
+// MaxPerKey. It takes the limiter's admission lock.
+func (l *Limiter) Keys() int { return l.slots.KeysTracked() }
 
 // Queued returns the number of callers waiting to be admitted now.
 func (l *Limiter) Queued() int { return l.slots.Queued() }

@@ -72,6 +72,17 @@ type Config struct {
 	// call. Nil reserves nothing.
 	Reserve map[policy.Priority]int `json:"reserve"`
 
+	// FairShare serves the waiters of each priority key by key
+	// (policy.WithKey), in turn, as bulkhead.Config.FairShare does. Calls
+	// without a key are one key. [Limiter.Update] cannot change it.
+	FairShare bool `json:"fair_share"`
+
+	// MaxPerKey is the number of slots one key may hold at once; 0 means
+	// no cap. A call whose key holds them waits, or is rejected with
+	// Reason "key_full" if it may not wait. It needs FairShare, and takes
+	// a lock on every call. Negative values are invalid.
+	MaxPerKey int `json:"max_per_key"`
+
 	// Tolerance is the ratio to the no-load latency at which the limit
 	// settles. 0 means 1.25; otherwise it must be finite and >= 1.
 	Tolerance float64 `json:"tolerance"`
@@ -104,6 +115,9 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	})
 }
 
+// keys returns c's fair share settings.
+func (c Config) keys() slots.Keys { return slots.Keys{Fair: c.FairShare, MaxPerKey: c.MaxPerKey} }
+
 // resolve returns c with its defaults applied, or an error naming its
 // first invalid field.
 func (c Config) resolve() (Config, error) {
@@ -126,6 +140,9 @@ func (c Config) resolve() (Config, error) {
 		return r, fielderr.New("adaptive", "InitialLimit", "must be in [MinLimit, MaxLimit] ([%d, %d]), got %d", r.MinLimit, r.MaxLimit, c.InitialLimit)
 	}
 	if err := slots.CheckConfig("adaptive", c.MaxQueue, c.MaxWait, c.Reserve, r.MaxLimit); err != nil {
+		return r, err
+	}
+	if err := slots.CheckKeys("adaptive", c.keys()); err != nil {
 		return r, err
 	}
 	r.Tolerance = cmp.Or(r.Tolerance, DefaultTolerance)

@@ -16,6 +16,13 @@
 // steady load of higher priorities, a lower one waits until MaxWait or its
 // context ends, and with neither it can wait forever.
 //
+// Config.FairShare serves the waiters of each priority key by key
+// ([policy.WithKey]), round robin, and Config.MaxPerKey caps the slots one
+// key holds, as in package bulkhead (its "Fair share by key" section says
+// the rules, shedding included). A call whose key is at its cap and that
+// may not wait is rejected "key_full". When the limit falls, a key at its
+// cap keeps the slots it holds: nothing is revoked.
+//
 // # Outcomes
 //
 //	outcome                                 error returned                    counted
@@ -23,8 +30,12 @@
 //	admitted at once, or while waiting      fn's error, unchanged             -
 //	queue full (or MaxQueue 0) at the limit rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
-//	a higher priority took its place in     rejection, Reason "shed"          watertight.rejections{reason=shed}
-//	the full queue while it waited
+//	a higher priority, or a key with fewer  rejection, Reason "shed"          watertight.rejections{reason=shed}
+//	waiters, took its place in the full
+//	queue while it waited
+//	its key held MaxPerKey slots and it     rejection, Reason "key_full"      watertight.rejections{reason=key_full}
+//	could not wait (queue full or MaxQueue
+//	0)
 //	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
 //	or while waiting
 //	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
@@ -101,8 +112,8 @@
 // [Limiter.Config] returns those in force. The learned limit and the
 // no-load latency survive an update: InitialLimit only starts a limiter,
 // and the learned limit is clamped to the new MinLimit and MaxLimit.
-// Admissions, waiters and MaxQueue, MaxWait and Reserve change as they do
-// in package bulkhead: no call is cut or shed by an update, a lower limit
+// Admissions, waiters and MaxQueue, MaxWait, Reserve and MaxPerKey change
+// as they do in package bulkhead, and FairShare is fixed at New: no call is cut or shed by an update, a lower limit
 // admits nobody until fewer calls than it run, and a new MaxWait applies
 // to the callers who queue after it.
 //

@@ -10,7 +10,8 @@ const Kind = "adaptive"
 const (
 	ReasonFull        = "full"         // the limit was reached and the queue was full
 	ReasonWaitTimeout = "wait_timeout" // the call waited Config.MaxWait, or a Deadline's timer ended its wait
-	ReasonShed        = "shed"         // the call waited, and one of a higher priority took its place in the full queue
+	ReasonShed        = "shed"         // the call waited, and one of a higher priority, or of a key with fewer waiters, took its place in the full queue
+	ReasonKeyFull     = "key_full"     // its key held Config.MaxPerKey slots and the queue was full
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Limiter]

@@ -1,6 +1,9 @@
 package adaptive
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+)
 
 // Update changes the limiter's settings to cfg's, checked as [New] checks
 // them: an invalid cfg changes nothing and returns the error New returns
@@ -14,13 +17,19 @@ import "maps"
 // fewer calls than it run, a shorter queue turns newcomers away until it
 // is below its new size (but for one that takes the place of a waiter of
 // a lower priority, as in a full queue), and a new MaxWait applies to
-// callers who queue after the update. A probe in progress goes on with the new bounds. The
-// learned limit and the no-load latency survive. Update is safe for
-// concurrent use with calls and with itself.
+// callers who queue after the update. A new MaxPerKey counts the slots
+// taken after the update. Update cannot change FairShare: a cfg whose
+// FairShare differs changes nothing and returns an error naming
+// FairShare; build a new Limiter for that. A probe in progress goes on
+// with the new bounds. The learned limit and the no-load latency survive.
+// Update is safe for concurrent use with calls and with itself.
 func (l *Limiter) Update(cfg Config) error {
 	r, err := cfg.resolve()
 	if err != nil {
 		return err
+	}
+	if cfg.FairShare != l.slots.Fair() {
+		return fmt.Errorf("adaptive: Config.FairShare cannot be changed (from %v to %v): build a new Limiter", !cfg.FairShare, cfg.FairShare)
 	}
 	l.upd.Lock()
 	defer l.upd.Unlock()
@@ -36,11 +45,12 @@ func (l *Limiter) Update(cfg Config) error {
 	}
 	l.learned.Store(int64(c.held))
 	l.maxLimit.Store(int64(r.MaxLimit))
-	l.slots.Set(admission, r.MaxQueue, r.MaxWait, r.Reserve)
+	l.slots.Set(admission, r.MaxQueue, r.MaxWait, r.Reserve, r.keys())
 	l.mu.Unlock()
 	in := *l.cfg.Load()
 	in.MinLimit, in.MaxLimit, in.InitialLimit = cfg.MinLimit, cfg.MaxLimit, cfg.InitialLimit
 	in.MaxQueue, in.MaxWait, in.Reserve = cfg.MaxQueue, cfg.MaxWait, maps.Clone(cfg.Reserve)
+	in.MaxPerKey = cfg.MaxPerKey
 	in.Tolerance, in.ProbeInterval = cfg.Tolerance, cfg.ProbeInterval
 	l.cfg.Store(&in)
 	return nil

@@ -36,7 +36,7 @@ func New(cfg Config) (*Bulkhead, error) {
 	cfg.Reserve = maps.Clone(cfg.Reserve)
 	b.cfg.Store(&cfg)
 	b.slots.Owner = "bulkhead"
-	b.slots.Init(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
+	b.slots.Init(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve, cfg.keys())
 	b.registerObservers(in.Meter, cfg.Name)
 	return b, nil
 }
@@ -61,15 +61,19 @@ func (b *Bulkhead) Execute(ctx context.Context, fn policy.Func) error {
 // [Permit.Release]. The zero Permit holds nothing. Release makes a Permit
 // zero, so a second Release of the same Permit does nothing; a copy is
 // the same slot, so release only one of them.
-type Permit struct{ b *Bulkhead }
+type Permit struct {
+	b *Bulkhead
+	h slots.Held // the key the slot counts against, with MaxPerKey
+}
 
 // Release frees the slot, handing it to the oldest waiter of the highest
 // priority waiting if that priority may take it (see Config.Reserve), and
 // makes p zero: a deferred Release is safe after a failed Acquire.
 func (p *Permit) Release() {
 	if b := p.b; b != nil {
-		p.b = nil
-		b.slots.Release()
+		h := p.h
+		*p = Permit{}
+		b.slots.Release(h)
 	}
 }
 
@@ -81,10 +85,11 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
 		panic("bulkhead: nil Context")
 	}
-	if o, err := b.slots.Acquire(ctx); o != slots.Admitted {
+	o, h, err := b.slots.Acquire(ctx)
+	if o != slots.Admitted {
 		return Permit{}, b.rej.Refused(ctx, o, err)
 	}
-	return Permit{b}, nil
+	return Permit{b, h}, nil
 }
 
 // Active returns the number of calls holding a slot now, including a waiter
@@ -98,6 +103,11 @@ func (b *Bulkhead) Queued() int { return b.slots.Queued() }
 // now, 0 for an unknown priority. Like Active and Queued, it takes no
 // lock.
 func (b *Bulkhead) QueuedBy(p policy.Priority) int { return b.slots.QueuedBy(p) }
+
+// Keys returns the number of keys with state now: with FairShare, the
+// keys that have a caller waiting or hold a slot counted against
+// MaxPerKey. It takes the bulkhead's lock.
+func (b *Bulkhead) Keys() int { return b.slots.KeysTracked() }
 
 // Limit returns the Config.Limit in force.
 func (b *Bulkhead) Limit() int { return b.slots.Limit() }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/watertight/watertight/policy"
 )
 
 // The benchmarks use the no-op MeterProvider: the cost measured is the
@@ -260,6 +262,41 @@ func BenchmarkCancelWaiter(b *testing.B) {
 			cancel0()
 			<-s
 			wg.Wait()
+		})
+	}
+}
+
+// BenchmarkExecuteKeyed is BenchmarkExecute's bulkhead case with a key in
+// ctx: without a fair share, with one (nobody waits: the path takes no
+// lock), and with a cap per key (every call counts its key under the
+// lock).
+func BenchmarkExecuteKeyed(b *testing.B) {
+	ctx := policy.WithKey(context.Background(), "tenant-42")
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"plain", Config{Limit: 10}},
+		{"fair", Config{Limit: 10, FairShare: true}},
+		{"fair+cap", Config{Limit: 10, FairShare: true, MaxPerKey: 5}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			bh := benchNew(b, tc.cfg)
+			b.ReportAllocs()
+			for b.Loop() {
+				bh.Execute(ctx, noopFn)
+			}
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			cfg := tc.cfg
+			cfg.Limit = 4 * runtime.GOMAXPROCS(0)
+			bh := benchNew(b, cfg)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					bh.Execute(ctx, noopFn)
+				}
+			})
 		})
 	}
 }

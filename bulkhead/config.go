@@ -49,6 +49,20 @@ type Config struct {
 	// open to every call. Nil reserves nothing.
 	Reserve map[policy.Priority]int `json:"reserve"`
 
+	// FairShare serves the waiters of each priority key by key
+	// (policy.WithKey), in turn, first come first served within a key, so
+	// that one key's many waiters cannot take every slot freed. Calls
+	// without a key are one key. [Bulkhead.Update] cannot change it. It costs
+	// nothing while nobody waits.
+	FairShare bool `json:"fair_share"`
+
+	// MaxPerKey is the number of slots one key may hold at once; 0 means
+	// no cap. A call whose key holds them waits, or is rejected with
+	// Reason "key_full" if it may not wait. It needs FairShare, and takes
+	// a lock on every call to count the key's slots. Negative values are
+	// invalid.
+	MaxPerKey int `json:"max_per_key"`
+
 	// MeterProvider provides the instruments. Nil means the global one.
 	MeterProvider metric.MeterProvider `json:"-"`
 
@@ -74,5 +88,11 @@ func (c Config) validate() error {
 	if c.Limit < 1 {
 		return fielderr.New("bulkhead", "Limit", "must be >= 1, got %d", c.Limit)
 	}
-	return slots.CheckConfig("bulkhead", c.MaxQueue, c.MaxWait, c.Reserve, c.Limit)
+	if err := slots.CheckConfig("bulkhead", c.MaxQueue, c.MaxWait, c.Reserve, c.Limit); err != nil {
+		return err
+	}
+	return slots.CheckKeys("bulkhead", c.keys())
 }
+
+// keys returns c's fair share settings.
+func (c Config) keys() slots.Keys { return slots.Keys{Fair: c.FairShare, MaxPerKey: c.MaxPerKey} }

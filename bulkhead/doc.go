@@ -20,6 +20,36 @@
 // and without waiters, a priority changes nothing. There is no ageing (see
 // [policy.Priority]).
 //
+// # Fair share by key
+//
+// With Config.FairShare, the waiters of each priority are served key by
+// key ([policy.WithKey]): a slot freed goes to the oldest waiter of the
+// next key in turn, round robin over the keys that have waiters, so that
+// a tenant with 500 waiters and one with 1 get the slots freed in turn.
+// Calls without a key are one key. Round robin, not deficit round robin:
+// every call costs one slot, so a quantum of cost would change nothing. A
+// higher priority is still served first.
+//
+// A full queue sheds within the keys too. A newcomer of a higher priority
+// takes, in the lowest priority below its own that has waiters, the place
+// of the newest waiter of the key with the most waiters there. Failing
+// that, a newcomer takes the place of the newest waiter of the key with
+// the most waiters of its own priority, if that key has more waiters than
+// the newcomer's key would have with it; otherwise it is rejected "full".
+// Of keys with as many waiters, the one whose turn comes last loses one.
+//
+// Config.MaxPerKey caps the slots one key holds at once: a key at its cap
+// waits while other keys take the free slots, its turn passed over until
+// it frees one. When every key waiting at a priority is at its cap, a
+// lower priority takes the slot: a cap leaves no slot free that a waiter
+// may take. A call whose key is at its cap and that may not wait is
+// rejected "key_full". The state of a key lasts while it has a waiter or
+// a counted slot: keys invented by a caller leave nothing behind.
+//
+// The fair share costs nothing while nobody waits; the path with nobody
+// waiting takes no lock. MaxPerKey takes the bulkhead's lock on every
+// call, to count the key's slots.
+//
 // # Outcomes
 //
 //	outcome                                 error returned                    counted
@@ -27,8 +57,12 @@
 //	slot free, or given one while waiting   fn's error, unchanged             -
 //	queue full (or MaxQueue 0) and no slot  rejection, Reason "full"          watertight.rejections{reason=full}
 //	MaxWait passed while waiting            rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
-//	a higher priority took its place in     rejection, Reason "shed"          watertight.rejections{reason=shed}
-//	the full queue while it waited
+//	a higher priority, or a key with fewer  rejection, Reason "shed"          watertight.rejections{reason=shed}
+//	waiters, took its place in the full
+//	queue while it waited
+//	its key held MaxPerKey slots and it     rejection, Reason "key_full"      watertight.rejections{reason=key_full}
+//	could not wait (queue full or MaxQueue
+//	0)
 //	a Deadline's timer ended ctx, on entry  rejection, Reason "wait_timeout"  watertight.rejections{reason=wait_timeout}
 //	or while waiting
 //	the caller's ctx done on entry or       ctx.Err(); fn not run             not counted: not a rejection
@@ -51,8 +85,10 @@
 //
 // # Changing settings
 //
-// [Bulkhead.Update] changes Limit, MaxQueue, MaxWait and Reserve while
-// calls run; [Bulkhead.Config] returns the settings in force. An
+// [Bulkhead.Update] changes Limit, MaxQueue, MaxWait, Reserve and
+// MaxPerKey while calls run; [Bulkhead.Config] returns the settings in
+// force. FairShare is fixed at New: the waiters are filed by key, or not,
+// as they queue. An
 // admission sees the old settings or the new, never a mix. No call is
 // cut or shed by an update:
 //
@@ -65,14 +101,16 @@
 //   - A new MaxWait applies to the callers who queue after the update;
 //     those already waiting keep theirs.
 //   - A new Reserve applies to the next admission.
+//   - A new MaxPerKey counts the slots taken after the update; a higher
+//     one hands the slots it opens to the waiters at once.
 //
 // # Concurrency
 //
 // A Bulkhead is safe for concurrent use. It keeps these promises:
 //
 //   - FIFO hand-off. A caller arriving as a slot is freed cannot jump the
-//     queue of its priority. No slot sits free while someone waits who may
-//     take it.
+//     queue of its priority (with FairShare, of its key). No slot sits free
+//     while someone waits who may take it.
 //   - A waiter that gives up leaves the queue in constant time.
 //   - Once calls settle, Active and Queued are exact.
 //   - A waiter handed a slot as its ctx ends passes the slot on and returns

@@ -10,7 +10,8 @@ const Kind = "bulkhead"
 const (
 	ReasonFull        = "full"         // every slot taken and the queue full
 	ReasonWaitTimeout = "wait_timeout" // MaxWait passed without a slot
-	ReasonShed        = "shed"         // a higher priority took its place in the full queue
+	ReasonShed        = "shed"         // a higher priority, or a key with fewer waiters, took its place in the full queue
+	ReasonKeyFull     = "key_full"     // its key held MaxPerKey slots and the queue was full
 )
 
 // ErrFull is matched, with errors.Is, by every rejection a [Bulkhead]

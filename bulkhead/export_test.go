@@ -10,7 +10,7 @@ func (b *Bulkhead) Enter(ctx context.Context) (context.Context, Permit, error) {
 }
 
 func (b *Bulkhead) Exit(_ context.Context, _ Permit, err error) error {
-	p := Permit{b}
+	p := Permit{b: b}
 	p.Release()
 	return err
 }

@@ -1,11 +1,17 @@
 package bulkhead
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+)
 
-// Update changes the bulkhead's Limit, MaxQueue, MaxWait and Reserve to
-// cfg's, checked as [New] checks them: an invalid cfg changes nothing and
-// returns the error New returns for it. Name, MeterProvider and OnReject
-// stay those New was given; cfg's are ignored.
+// Update changes the bulkhead's Limit, MaxQueue, MaxWait, Reserve and
+// MaxPerKey to cfg's, checked as [New] checks them: an invalid cfg changes
+// nothing and returns the error New returns for it. Name, MeterProvider
+// and OnReject stay those New was given; cfg's are ignored. Update cannot
+// change FairShare: a cfg whose FairShare differs changes nothing and
+// returns an error naming FairShare, since the waiters are filed by key
+// or not as they queue; build a new Bulkhead for that.
 //
 // An admission sees the old settings or the new, never a mix. Calls
 // already admitted keep their slots: a lower Limit admits no call until
@@ -14,17 +20,22 @@ import "maps"
 // MaxWait: a shorter queue turns newcomers away until it is below its new
 // size (but for one that takes the place of a waiter of a lower priority,
 // as in a full queue), and a new MaxWait applies to those who queue after
-// the update.
+// the update. A new MaxPerKey counts the slots taken after the update: a
+// key's slots taken before it do not count against it.
 // Update is safe for concurrent use with calls and with itself.
 func (b *Bulkhead) Update(cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if cfg.FairShare != b.slots.Fair() {
+		return fmt.Errorf("bulkhead: Config.FairShare cannot be changed (from %v to %v): build a new Bulkhead", !cfg.FairShare, cfg.FairShare)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	in := b.Config()
 	in.Limit, in.MaxQueue, in.MaxWait, in.Reserve = cfg.Limit, cfg.MaxQueue, cfg.MaxWait, maps.Clone(cfg.Reserve)
-	b.slots.Set(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve)
+	in.MaxPerKey = cfg.MaxPerKey
+	b.slots.Set(cfg.Limit, cfg.MaxQueue, cfg.MaxWait, cfg.Reserve, cfg.keys())
 	b.cfg.Store(&in)
 	return nil
 }

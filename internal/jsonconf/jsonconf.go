@@ -164,6 +164,8 @@ func encodeValue(b *bytes.Buffer, v reflect.Value, path string) error {
 	switch v.Kind() {
 	case reflect.String:
 		writeString(b, v.String())
+	case reflect.Bool:
+		b.WriteString(strconv.FormatBool(v.Bool()))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		b.WriteString(strconv.FormatInt(v.Int(), 10))
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -342,6 +344,13 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 			return want(path, "a string", raw)
 		}
 		v.SetString(s)
+	case reflect.Bool:
+		switch string(raw) {
+		case "true", "false":
+			v.SetBool(string(raw) == "true")
+		default:
+			return want(path, "true or false", raw)
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
 		reflect.Float32, reflect.Float64:

@@ -20,6 +20,7 @@ type inner struct {
 type outer struct {
 	Wait    time.Duration           `json:"wait"`
 	Count   uint8                   `json:"count"`
+	On      bool                    `json:"on"`
 	Inners  []inner                 `json:"inners"`
 	Reserve map[policy.Priority]int `json:"reserve"`
 	Labels  map[string]string       `json:"labels"`
@@ -30,14 +31,14 @@ type outer struct {
 
 func TestRoundTrip(t *testing.T) {
 	in := outer{
-		Wait: 1500 * time.Millisecond, Count: 255,
+		Wait: 1500 * time.Millisecond, Count: 255, On: true,
 		Inners:  []inner{{Name: "a", Rate: 0.1}, {}},
 		Reserve: map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 0},
 		Labels:  map[string]string{"a b": "<&>"},
 		Ptr:     &inner{},
 	}
 	out, err := Marshal(in)
-	want := `{"wait":"1.5s","count":255,"inners":[{"name":"a","rate":0.1},{}],"reserve":{"critical":2,"default":0},"labels":{"a b":"\u003c\u0026\u003e"},"ptr":{}}`
+	want := `{"wait":"1.5s","count":255,"on":true,"inners":[{"name":"a","rate":0.1},{}],"reserve":{"critical":2,"default":0},"labels":{"a b":"\u003c\u0026\u003e"},"ptr":{}}`
 	if err != nil || string(out) != want {
 		t.Fatalf("Marshal = %s, %v; want %s", out, err, want)
 	}
@@ -66,6 +67,8 @@ func TestReadKeepsWhatIsLeftOut(t *testing.T) {
 func TestReadErrors(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
 		{`{"count": 256}`, "count: want an integer from 0 to 255, got 256"},
+		{`{"on": 1}`, "on: want true or false, got 1"},
+		{`{"on": "true"}`, `on: want true or false, got "true"`},
 		{`{"Untag": 1}`, "Untag: unknown field"},
 		{`{"inners": [{}, {"name": 1}]}`, "inners[1].name: want a string, got 1"},
 		{`{"labels": {"a.b": 1}}`, `labels["a.b"]: want a string, got 1`},

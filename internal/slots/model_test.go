@@ -18,7 +18,8 @@ import (
 // cancellations of waiting and holding callers, the passing of time (MaxWait
 // and ctx deadlines), a release racing a waiter's cancellation, and
 // SetLimit up and down, with callers of the three priorities and slots
-// reserved for the higher ones. Each rapid case runs in its own synctest
+// reserved for the higher ones, and of three keys (one of them no key),
+// with or without a fair share and a cap per key. Each rapid case runs in its own synctest
 // bubble, so the state after each step is exact and time is fake.
 //
 // After every step: Active and Queued equal the model's; no caller waits
@@ -26,10 +27,13 @@ import (
 // fewer slots held than its class may take (the limit less the reserves
 // above it: checked by the caller itself, at admission); every caller
 // ended exactly once, with the outcome the model says. The model's rules:
-// a slot goes to the first waiter of the highest class waiting, if that
-// class may take it; a caller finding the queue full takes the place of the
-// newest waiter of the lowest class below its own, which is shed; SetLimit
-// up grants at once.
+// a slot goes to the first waiter of the key whose turn it is in the
+// highest class waiting, if that class may take it, keys at their cap
+// passed over; a caller finding the queue full takes the place of the
+// newest waiter of the longest key of the lowest class below its own, or
+// of its own class if that key is longer than the caller's would be;
+// SetLimit up grants at once. Without a fair share every caller has the
+// same key. The keys tracked are those waiting or holding a counted slot.
 func TestModel(t *testing.T) {
 	rounds := 10
 	if testing.Short() {
@@ -56,12 +60,14 @@ func TestModel(t *testing.T) {
 type modelCaller struct {
 	id       int
 	class    int
+	key      string // as the slots see it: "" without a fair share
 	ctx      context.Context
 	cancel   context.CancelFunc
 	release  chan struct{}
 	done     chan struct{}
 	admitted atomic.Bool
 	outcome  Outcome
+	held     Held
 	err      error
 	checked  bool
 }
@@ -69,6 +75,7 @@ type modelCaller struct {
 type modelWaiter struct {
 	id       int
 	class    int
+	key      string
 	expireAt time.Time // zero: no MaxWait
 	deadline time.Time // zero: none
 }
@@ -84,8 +91,12 @@ type model struct {
 	queueCap int
 	maxWait  time.Duration
 	closed   [classes]int
+	keys     Keys
 
 	callers []*modelCaller
+	// turns lists, by class, the keys with waiters in the order of their
+	// turns.
+	turns   [classes][]string
 	holders []int
 	queue   []modelWaiter
 	want    map[int]modelResult
@@ -111,7 +122,10 @@ func newModel(rt *rapid.T) *model {
 			m.closed[c] += n
 		}
 	}
-	m.s.Init(m.limit, m.queueCap, m.maxWait, reserve)
+	if m.keys.Fair = rapid.Bool().Draw(rt, "fair"); m.keys.Fair {
+		m.keys.MaxPerKey = rapid.IntRange(0, 2).Draw(rt, "maxPerKey")
+	}
+	m.s.Init(m.limit, m.queueCap, m.maxWait, reserve, m.keys)
 	rt.Cleanup(func() {
 		for _, c := range m.callers {
 			c.cancel()
@@ -147,10 +161,16 @@ func (m *model) acquire(rt *rapid.T) {
 		c.cancel()
 	}
 	c.ctx = policy.WithPriority(c.ctx, policy.Priority(c.class-1))
+	if k := rapid.SampledFrom([]string{"", "a", "b"}).Draw(rt, "key"); k != "" {
+		c.ctx = policy.WithKey(c.ctx, k)
+		if m.keys.Fair {
+			c.key = k
+		}
+	}
 	m.callers = append(m.callers, c)
 	go func() {
 		defer close(c.done)
-		c.outcome, c.err = m.s.Acquire(c.ctx)
+		c.outcome, c.held, c.err = m.s.Acquire(c.ctx)
 		if c.outcome != Admitted {
 			return
 		}
@@ -160,20 +180,23 @@ func (m *model) acquire(rt *rapid.T) {
 		c.admitted.Store(true)
 		<-c.release
 		m.held.Add(-1)
-		m.s.Release()
+		m.s.Release(c.held)
 	}()
 	synctest.Wait()
 	switch {
 	case c.ctx.Err() != nil:
 		m.want[c.id] = modelResult{CtxDone, c.ctx.Err()}
-	case m.top() < c.class && len(m.holders) < m.ceiling(c.class):
+	case m.mayTake(c.class, c.key):
 		m.holders = append(m.holders, c.id)
-	case m.queueCap == Unbounded || len(m.queue) < m.queueCap || m.shed(c.class):
-		w := modelWaiter{id: c.id, class: c.class, deadline: deadline}
+	case m.queueCap == Unbounded || len(m.queue) < m.queueCap || m.shed(c.class, c.key):
+		w := modelWaiter{id: c.id, class: c.class, key: c.key, deadline: deadline}
 		if m.maxWait > 0 {
 			w.expireAt = time.Now().Add(m.maxWait)
 		}
-		m.queue = append(m.queue, w)
+		m.join(w)
+		m.grant()
+	case m.atCap(c.key):
+		m.want[c.id] = modelResult{RejectedKeyFull, nil}
 	default:
 		m.want[c.id] = modelResult{RejectedFull, nil}
 	}
@@ -182,41 +205,130 @@ func (m *model) acquire(rt *rapid.T) {
 // ceiling is the number of slots class c may fill.
 func (m *model) ceiling(c int) int { return m.limit - m.closed[c] }
 
-// top is the highest class waiting, or -1.
-func (m *model) top() int {
-	top := -1
-	for _, w := range m.queue {
-		top = max(top, w.class)
+// mayTake reports whether a caller of class c and key k takes a slot at
+// once: no waiter of its class or above may take one, its key is below
+// its cap and its class may fill a slot.
+func (m *model) mayTake(c int, k string) bool {
+	_, _, waiting := m.next(c)
+	return !waiting && !m.atCap(k) && len(m.holders) < m.ceiling(c)
+}
+
+// atCap reports whether key k holds its cap of slots.
+func (m *model) atCap(k string) bool {
+	if m.keys.MaxPerKey == 0 {
+		return false
 	}
-	return top
+	n := 0
+	for _, id := range m.holders {
+		if m.callers[id].key == k {
+			n++
+		}
+	}
+	return n >= m.keys.MaxPerKey
 }
 
-// first is the index in m.queue of the first waiter of class c.
-func (m *model) first(c int) int {
-	return slices.IndexFunc(m.queue, func(w modelWaiter) bool { return w.class == c })
-}
-
-// shed drops the newest waiter of the lowest class below c, if any.
-func (m *model) shed(c int) bool {
-	for low := range c {
-		for i := len(m.queue) - 1; i >= 0; i-- {
-			if m.queue[i].class == low {
-				m.want[m.queue[i].id] = modelResult{RejectedShed, nil}
-				m.queue = slices.Delete(m.queue, i, i+1)
-				return true
+// next returns the class and key whose turn it is among classes c and
+// above: in the highest class that has one, the first key in turn not at
+// its cap.
+func (m *model) next(c int) (int, string, bool) {
+	for cl := classes - 1; cl >= c; cl-- {
+		for _, k := range m.turns[cl] {
+			if !m.atCap(k) {
+				return cl, k, true
 			}
 		}
+	}
+	return 0, "", false
+}
+
+// waiting is the number of waiters of class c and key k.
+func (m *model) waiting(c int, k string) int {
+	n := 0
+	for _, w := range m.queue {
+		if w.class == c && w.key == k {
+			n++
+		}
+	}
+	return n
+}
+
+// first is the index in m.queue of the first waiter of class c and key k.
+func (m *model) first(c int, k string) int {
+	return slices.IndexFunc(m.queue, func(w modelWaiter) bool { return w.class == c && w.key == k })
+}
+
+// join queues w; a key with no waiter of its class takes the last turn.
+func (m *model) join(w modelWaiter) {
+	if m.waiting(w.class, w.key) == 0 {
+		m.turns[w.class] = append(m.turns[w.class], w.key)
+	}
+	m.queue = append(m.queue, w)
+}
+
+// leave takes m.queue[i] out; a key left with no waiter of its class
+// leaves the turns.
+func (m *model) leave(i int) {
+	w := m.queue[i]
+	m.queue = slices.Delete(m.queue, i, i+1)
+	if m.waiting(w.class, w.key) == 0 {
+		m.turns[w.class] = slices.DeleteFunc(m.turns[w.class], func(k string) bool { return k == w.key })
+	}
+}
+
+// longest returns the key with the most waiters of class c, the last in
+// turn of those as long, and its waiters.
+func (m *model) longest(c int) (string, int) {
+	key, n := "", 0
+	for _, k := range m.turns[c] {
+		if w := m.waiting(c, k); w >= n {
+			key, n = k, w
+		}
+	}
+	return key, n
+}
+
+// shed drops the newest waiter of the longest key of the lowest class
+// below c that has waiters, or of class c if that key has more waiters
+// than k would have with the caller.
+func (m *model) shed(c int, k string) bool {
+	for low := range c {
+		if key, n := m.longest(low); n > 0 {
+			m.dropNewest(low, key)
+			return true
+		}
+	}
+	if key, n := m.longest(c); n > 1+m.waiting(c, k) {
+		m.dropNewest(c, key)
+		return true
 	}
 	return false
 }
 
-// grant hands free slots to the waiters, highest class first, as the
-// model's limit and reserves allow.
+// dropNewest sheds the newest waiter of class c and key k.
+func (m *model) dropNewest(c int, k string) {
+	for i := len(m.queue) - 1; i >= 0; i-- {
+		if w := m.queue[i]; w.class == c && w.key == k {
+			m.want[w.id] = modelResult{RejectedShed, nil}
+			m.leave(i)
+			return
+		}
+	}
+}
+
+// grant hands free slots to the waiters whose turn it is, as the model's
+// limit, reserves and cap allow; a key served goes to the back of the
+// turns of its class.
 func (m *model) grant() {
-	for c := m.top(); c >= 0 && len(m.holders) < m.ceiling(c); c = m.top() {
-		i := m.first(c)
+	for {
+		c, k, ok := m.next(0)
+		if !ok || len(m.holders) >= m.ceiling(c) {
+			return
+		}
+		t := slices.DeleteFunc(m.turns[c], func(x string) bool { return x == k })
+		m.turns[c] = append(t, k)
+		i := m.first(c, k)
 		m.holders = append(m.holders, m.queue[i].id)
-		m.queue = slices.Delete(m.queue, i, i+1)
+		m.leave(i)
 	}
 }
 
@@ -249,20 +361,27 @@ func (m *model) cancel(rt *rapid.T) {
 	c.cancel()
 	synctest.Wait()
 	if i := slices.IndexFunc(m.queue, func(w modelWaiter) bool { return w.id == id }); i >= 0 && c.ctx.Err() == context.Canceled {
-		m.queue = slices.Delete(m.queue, i, i+1)
+		m.leave(i)
 		m.want[id] = modelResult{CtxDone, context.Canceled}
 	}
 }
 
 // race cancels the next waiter to be served and, at the same moment, ends
 // a holder. If the limit lets the slot be handed on, the waiter may get it
-// and keep it, or give up and pass it on; else it just leaves.
+// and keep it, or give up and pass it on; else it just leaves. A waiter
+// handed the slot moves its key to the back of the turns, one that left
+// first does not: so the waiter raced is the only one of its key and
+// class, or its class has one key.
 func (m *model) race(rt *rapid.T) {
 	if len(m.holders) == 0 || len(m.queue) == 0 {
 		rt.Skip("need a holder and a waiter")
 	}
+	cl, k, ok := m.next(0)
+	if !ok || (m.waiting(cl, k) > 1 && len(m.turns[cl]) > 1) {
+		rt.Skip("need a waiter whose turn it is, alone in its key or class")
+	}
 	id := rapid.SampledFrom(m.holders).Draw(rt, "holder")
-	i := m.first(m.top())
+	i := m.first(cl, k)
 	h, w := m.callers[id], m.callers[m.queue[i].id]
 	cancelFirst := rapid.Bool().Draw(rt, "cancelFirst")
 	if cancelFirst {
@@ -274,7 +393,7 @@ func (m *model) race(rt *rapid.T) {
 	}
 	synctest.Wait()
 	m.dropHolder(id)
-	m.queue = slices.Delete(m.queue, i, i+1)
+	m.leave(i)
 	if len(m.holders) < m.ceiling(w.class) && w.admitted.Load() {
 		m.holders = append(m.holders, w.id)
 		return
@@ -287,7 +406,8 @@ func (m *model) sleep(rt *rapid.T) {
 	time.Sleep(time.Duration(10*rapid.IntRange(1, 4).Draw(rt, "sleep10ms")) * time.Millisecond)
 	synctest.Wait()
 	now := time.Now()
-	m.queue = slices.DeleteFunc(m.queue, func(w modelWaiter) bool {
+	for i := len(m.queue) - 1; i >= 0; i-- {
+		w := m.queue[i]
 		byWait := !w.expireAt.IsZero() && !now.Before(w.expireAt)
 		byCtx := !w.deadline.IsZero() && !now.Before(w.deadline)
 		switch {
@@ -296,10 +416,10 @@ func (m *model) sleep(rt *rapid.T) {
 		case byCtx:
 			m.want[w.id] = modelResult{CtxDone, context.DeadlineExceeded}
 		default:
-			return false
+			continue
 		}
-		return true
-	})
+		m.leave(i)
+	}
 }
 
 func (m *model) setLimit(rt *rapid.T) {
@@ -317,8 +437,11 @@ func (m *model) check(rt *rapid.T) {
 	if m.s.Limit() != m.limit {
 		rt.Fatalf("Limit() = %d; model %d", m.s.Limit(), m.limit)
 	}
-	if c := m.top(); c >= 0 && len(m.holders) < m.ceiling(c) {
-		rt.Fatalf("class %d waits with %d slots held, of the %d it may take", c, len(m.holders), m.ceiling(c))
+	if c, k, ok := m.next(0); ok && len(m.holders) < m.ceiling(c) {
+		rt.Fatalf("key %q of class %d waits with %d slots held, of the %d it may take", k, c, len(m.holders), m.ceiling(c))
+	}
+	if got, want := m.s.KeysTracked(), m.tracked(); got != want {
+		rt.Fatalf("KeysTracked = %d; model %d", got, want)
 	}
 	if n := m.overflow.Load(); n != 0 {
 		rt.Fatalf("%d admissions above the limit", n)
@@ -349,4 +472,19 @@ func (m *model) check(rt *rapid.T) {
 			rt.Fatalf("caller %d: Acquire = %v, %v; model %v, %v", c.id, c.outcome, c.err, want.o, want.err)
 		}
 	}
+}
+
+// tracked is the number of keys (but "") that wait or hold a counted slot.
+func (m *model) tracked() int {
+	keys := map[string]bool{}
+	for _, w := range m.queue {
+		keys[w.key] = true
+	}
+	if m.keys.MaxPerKey > 0 {
+		for _, id := range m.holders {
+			keys[m.callers[id].key] = true
+		}
+	}
+	delete(keys, "")
+	return len(keys)
 }

@@ -53,7 +53,7 @@ func TestFullQueueShedsNewestOfLowestPriority(t *testing.T) {
 		// Nobody below default waits: a default caller is rejected, and so
 		// is a sheddable one.
 		for _, ctx := range []context.Context{plain, sheddable} {
-			if o, _ := s.Acquire(ctx); o != RejectedFull {
+			if o, _, _ := s.Acquire(ctx); o != RejectedFull {
 				t.Fatalf("Acquire(%v) on a full queue of higher priorities = %v; want RejectedFull", policy.PriorityOf(ctx), o)
 			}
 		}
@@ -70,7 +70,7 @@ func TestFullQueueShedsNewestOfLowestPriority(t *testing.T) {
 func TestReserveKeepsSlotsForHigherPriorities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &Slots{Owner: "test"}
-		s.Init(5, Unbounded, 0, map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 1})
+		s.Init(5, Unbounded, 0, map[policy.Priority]int{policy.PriorityCritical: 2, policy.PriorityDefault: 1}, Keys{})
 		c := newCaller(s)
 		// Sheddable calls take 2 slots of 5, default 3, critical all 5.
 		for _, name := range []string{"s1", "s2", "s3"} {
@@ -106,10 +106,10 @@ func TestReserveKeepsSlotsForHigherPriorities(t *testing.T) {
 
 func TestPriorityCostsNoAllocation(t *testing.T) {
 	s := &Slots{Owner: "test"}
-	s.Init(2, 0, 0, map[policy.Priority]int{policy.PriorityCritical: 1})
+	s.Init(2, 0, 0, map[policy.Priority]int{policy.PriorityCritical: 1}, Keys{})
 	if n := testing.AllocsPerRun(100, func() {
-		if o, _ := s.Acquire(critical); o == Admitted {
-			s.Release()
+		if o, _, _ := s.Acquire(critical); o == Admitted {
+			s.Release(Held{})
 		}
 	}); n != 0 {
 		t.Errorf("Acquire and Release with a priority: %v allocs; want 0", n)
@@ -118,5 +118,5 @@ func TestPriorityCostsNoAllocation(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { s.Acquire(sheddable) }); n != 0 {
 		t.Errorf("Acquire rejected by a reserve: %v allocs; want 0", n)
 	}
-	s.Release()
+	s.Release(Held{})
 }

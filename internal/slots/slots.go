@@ -31,10 +31,29 @@ const (
 	// RejectedWaitTimeout: the caller waited MaxWait without being given a
 	// slot, or a Deadline's timer ended the wait (policy.TimedOut).
 	RejectedWaitTimeout
-	// RejectedShed: the caller waited, and a caller of a higher priority
-	// took its place in the full queue.
+	// RejectedShed: the caller waited, and a newcomer took its place in
+	// the full queue: one of a higher priority, or of a key with fewer
+	// waiters (see [Slots.Acquire]).
 	RejectedShed
+	// RejectedKeyFull: the caller's key held MaxPerKey slots and the
+	// caller could not wait: the queue was full, or MaxQueue 0.
+	RejectedKeyFull
 )
+
+// Held is what [Slots.Release] needs to free a slot: the key's share the
+// slot counts against, if MaxPerKey was set when it was taken. The zero
+// Held counts against none; the path that takes no lock returns it.
+type Held struct{ share *share }
+
+// Keys are the settings of the fair share by key ([policy.KeyOf]).
+type Keys struct {
+	// Fair serves the waiters of each class key by key, in turn. Only
+	// [Slots.Init] reads it: the policies refuse to change it.
+	Fair bool
+	// MaxPerKey is the number of slots one key may hold at once; 0 means
+	// no cap. It needs Fair: a key at its cap waits in its own line.
+	MaxPerKey int
+}
 
 // classes is the number of priorities; class c is policy.Priority(c-1).
 const classes = 3
@@ -61,11 +80,21 @@ type Slots struct {
 	// and read without: an admission reads them in one load.
 	lim atomic.Pointer[limits]
 
-	// mu guards waiters and every hand-off of a slot to a waiter. While
+	// mu guards the queue and every hand-off of a slot to a waiter. While
 	// anyone waits, every acquire and release goes through it, so slots go
-	// to waiters highest class first, in FIFO order within a class.
-	mu      sync.Mutex
-	waiters [classes]waitList
+	// to waiters highest class first, and within a class to its lines in
+	// turn, first come first served within a line.
+	mu    sync.Mutex
+	rings [classes]ring
+	// all is the share of every caller without Fair, and of the callers
+	// without a key with it. It is never removed.
+	all share
+	// keys holds, with Fair, the share of each other key that waits or
+	// holds a counted slot, and no other: an idle share is removed.
+	keys      map[string]*share
+	spare     *share // a removed share, for the next key
+	fair      bool   // set by Init
+	maxPerKey int    // guarded by mu
 
 	// closed[c] is the number of slots class c may not take: the reserves
 	// of the classes above it. Guarded by mu.
@@ -83,18 +112,24 @@ type limits struct {
 	// open[c] is the number of slots class c may take: the limit less the
 	// reserves of the classes above it. open[classes-1] is the limit.
 	open [classes]int64
-	// reserved says whether any reserve is set: without, open is the same
-	// for every class, and an admission need not read its class.
-	reserved bool
+	// slow says whether a reserve or a cap per key is set: without, open
+	// is the same for every class and nothing counts keys, so an admission
+	// need not read its class. capped says MaxPerKey is set: every
+	// admission then counts its key under mu.
+	slow, capped bool
 }
 
 // Init sets the initial limit (>= 1), the number of callers allowed to wait
 // ([Unbounded] if negative), how long one may wait (0: until its ctx is done)
 // and, by priority, the slots kept for calls of that priority or above (see
-// [CheckReserve]). The arguments are not checked: the policies validate
-// their Config.
-func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
-	s.Set(limit, queueCap, maxWait, reserve)
+// CheckConfig) and the fair share by key. The arguments are not checked:
+// the policies validate their Config.
+func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int, keys Keys) {
+	s.all.init("")
+	if s.fair = keys.Fair; s.fair {
+		s.keys = map[string]*share{}
+	}
+	s.Set(limit, queueCap, maxWait, reserve, keys)
 }
 
 // Set changes every setting Init sets, at once: an admission sees the old
@@ -104,9 +139,12 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // wait: a smaller queue turns newcomers away until it is below its new
 // size (but for one that sheds a waiter of a lower class, as in a full
 // queue), and a new wait applies to the callers who queue after it.
-func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int) {
+// keys.Fair is ignored. A new MaxPerKey counts the slots taken after it:
+// a key's slots taken without a cap do not count against a cap set later.
+func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int, keys Keys) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.maxPerKey = keys.MaxPerKey
 	s.queueCap = queueCap
 	if queueCap < 0 {
 		s.queueCap = Unbounded
@@ -165,7 +203,8 @@ func (s *Slots) SetLimit(n int) {
 // setLimitLocked sets the limit to n and grants the slots it frees.
 // s.mu must be held.
 func (s *Slots) setLimitLocked(n int) {
-	l := &limits{reserved: s.closed[0] > 0}
+	l := &limits{capped: s.maxPerKey > 0}
+	l.slow = s.closed[0] > 0 || l.capped
 	for c := range classes {
 		l.open[c] = int64(n) - s.closed[c]
 	}
@@ -174,9 +213,19 @@ func (s *Slots) setLimitLocked(n int) {
 }
 
 // Acquire takes a slot for one call, waiting if need be. On [Admitted] the
-// caller must call Release exactly once; on any other outcome it holds
-// nothing. The error is ctx.Err() with [CtxDone], nil otherwise.
-func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
+// caller must call Release exactly once, with the Held returned; on any
+// other outcome it holds nothing. The error is ctx.Err() with [CtxDone],
+// nil otherwise.
+//
+// With Fair, a caller that finds the queue full takes the place of the
+// newest waiter of the key with the most waiters in the lowest class
+// below its own that has waiters; failing that, of the key with the most
+// waiters in its own class, if that key has more waiters than the
+// caller's key would have with the caller. Of keys with as many waiters,
+// the one whose turn comes last loses a waiter. Otherwise the caller is
+// rejected. Without Fair every caller has the same key, and only a higher
+// class sheds.
+func (s *Slots) Acquire(ctx context.Context) (Outcome, Held, error) {
 	// Atomic loads for the common contexts: cheap enough to pay every call.
 	if ctx.Err() != nil {
 		return ended(ctx)
@@ -184,21 +233,25 @@ func (s *Slots) Acquire(ctx context.Context) (Outcome, error) {
 	// Fast path: nobody waits and a slot is free. Once someone waits, every
 	// newcomer goes through mu: no queue jumping.
 	if s.queued.Load() == 0 && s.tryTake(ctx, -1) {
-		return Admitted, nil
+		return Admitted, Held{}, nil
 	}
 	return s.acquireSlow(ctx, class(ctx))
 }
 
 // tryTake takes a slot that class c may take, if one is free. c < 0 means
 // ctx's class, read only if reserves are set: without them, the class
-// matters only in the queue.
+// matters only in the queue. c < 0 with MaxPerKey set takes nothing: the
+// key must be counted under mu.
 func (s *Slots) tryTake(ctx context.Context, c int) bool {
 	for {
 		// The limits are read again on each try: a SetLimit that lands
 		// while the swap retries applies to this acquire.
 		l := s.lim.Load()
 		k := classes - 1
-		if l.reserved {
+		if l.slow {
+			if c < 0 && l.capped {
+				return false
+			}
 			if c < 0 {
 				c = class(ctx)
 			}
@@ -214,22 +267,33 @@ func (s *Slots) tryTake(ctx context.Context, c int) bool {
 	}
 }
 
-// acquireSlow is Acquire's path, for class c, when every slot seemed taken
-// or someone waits.
-func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
+// acquireSlow is Acquire's path, for class c, when every slot seemed taken,
+// someone waits or keys are counted.
+func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, Held, error) {
+	key := ""
+	if s.fair {
+		key = policy.KeyOf(ctx) // outside mu: a ctx's values are a chain
+	}
 	s.mu.Lock()
-	if s.top() < c && s.tryTake(ctx, c) {
+	sh := s.share(key)
+	if s.next(c) == nil && !s.atCap(sh) && s.tryTake(ctx, c) {
+		h := s.count(key)
 		s.mu.Unlock()
-		return Admitted, nil
+		return Admitted, h, nil
 	}
-	if int(s.queued.Load()) >= s.queueCap && !s.shed(c) {
+	// An empty queue has nobody to shed: MaxQueue 0 rejects at once.
+	if q := int(s.queued.Load()); q >= s.queueCap && (q == 0 || !s.shed(c, sh)) {
+		o := RejectedFull
+		if s.atCap(sh) {
+			o = RejectedKeyFull
+		}
 		s.mu.Unlock()
-		return RejectedFull, nil
+		return o, Held{}, nil
 	}
-	w := &waiter{ready: make(chan struct{}, 1), class: c}
-	s.waiters[c].pushBack(w)
-	s.queued.Add(1)
-	s.queuedBy[c].Add(1)
+	// Again: shedding the key's last waiter, of a lower class, removed it.
+	sh = s.shareFor(key)
+	w := &waiter{ready: make(chan struct{}, 1), line: &sh.lines[c]}
+	s.push(w)
 	// A release on the fast path may have freed a slot between our tryTake
 	// and the Store above, having seen queued == 0. Both sides write one
 	// atomic and then read the other's (sequentially consistent in Go), so
@@ -242,7 +306,7 @@ func (s *Slots) acquireSlow(ctx context.Context, c int) (Outcome, error) {
 }
 
 // wait blocks until w is handed a slot, ctx is done or maxWait passes.
-func (s *Slots) wait(ctx context.Context, w *waiter, maxWait time.Duration) (Outcome, error) {
+func (s *Slots) wait(ctx context.Context, w *waiter, maxWait time.Duration) (Outcome, Held, error) {
 	var expired <-chan time.Time
 	if maxWait > 0 {
 		t := time.NewTimer(maxWait)
@@ -253,25 +317,26 @@ func (s *Slots) wait(ctx context.Context, w *waiter, maxWait time.Duration) (Out
 	select {
 	case <-w.ready:
 		if w.shed {
-			return RejectedShed, nil
+			return RejectedShed, Held{}, nil
 		}
 	case <-done:
 		s.abandon(w)
 		return ended(ctx)
 	case <-expired:
 		if o := s.expire(w); o != Admitted {
-			return o, nil
+			return o, Held{}, nil
 		}
 	}
 	// We hold a slot. select chooses at random among ready cases, so ctx may
 	// have ended too: a caller whose ctx ended while it waited never runs its
 	// call, so give the slot back (to the next waiter) as a release would.
+	h := w.held() // set before ready was sent, or read by expire under mu
 	select {
 	case <-done:
-		s.Release()
+		s.Release(h)
 		return ended(ctx)
 	default:
-		return Admitted, nil
+		return Admitted, h, nil
 	}
 }
 
@@ -279,11 +344,11 @@ func (s *Slots) wait(ctx context.Context, w *waiter, maxWait time.Duration) (Out
 // timer, not the caller, ended it, the call never ran: it is a rejection
 // of this wait, not a timeout; unless a retry's earlier attempt ran fn,
 // and the call is the Deadline's timeout.
-func ended(ctx context.Context) (Outcome, error) {
+func ended(ctx context.Context) (Outcome, Held, error) {
 	if stage.WaitRefused(ctx) {
-		return RejectedWaitTimeout, nil
+		return RejectedWaitTimeout, Held{}, nil
 	}
-	return CtxDone, ctx.Err()
+	return CtxDone, Held{}, ctx.Err()
 }
 
 // abandon takes w out of the queue after its ctx ended. If a release
@@ -293,7 +358,7 @@ func ended(ctx context.Context) (Outcome, error) {
 func (s *Slots) abandon(w *waiter) {
 	s.mu.Lock()
 	if w.granted {
-		s.handOffLocked()
+		s.releaseLocked(w.held())
 	} else if !w.shed {
 		s.unlink(w)
 	}
@@ -317,51 +382,99 @@ func (s *Slots) expire(w *waiter) Outcome {
 	return RejectedWaitTimeout
 }
 
-// unlink takes w, which waits, out of its queue. s.mu must be held.
-func (s *Slots) unlink(w *waiter) {
-	s.waiters[w.class].remove(w)
-	s.queued.Add(-1)
-	s.queuedBy[w.class].Add(-1)
-}
-
-// top returns the highest class with a waiter, or -1 if nobody waits.
-// s.mu must be held.
-func (s *Slots) top() int {
-	c := classes - 1
-	for c >= 0 && s.waiters[c].len == 0 {
-		c--
+// push queues w in its line; a line that had no waiter takes the last
+// turn of its class. s.mu must be held.
+func (s *Slots) push(w *waiter) {
+	l := w.line
+	l.pushBack(w)
+	if l.len == 1 {
+		s.rings[l.class].pushBack(l)
 	}
-	return c
+	s.queued.Add(1)
+	s.queuedBy[l.class].Add(1)
 }
 
-// shed makes room in the full queue for a caller of class c: the newest
-// waiter of the lowest class below c leaves it, rejected. It reports
-// whether there was one. s.mu must be held.
-func (s *Slots) shed(c int) bool {
+// unlink takes w, which waits, out of its line; a line left empty leaves
+// its ring, and a share left idle is removed. s.mu must be held.
+func (s *Slots) unlink(w *waiter) {
+	l := w.line
+	l.remove(w)
+	if l.len == 0 {
+		s.rings[l.class].remove(l)
+		s.prune(l.share)
+	}
+	s.queued.Add(-1)
+	s.queuedBy[l.class].Add(-1)
+}
+
+// next returns the line whose turn it is among classes c and above: in
+// the highest class that has one, the first line of its ring whose key is
+// not at its cap. It returns nil if there is none. The lines it passes
+// over are of keys at their cap, at most the limit over MaxPerKey per
+// class. s.mu must be held.
+func (s *Slots) next(c int) *line {
+	for k := classes - 1; k >= c; k-- {
+		for l := s.rings[k].head; l != nil; l = l.next {
+			if !s.atCap(l.share) {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// shed makes room in the full queue for a caller of class c whose key's
+// share is sh (nil: a key with no state), as Acquire says. It reports
+// whether it shed a waiter. s.mu must be held.
+func (s *Slots) shed(c int, sh *share) bool {
 	for low := range c {
-		if w := s.waiters[low].tail; w != nil {
-			s.unlink(w)
-			w.shed = true
-			w.ready <- struct{}{} // buffered, and sent once: never blocks
+		if l := s.rings[low].longest(); l != nil {
+			s.drop(l.tail)
 			return true
 		}
+	}
+	n := 1 // the caller's key's waiters in class c, with the caller
+	if sh != nil {
+		n += sh.lines[c].len
+	}
+	if l := s.rings[c].longest(); l != nil && l.len > n {
+		s.drop(l.tail)
+		return true
 	}
 	return false
 }
 
-// wake hands a slot to w, the first waiter of its class. s.mu must be held.
-func (s *Slots) wake(w *waiter) {
+// drop takes w out of the queue, shed. s.mu must be held.
+func (s *Slots) drop(w *waiter) {
 	s.unlink(w)
-	w.granted = true
+	w.shed = true
 	w.ready <- struct{}{} // buffered, and sent once: never blocks
 }
 
-// Release frees one slot held by the caller, as handOffLocked says. It
-// panics if no slot at all is held ("<Owner>: slot released twice"); a
-// second release while other calls hold slots cannot be told apart and
-// frees one of theirs.
-func (s *Slots) Release() {
-	if s.queued.Load() == 0 {
+// wake hands a slot to the first waiter of l, whose turn it is; l then
+// goes to the back of its ring. s.mu must be held.
+func (s *Slots) wake(l *line) {
+	w := l.head
+	if l.len > 1 && l.next != nil {
+		r := &s.rings[l.class]
+		r.remove(l)
+		r.pushBack(l)
+	}
+	if s.maxPerKey > 0 {
+		l.share.held++ // before unlink, which would remove an idle share
+		w.counted = true
+	}
+	w.granted = true
+	s.unlink(w)
+	w.ready <- struct{}{} // buffered, and sent once: never blocks
+}
+
+// Release frees one slot held by the caller, as handOffLocked says; h is
+// the Held its Acquire returned. It panics if no slot at all is held
+// ("<Owner>: slot released twice"); a second release while other calls
+// hold slots cannot be told apart and frees one of theirs.
+func (s *Slots) Release(h Held) {
+	if h.share == nil && s.queued.Load() == 0 {
 		// Fast path: nobody waits, so the slot goes back to the pool.
 		if s.active.Add(-1) < 0 {
 			s.active.Add(1)
@@ -377,25 +490,34 @@ func (s *Slots) Release() {
 		return
 	}
 	s.mu.Lock()
-	if s.active.Load() <= 0 {
+	if s.active.Load() <= 0 || (h.share != nil && h.share.held <= 0) {
 		s.mu.Unlock()
 		panic(s.Owner + ": slot released twice")
 	}
-	s.handOffLocked()
+	s.releaseLocked(h)
 	s.mu.Unlock()
 }
 
-// handOffLocked gives up one held slot: to the first waiter of the
-// highest class waiting, if that class may take it (active is left
-// unchanged, so a caller arriving now finds no free slot and cannot jump
-// the queue), otherwise back to the pool. While more slots are held than
-// the limit (it was lowered), the slot goes back to the pool even if
-// someone waits: the calls in flight drain to the limit first. A lower
-// class may take no slot the highest class waiting may not. s.mu must be
-// held.
+// releaseLocked gives up one held slot, uncounting it from its key's
+// share, and hands it off. s.mu must be held.
+func (s *Slots) releaseLocked(h Held) {
+	if sh := h.share; sh != nil {
+		sh.held--
+		s.prune(sh)
+	}
+	s.handOffLocked()
+}
+
+// handOffLocked gives up one held slot: to the waiter whose turn it is
+// (see next), if its class may take the slot (active is left unchanged,
+// so a caller arriving now finds no free slot and cannot jump the queue),
+// otherwise back to the pool. While more slots are held than the limit
+// (it was lowered), the slot goes back to the pool even if someone waits:
+// the calls in flight drain to the limit first. A lower class may take no
+// slot the highest class waiting may not. s.mu must be held.
 func (s *Slots) handOffLocked() {
-	if c := s.top(); c >= 0 && s.active.Load() <= s.lim.Load().open[c] {
-		s.wake(s.waiters[c].head)
+	if l := s.next(0); l != nil && s.active.Load() <= s.lim.Load().open[l.class] {
+		s.wake(l)
 		return
 	}
 	s.active.Add(-1)
@@ -404,8 +526,8 @@ func (s *Slots) handOffLocked() {
 // grantLocked hands free slots, if any, to the waiters, highest class
 // first. s.mu must be held.
 func (s *Slots) grantLocked() {
-	for c := s.top(); c >= 0 && s.tryTake(nil, c); c = s.top() {
-		s.wake(s.waiters[c].head)
+	for l := s.next(0); l != nil && s.tryTake(nil, l.class); l = s.next(0) {
+		s.wake(l)
 	}
 }
 

@@ -37,7 +37,7 @@ func (c *caller) start(ctx context.Context, name string) {
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
-		o, _ := c.s.Acquire(ctx)
+		o, h, _ := c.s.Acquire(ctx)
 		c.mu.Lock()
 		c.outs[name] = o
 		if o == Admitted {
@@ -46,7 +46,7 @@ func (c *caller) start(ctx context.Context, name string) {
 		c.mu.Unlock()
 		if o == Admitted {
 			<-gate
-			c.s.Release()
+			c.s.Release(h)
 		}
 	}()
 	synctest.Wait()
@@ -82,12 +82,12 @@ func TestAcquireOutcomes(t *testing.T) {
 		c.start(context.Background(), "h")
 		c.start(context.Background(), "w")
 		checkCounts(t, s, 1, 1)
-		if o, err := s.Acquire(context.Background()); o != RejectedFull || err != nil {
+		if o, _, err := s.Acquire(context.Background()); o != RejectedFull || err != nil {
 			t.Fatalf("Acquire on a full queue = %v, %v; want RejectedFull, nil", o, err)
 		}
 		canceled, cancel := context.WithCancel(context.Background())
 		cancel()
-		if o, err := s.Acquire(canceled); o != CtxDone || err != context.Canceled {
+		if o, _, err := s.Acquire(canceled); o != CtxDone || err != context.Canceled {
 			t.Fatalf("Acquire with a done ctx = %v, %v; want CtxDone, Canceled", o, err)
 		}
 		time.Sleep(time.Second)
@@ -108,21 +108,21 @@ func TestReleaseTwicePanics(t *testing.T) {
 		}
 		checkCounts(t, s, 0, 0)
 	}()
-	s.Release()
+	s.Release(Held{})
 }
 
 func TestNoAllocs(t *testing.T) {
 	s := newSlots(1, 0, 0)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() {
-		if o, _ := s.Acquire(ctx); o == Admitted {
-			s.Release()
+		if o, _, _ := s.Acquire(ctx); o == Admitted {
+			s.Release(Held{})
 		}
 	}); n != 0 {
 		t.Errorf("Acquire and Release: %v allocs; want 0", n)
 	}
 	s.Acquire(ctx)
-	defer s.Release()
+	defer s.Release(Held{})
 	if n := testing.AllocsPerRun(100, func() { s.Acquire(ctx) }); n != 0 {
 		t.Errorf("rejected Acquire: %v allocs; want 0", n)
 	}
@@ -180,26 +180,26 @@ func TestSetLimitDownNoQueue(t *testing.T) {
 	s := newSlots(3, 0, 0)
 	ctx := context.Background()
 	for range 3 {
-		if o, _ := s.Acquire(ctx); o != Admitted {
+		if o, _, _ := s.Acquire(ctx); o != Admitted {
 			t.Fatal("not admitted")
 		}
 	}
 	s.SetLimit(1)
 	for range 2 {
-		if o, _ := s.Acquire(ctx); o != RejectedFull {
+		if o, _, _ := s.Acquire(ctx); o != RejectedFull {
 			t.Fatalf("Acquire = %v above the lowered limit", o)
 		}
-		s.Release()
+		s.Release(Held{})
 	}
 	checkCounts(t, s, 1, 0)
-	if o, _ := s.Acquire(ctx); o != RejectedFull {
+	if o, _, _ := s.Acquire(ctx); o != RejectedFull {
 		t.Fatalf("Acquire = %v at the lowered limit", o)
 	}
-	s.Release()
-	if o, _ := s.Acquire(ctx); o != Admitted {
+	s.Release(Held{})
+	if o, _, _ := s.Acquire(ctx); o != Admitted {
 		t.Fatalf("Acquire = %v below the lowered limit", o)
 	}
-	s.Release()
+	s.Release(Held{})
 	checkCounts(t, s, 0, 0)
 }
 
@@ -242,7 +242,7 @@ func TestSetLimitDownAbandon(t *testing.T) {
 	s.Acquire(context.Background())
 	s.Acquire(context.Background())
 	w1, w2 := enqueue(s), enqueue(s)
-	s.Release() // active 2 <= limit 2: handed to w1
+	s.Release(Held{}) // active 2 <= limit 2: handed to w1
 	if !w1.granted {
 		t.Fatal("not handed to w1")
 	}
@@ -252,11 +252,11 @@ func TestSetLimitDownAbandon(t *testing.T) {
 		t.Fatal("abandoned slot passed on above the limit")
 	}
 	checkCounts(t, s, 1, 1)
-	s.Release() // active 1 <= 1: handed to w2
+	s.Release(Held{}) // active 1 <= 1: handed to w2
 	if !w2.granted {
 		t.Fatal("not handed to w2")
 	}
-	s.Release()
+	s.Release(Held{})
 	checkCounts(t, s, 0, 0)
 }
 
@@ -282,9 +282,9 @@ func TestSetLimitConcurrent(t *testing.T) {
 		users.Go(func() {
 			for range 500 {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
-				if o, _ := s.Acquire(ctx); o == Admitted {
+				if o, _, _ := s.Acquire(ctx); o == Admitted {
 					runtime.Gosched()
-					s.Release()
+					s.Release(Held{})
 				}
 				cancel()
 			}
@@ -306,12 +306,11 @@ func BenchmarkUnlink(b *testing.B) {
 			for range n {
 				enqueue(s)
 			}
-			w := &waiter{ready: make(chan struct{}, 1), class: 1}
+			w := &waiter{ready: make(chan struct{}, 1), line: &s.all.lines[1]}
 			b.ReportAllocs()
 			for b.Loop() {
 				s.mu.Lock()
-				s.waiters[w.class].pushBack(w)
-				s.queued.Add(1)
+				s.push(w)
 				s.mu.Unlock()
 				s.abandon(w)
 			}

@@ -10,7 +10,7 @@ import (
 // newSlots returns initialized slots.
 func newSlots(limit, queueCap int, maxWait time.Duration) *Slots {
 	s := &Slots{Owner: "test"}
-	s.Init(limit, queueCap, maxWait, nil)
+	s.Init(limit, queueCap, maxWait, nil, Keys{})
 	return s
 }
 
@@ -70,10 +70,9 @@ func TestWaitList(t *testing.T) {
 // enqueue puts a waiter in b's queue as acquireSlow would, without a
 // goroutine, for the white-box race tests.
 func enqueue(b *Slots) *waiter {
-	w := &waiter{ready: make(chan struct{}, 1), class: 1}
+	w := &waiter{ready: make(chan struct{}, 1), line: &b.all.lines[1]}
 	b.mu.Lock()
-	b.waiters[w.class].pushBack(w)
-	b.queued.Add(1)
+	b.push(w)
 	b.mu.Unlock()
 	return w
 }
@@ -86,7 +85,7 @@ func TestGiveUpRace(t *testing.T) {
 		b := newSlots(1, Unbounded, 0)
 		b.Acquire(context.Background())
 		w1, w2 := enqueue(b), enqueue(b)
-		b.Release() // hands the slot to w1
+		b.Release(Held{}) // hands the slot to w1
 		if !w1.granted || w2.granted {
 			t.Fatal("release did not hand the slot to the oldest waiter")
 		}
@@ -105,18 +104,18 @@ func TestGiveUpRace(t *testing.T) {
 		w1, w2 := enqueue(b), enqueue(b)
 		b.abandon(w1)
 		checkCounts(t, b, 1, 1)
-		b.Release()
+		b.Release(Held{})
 		if w1.granted || !w2.granted {
 			t.Fatal("a waiter that left was handed the slot")
 		}
-		b.Release()
+		b.Release(Held{})
 		checkCounts(t, b, 0, 0)
 	})
 	t.Run("MaxWait: a granted waiter keeps the slot", func(t *testing.T) {
 		b := newSlots(1, Unbounded, time.Second)
 		b.Acquire(context.Background())
 		w1, w2 := enqueue(b), enqueue(b)
-		b.Release()
+		b.Release(Held{})
 		if b.expire(w1) != Admitted {
 			t.Fatal("expire of a granted waiter reported no slot")
 		}
@@ -128,7 +127,7 @@ func TestGiveUpRace(t *testing.T) {
 			t.Fatal("expire of an ungranted waiter reported a slot")
 		}
 		checkCounts(t, b, 1, 0)
-		b.Release()
+		b.Release(Held{})
 		checkCounts(t, b, 0, 0)
 	})
 	t.Run("wait: granted and ctx done returns ctx.Err and frees the slot", func(t *testing.T) {
@@ -138,8 +137,8 @@ func TestGiveUpRace(t *testing.T) {
 			b := newSlots(1, Unbounded, 0)
 			b.Acquire(context.Background())
 			w := enqueue(b)
-			b.Release()
-			if o, err := b.wait(ctx, w, b.maxWait); o != CtxDone || err != context.Canceled {
+			b.Release(Held{})
+			if o, _, err := b.wait(ctx, w, b.maxWait); o != CtxDone || err != context.Canceled {
 				t.Fatalf("wait = %v, %v; want CtxDone, context.Canceled", o, err)
 			}
 			checkCounts(t, b, 0, 0)

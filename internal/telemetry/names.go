@@ -31,6 +31,7 @@ const (
 	ReasonFull        = "full"
 	ReasonWaitTimeout = "wait_timeout"
 	ReasonShed        = "shed"
+	ReasonKeyFull     = "key_full"
 )
 
 // Span event names.

@@ -76,15 +76,16 @@ func (r *Rejection) Record(ctx context.Context) error {
 
 // SlotRejections are the rejections of a policy that admits calls through
 // package slots.
-type SlotRejections struct{ full, waitTimeout, shed *Rejection }
+type SlotRejections struct{ full, waitTimeout, shed, keyFull *Rejection }
 
-// Slots prepares the full, wait_timeout and shed rejections, each
-// matching sentinel.
+// Slots prepares the full, wait_timeout, shed and key_full rejections,
+// each matching sentinel.
 func (p Rejecter) Slots(sentinel error) SlotRejections {
 	return SlotRejections{
 		full:        p.New(ReasonFull, sentinel),
 		waitTimeout: p.New(ReasonWaitTimeout, sentinel),
 		shed:        p.New(ReasonShed, sentinel),
+		keyFull:     p.New(ReasonKeyFull, sentinel),
 	}
 }
 
@@ -98,6 +99,8 @@ func (r *SlotRejections) Refused(ctx context.Context, o slots.Outcome, err error
 		return r.waitTimeout.Record(ctx)
 	case slots.RejectedShed:
 		return r.shed.Record(ctx)
+	case slots.RejectedKeyFull:
+		return r.keyFull.Record(ctx)
 	}
 	return err
 }
