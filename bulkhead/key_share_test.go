@@ -15,7 +15,7 @@ import (
 // waiters of key a queued before one of key b, a fair share serves b
 // before a's third waiter.
 func TestWaitersServedKeyByKey(t *testing.T) {
-	b, err := New(Config{Limit: 1, MaxQueue: Unbounded})
+	b, err := New(Config{Limit: 1, MaxQueue: Unbounded, FairShare: true})
 	if err != nil {
 		t.Fatal(err)
 	}
