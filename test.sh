@@ -52,7 +52,7 @@ if [ -n "$process_hits" ]; then
 fi
 
 # The simulations skip under -short and -race: they are bench/run.sh's.
-skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts, TestSimPriority, TestSimSlowProvider, TestSimRoute): cd bench && go test -count=1 -run '^TestSim' -v ."
+skipped=("the bench simulations (TestSimAdaptive, TestSimAttempts, TestSimPriority, TestSimSlowProvider, TestSimRoute, TestSimFairShare): cd bench && go test -count=1 -run '^TestSim' -v ."
 	"fuzzing for new inputs (every target's seed corpus ran as a test; CI fuzzes each target for 2 s): FUZZTIME=2s ./fuzz.sh")
 failed=()
 [ -n "$process_hits" ] && failed+=("process wording in the docs, Go comments or test file names (listed above)")

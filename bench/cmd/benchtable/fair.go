@@ -21,8 +21,9 @@ func (r report) simFair() {
 	r.p("## One noisy tenant (simulation)\n\n")
 	r.p("`TestSimFairShare`, in simulated time (testing/synctest): a dependency that answers in 100 ms, behind a limit of 20 " +
 		"(200 calls/s); nine quiet tenants send 10 calls/s each and one noisy tenant 200 calls/s, Poisson arrivals, the same in every " +
-		"arm; 1 s of patience; 30 s. Share: the least, over the quiet tenants, of a tenant's calls answered over those it has answered " +
-		"without the noisy tenant (the same limit, the same arrivals).\n\n")
+		"arm; a queue of 40 (failsafe-go: its default, 2 to 3 times the limit) and 1 s of patience; 30 s. Share: the least, over the " +
+		"quiet tenants, of a tenant's calls answered over those it has answered without the noisy tenant in the same library's arm " +
+		"(the same limit, the same arrivals).\n\n")
 	r.p("| arm | quiet tenants' goodput /s (mean) | least share | quiet p99 ms | noisy goodput /s |\n|---|---:|---:|---:|---:|\n")
 	for _, a := range fairArms {
 		g := func(k string, digits int) string { return strconv.FormatFloat(r.fair[a.key+"_"+k], 'f', digits, 64) }

@@ -139,7 +139,7 @@ type report struct {
 	route map[string]float64
 	// fair is TestSimFairShare's JSON; nil if absent.
 	fair map[string]float64
-	w     io.Writer
+	w    io.Writer
 }
 
 // readSim reads TestSimAdaptive's JSON, or returns nil if there is none.
