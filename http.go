@@ -23,12 +23,13 @@ type HTTPOptions struct {
 	// IsFailure is httppolicy.Transport.IsFailure (nil: 5xx, 408, 429).
 	IsFailure func(*http.Response) bool
 
-	// RetryUnsafe, PropagatePriority, FirstByteTimeout, IdleTimeout,
+	// RetryUnsafe, PropagatePriority, Key, FirstByteTimeout, IdleTimeout,
 	// KeepaliveEvents and StreamEnd are the httppolicy.Transport fields of
 	// the same names. A timeout must be >= 0; 0 turns it off. A StreamEnd
 	// must not be empty.
 	RetryUnsafe       bool
 	PropagatePriority bool
+	Key               func(*http.Request) string
 	FirstByteTimeout  time.Duration
 	IdleTimeout       time.Duration
 	KeepaliveEvents   []string
@@ -178,6 +179,7 @@ func NewHTTPClient(name string, cfg Config, h HTTPOptions, opts ...compose.Optio
 		IsFailure:         h.IsFailure,
 		RetryUnsafe:       h.RetryUnsafe,
 		PropagatePriority: h.PropagatePriority,
+		Key:               h.Key,
 		FirstByteTimeout:  h.FirstByteTimeout,
 		IdleTimeout:       h.IdleTimeout,
 		KeepaliveEvents:   h.KeepaliveEvents,

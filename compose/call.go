@@ -16,6 +16,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/stage"
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/keyed"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
@@ -58,6 +59,7 @@ type exit struct {
 	brk    breaker.Permit
 	span   trace.Span
 	pick   route.Permit
+	key    keyed.Held
 	sample adaptive.Sample // kindAttempt: the adaptive limit's
 	held   *held           // kindExecute: a policy of another package
 }
@@ -73,7 +75,11 @@ func (c *call) from(ctx context.Context, i int) error {
 		}
 		return err
 	}
-	s := &c.slots[i]
+	return c.run(ctx, i, &c.slots[i])
+}
+
+// run runs s, in place of slots[i], then slots[i+1:] and fn.
+func (c *call) run(ctx context.Context, i int, s *slot) error {
 	switch s.kind {
 	case kindRoute:
 		return c.route(ctx, i, s.router)
@@ -95,6 +101,8 @@ func (c *call) from(ctx context.Context, i int) error {
 		}
 	case kindExecute:
 		return c.execute(ctx, s.policy, i)
+	case kindKeyed:
+		return c.keyed(ctx, i, s.policy.(*keyed.Group))
 	}
 	x := exit{kind: s.kind}
 	inner, err := enter(ctx, s, &x)
@@ -105,6 +113,30 @@ func (c *call) from(ctx context.Context, i int) error {
 		c.learner, c.learns = x.adapt, true
 	}
 	return c.under(inner, i, &x)
+}
+
+// keyed runs slots[i] as the policy of the call's key, which it holds
+// until that policy's hold ends.
+func (c *call) keyed(ctx context.Context, i int, g *keyed.Group) (err error) {
+	h, err := g.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	x := exit{kind: kindKeyed, key: h}
+	inner := slot{policy: h.Policy(), kind: kindOf(h.Policy())}
+	finished := false
+	defer func() {
+		if !finished {
+			c.end(&x, policy.ErrAborted)
+		}
+	}()
+	err = c.run(ctx, i, &inner)
+	finished = true
+	if c.handed {
+		c.pending = append(c.pending, x)
+		return nil
+	}
+	return c.end(&x, err)
 }
 
 // route runs one attempt on an endpoint r picks, and on another if the
@@ -356,6 +388,8 @@ func (c *call) end(x *exit, err error) error {
 			return err
 		}
 		return x.pick.Done(err)
+	case kindKeyed:
+		x.key.Release()
 	case kindCall:
 		c.p.observe(c.ctx, c.span, c.start, c.timed, err)
 	case kindExecute:

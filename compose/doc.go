@@ -47,7 +47,9 @@
 //
 // Every slot is optional and takes any [policy.Policy]. The policies of
 // this module are found by their types and entered in two steps; any other
-// policy runs through its Execute, with what is below it as fn. A hedge
+// policy runs through its Execute, with what is below it as fn. A
+// keyed.Group in a slot (a breaker per host, say) is entered as the policy
+// of the call's key, which it holds until that policy's hold ends. A hedge
 // runs whole calls: wrap the pipeline with hedge.Do.
 //
 // # Hand-over

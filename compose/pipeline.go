@@ -17,6 +17,7 @@ import (
 	"github.com/watertight/watertight/deadline"
 	"github.com/watertight/watertight/internal/pipeopt"
 	"github.com/watertight/watertight/internal/telemetry"
+	"github.com/watertight/watertight/keyed"
 	"github.com/watertight/watertight/policy"
 	"github.com/watertight/watertight/ratelimit"
 	"github.com/watertight/watertight/retry"
@@ -70,6 +71,7 @@ const (
 	kindBreaker
 	kindRetry
 	kindRoute   // the pick of an endpoint
+	kindKeyed   // the policy of the call's key, held (keyed.Group)
 	kindAttempt // an attempt's span and latency sample
 	kindCall    // the call's span and duration
 )
@@ -89,6 +91,8 @@ func kindOf(p policy.Policy) kind {
 		return kindBreaker
 	case *retry.Retry:
 		return kindRetry
+	case *keyed.Group:
+		return kindKeyed
 	}
 	return kindExecute
 }

@@ -127,8 +127,9 @@ func (p Policies) routed(slots []slot, at int) [][]slot {
 }
 
 // build returns the filled slots in order, with an attempt's start after
-// the first Retry, or, without one, below an adaptive limit in the
-// Bulkhead slot (which learns from each attempt's latency).
+// the first Retry, or, without one, below an adaptive limit or a
+// keyed.Group in the Bulkhead slot (an adaptive limit learns from each
+// attempt's latency).
 func (p Policies) build() []slot {
 	var out []slot
 	attemptAt := -1
@@ -141,7 +142,8 @@ func (p Policies) build() []slot {
 			attemptAt = len(out)
 		}
 	}
-	if attemptAt < 0 && len(out) > 0 && out[0].kind == kindAdaptive {
+	// A keyed.Group there may hold adaptive limits, one per key.
+	if attemptAt < 0 && len(out) > 0 && (out[0].kind == kindAdaptive || out[0].kind == kindKeyed) {
 		attemptAt = 1
 	}
 	if attemptAt >= 0 {

@@ -148,4 +148,9 @@
 // policies and the handler see the priority in the context. A client with
 // ClientConfig.PropagatePriority sends the priority of each call's context
 // to the next hop.
+//
+// A server call's key (policy.WithKey: the tenant it is made for) comes
+// from ServerConfig.Key, a function of the call's context and method, so
+// that a keyed.Group gives each tenant its own policy. No key is read from
+// metadata unless Key reads it.
 package grpcpolicy

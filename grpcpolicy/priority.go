@@ -52,10 +52,16 @@ func (s *Server) incomingPriority(ctx context.Context, method string) (policy.Pr
 	return policy.PriorityDefault, false
 }
 
-// withPriority returns ctx carrying the server call's priority.
+// withPriority returns ctx carrying the server call's priority, and its
+// key if ServerConfig.Key gives one.
 func (s *Server) withPriority(ctx context.Context, method string) context.Context {
 	if p, ok := s.incomingPriority(ctx, method); ok {
-		return policy.WithPriority(ctx, p)
+		ctx = policy.WithPriority(ctx, p)
+	}
+	if s.key != nil {
+		if k := s.key(ctx, method); k != "" {
+			ctx = policy.WithKey(ctx, k)
+		}
 	}
 	return ctx
 }

@@ -73,6 +73,15 @@ type ServerConfig struct {
 	// Nil trusts no client: a client cannot raise its own priority. It may
 	// be called concurrently.
 	TrustPriority func(ctx context.Context, fullMethod string) bool
+
+	// Key gives a call's key (policy.WithKey: whom the call is made for)
+	// from its context and full method name: an authenticated tenant,
+	// taken from what the peer proved (its certificate, a verified
+	// token), not from metadata it merely sends unless the peer is
+	// trusted. A keyed.Group, or a bulkhead with a fair share, reads it.
+	// Nil, or an empty key: a call keeps the key its context carries. It
+	// may be called concurrently.
+	Key func(ctx context.Context, fullMethod string) string
 }
 
 // DefaultServerIsFailure is the classification a [Server] uses when
@@ -96,6 +105,7 @@ type Server struct {
 	isFailure func(codes.Code) bool
 	priority  func(context.Context, string) policy.Priority
 	trust     func(context.Context, string) bool
+	key       func(context.Context, string) string
 	rejectErr error       // the status error a rejection is answered with
 	trailer   metadata.MD // the pushback trailer, shared read-only
 }
@@ -115,7 +125,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("grpcpolicy: ServerConfig.RejectCode must be Unavailable or ResourceExhausted, got %v", code)
 	}
-	s := &Server{routes: r, isFailure: cfg.IsFailure, priority: cfg.Priority, trust: cfg.TrustPriority}
+	s := &Server{routes: r, isFailure: cfg.IsFailure, priority: cfg.Priority, trust: cfg.TrustPriority, key: cfg.Key}
 	if s.isFailure == nil {
 		s.isFailure = DefaultServerIsFailure
 	}

@@ -133,5 +133,8 @@
 // A [Handler] gives each request the priority (policy.Priority) of
 // HandlerConfig.Priority, or the [PriorityHeader]'s of a client that
 // HandlerConfig.TrustPriority trusts. A Transport with PropagatePriority
-// sends the priority of each request's context to the next hop.
+// sends the priority of each request's context to the next hop. A
+// request's key (policy.WithKey: the tenant it is made for) comes from
+// HandlerConfig.Key, so that a keyed.Group gives each tenant its own
+// policy; no key is read from a header unless Key reads it.
 package httppolicy

@@ -37,6 +37,15 @@ type HandlerConfig struct {
 	// Nil trusts no client: a client cannot raise its own priority. It may
 	// be called concurrently.
 	TrustPriority func(r *http.Request) bool
+
+	// Key gives a request's key (policy.WithKey: whom the request is made
+	// for): an authenticated tenant, taken from what the request proved
+	// (a verified token, a client certificate), not from a header the
+	// client merely sends unless the client is trusted. The policy and the
+	// handler see it in the context; a keyed.Group, or a bulkhead with a
+	// fair share, reads it. Nil, or an empty key: a request keeps the key
+	// its context carries. It may be called concurrently.
+	Key func(r *http.Request) string
 }
 
 // Handler returns an http.Handler that runs h through p, one Execute per
@@ -105,6 +114,11 @@ func (s *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if p, ok := s.priorityOf(r); ok {
 		ctx = policy.WithPriority(ctx, p)
+	}
+	if s.cfg.Key != nil {
+		if k := s.cfg.Key(r); k != "" {
+			ctx = policy.WithKey(ctx, k)
+		}
 	}
 	err := s.p.Execute(ctx, c.run)
 	if err == nil || c.rw.wrote {

@@ -68,6 +68,12 @@ type Transport struct {
 	// request holds. A request of the default priority sends none, even if
 	// its header had one (copied from an inbound request, say).
 	PropagatePriority bool
+	// Key, if set, gives each request's key (policy.WithKey) for the
+	// policies, from the request as the caller made it: [KeyByHost] keys
+	// by host, so that a keyed.Group gives each host its own breaker. An
+	// empty key leaves the request's context's. It may be called
+	// concurrently.
+	Key func(*http.Request) string
 
 	// FirstByteTimeout, if positive, bounds each attempt's wait for the
 	// first byte of the response body (for a response without a body, its
@@ -154,8 +160,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeReqBody(req)
 		return nil, err
 	}
-	return newExchange(t, req, st, pipe).run(req.Context())
+	ctx := req.Context()
+	if t.Key != nil {
+		if k := t.Key(req); k != "" {
+			ctx = policy.WithKey(ctx, k)
+		}
+	}
+	return newExchange(t, req, st, pipe).run(ctx)
 }
+
+// KeyByHost returns the host of r's URL (with its port, if any): as
+// Transport.Key, it keys each request by the host it is sent to.
+func KeyByHost(r *http.Request) string { return r.URL.Host }
 
 // check returns the stream timeouts of a request, or why it is refused.
 func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {
