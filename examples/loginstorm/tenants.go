@@ -227,7 +227,8 @@ func tenantsJSON(arms []tenantArm) map[string]map[string]tenantJSON {
 	return out
 }
 
-// writeTenants writes tenants mode's table: a line per arm and tenant.
+// writeTenants writes tenants mode's table: a line per arm and tenant,
+// with the arm's wall time.
 func writeTenants(w io.Writer, delay time.Duration, arms []tenantArm) error {
 	win := tenantWindow(delay)
 	fmt.Fprintf(w, "tenants: the noisy tenant sends %d chats at once, then %d over %v; the quiet one %d over the same %v; upstream delay %v\n",
@@ -238,15 +239,13 @@ func writeTenants(w io.Writer, delay time.Duration, arms []tenantArm) error {
 	// Padded as writeStorm's mode column, to read left-aligned.
 	fmt.Fprintf(tw, "%-10s\t%-6s\tchats\tchat 200\tchat 503\tchat other\t200 p99\twall\t\n", "arm", "tenant")
 	for _, a := range arms {
-		wall := fmtSec(a.Wall)
 		for _, name := range []string{tenantNoisy, tenantQuiet} {
 			t := a.Tenants[name]
 			p99 := "-"
 			if len(t.OK) > 0 {
 				p99 = fmtMs(percentile(t.OK, 0.99))
 			}
-			fmt.Fprintf(tw, "%-10s\t%-6s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", a.Arm, name, t.Sent, len(t.OK), t.Busy, t.Other, p99, wall)
-			wall = ""
+			fmt.Fprintf(tw, "%-10s\t%-6s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", a.Arm, name, t.Sent, len(t.OK), t.Busy, t.Other, p99, fmtSec(a.Wall))
 		}
 	}
 	return tw.Flush()
