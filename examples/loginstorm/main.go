@@ -52,6 +52,14 @@
 // the router which one is slow: it is ejected, and the storm's chats all go
 // to the healthy one; those it has no room for are answered 503 at once.
 //
+// In tenants mode (all-in-one only) each chat is for a tenant, named in
+// its Loginstorm-Tenant header: a noisy tenant sends 60 chats at once and
+// 30 more over a quarter of the delay, a quiet one 3 over the same time,
+// through bulkhead mode's chats' compartment. It runs without the fair
+// share (first come first served: the noisy tenant holds every slot and
+// the quiet one gets 503s) and with it (FairShare, and at most 7 slots per
+// tenant: the quiet tenant's chats all run), side by side.
+//
 // Usage:
 //
 //	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode all] [-json]
