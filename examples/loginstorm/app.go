@@ -25,6 +25,15 @@ const (
 	modePriority = "priority" // one server limit, logins critical and chats sheddable
 	modeBreaker  = "breaker"  // the bulkhead's compartment, and a breaker that opens on slow calls
 	modeRoute    = "route"    // chats routed over a slow upstream and a healthy one
+	modeTenants  = "tenants"  // one tenant floods the chats' compartment, another sends a few: armFIFO and armFair
+)
+
+// The tenants mode's two arms, each an app mode of its own: the chats'
+// compartment of bulkhead mode, keyed by tenant, without and with the fair
+// share.
+const (
+	armFIFO = "fifo"       // first come first served, whoever the tenant
+	armFair = "fair_share" // FairShare, and at most tenantCap slots per tenant
 )
 
 // The seed's numbers.
@@ -44,6 +53,7 @@ const (
 	healthyShare   = 15                     // route mode: the healthy upstream's delay is the slow one's over this, as 2 s is to 30 s
 	routeHealthy   = 40                     // route mode: chats in flight to the healthy upstream
 	upstreamHeader = "Loginstorm-Upstream"  // route mode: which upstream answered a chat
+	tenantHeader   = "Loginstorm-Tenant"    // tenants mode: whom a chat is for
 )
 
 // upstreams are the app's upstreams: slow, and in route mode healthy.
@@ -99,14 +109,26 @@ type app struct {
 // mode, and routeHealthy to the healthy one; the slow one, once seen to be
 // slow, is ejected and gets one probe each fifth of slow (0: 5 s). A chat
 // neither can take is answered 503 with Retry-After.
+//
+// In armFIFO and armFair, the two arms of tenants mode, /chat calls it as
+// in bulkhead mode, and each request carries its tenant (tenantOf) as its
+// key. In armFIFO the chats' compartment ignores the key: first come first
+// served. In armFair it serves its waiters tenant by tenant (FairShare),
+// and no tenant holds more than tenantCap of its chatLimit slots
+// (MaxPerKey), so that the others always find room.
 func newApp(mode string, up upstreams, slow time.Duration) (*app, error) {
 	a := &app{mode: mode, upstream: up.slow + upstreamPath}
 	cfg := bulkhead.Config{Name: "server", Limit: serverSlots, MaxQueue: bulkhead.Unbounded}
 	var hcfg httppolicy.HandlerConfig
-	if mode == modePriority {
+	switch mode {
+	case modePriority:
 		cfg.MaxQueue, cfg.MaxWait = serverQueue, serverMaxWait
 		cfg.Reserve = map[policy.Priority]int{policy.PriorityCritical: loginReserve}
 		hcfg = httppolicy.HandlerConfig{RetryAfter: 2 * time.Second, Priority: routePriority}
+	case armFIFO, armFair:
+		// The key goes into every request's ctx, which /chat passes on to
+		// the chats' compartment.
+		hcfg.Key = tenantOf
 	}
 	slots, err := bulkhead.New(cfg)
 	if err != nil {
@@ -131,7 +153,7 @@ func newApp(mode string, up upstreams, slow time.Duration) (*app, error) {
 			slots.Close()
 			return nil, err
 		}
-	case modeBulkhead, modeBreaker:
+	case modeBulkhead, modeBreaker, armFIFO, armFair:
 		pol, closers, err := chatPolicy(mode, cmp.Or(slow, defaultSlow))
 		if err != nil {
 			slots.Close()
@@ -156,15 +178,19 @@ func newApp(mode string, up upstreams, slow time.Duration) (*app, error) {
 	return a, nil
 }
 
-// chatPolicy returns the chats' policy in bulkhead or breaker mode, and
-// what closes it.
+// chatPolicy returns the chats' policy in bulkhead or breaker mode, or in
+// an arm of tenants mode, and what closes it.
 func chatPolicy(mode string, slow time.Duration) (policy.Policy, []func(), error) {
-	llm, err := bulkhead.New(bulkhead.Config{Name: "llm", Limit: chatLimit, MaxQueue: chatQueue, MaxWait: chatMaxWait})
+	cfg := bulkhead.Config{Name: "llm", Limit: chatLimit, MaxQueue: chatQueue, MaxWait: chatMaxWait}
+	if mode == armFair {
+		cfg.FairShare, cfg.MaxPerKey = true, tenantCap
+	}
+	llm, err := bulkhead.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	closers := []func(){func() { llm.Close() }}
-	if mode == modeBulkhead {
+	if mode != modeBreaker {
 		return llm, closers, nil
 	}
 	br, err := breaker.New(breaker.Config{Name: "llm", SlowCallDuration: slow, SlowCallRatio: 0.5,
@@ -207,6 +233,13 @@ func (a *app) routeClient(up upstreams, slow time.Duration) error {
 	a.closers = append(a.closers, func() { c.Close() })
 	return nil
 }
+
+// tenantOf is the tenant a request is for, in tenants mode: the key the
+// chats' compartment shares its slots by. A real service takes it from what
+// the request proved (a verified token, a client certificate), never from
+// a header a client merely sends, unless that client is trusted: any
+// client could claim any tenant's share. The demo's load is trusted.
+func tenantOf(r *http.Request) string { return r.Header.Get(tenantHeader) }
 
 // routePriority is the priority of a request in priority mode.
 func routePriority(r *http.Request) policy.Priority {

@@ -211,6 +211,7 @@ type getter struct {
 	start   time.Time
 	mode    *atomic.Pointer[string]
 	lastEnd *atomic.Int64 // nanoseconds since start of the last answer read
+	tenant  string        // tenants mode: sent in tenantHeader, if set
 }
 
 // get returns the status of a GET of path (0 if it failed), 503 only with
@@ -220,6 +221,9 @@ func (g getter) get(path string) (int, time.Duration, string) {
 	t0 := time.Now()
 	status, upstream := 0, ""
 	req, err := http.NewRequestWithContext(g.ctx, http.MethodGet, g.target+path, nil)
+	if err == nil && g.tenant != "" {
+		req.Header.Set(tenantHeader, g.tenant)
+	}
 	if err == nil {
 		var resp *http.Response
 		if resp, err = g.client.Do(req); err == nil {

@@ -315,11 +315,92 @@ func TestAllModes(t *testing.T) {
 	checkPriority(t, r.Modes[modePriority])
 	checkRoute(t, r.Modes[modeRoute], 2*time.Second)
 	checkSpread(t, r.Spread)
+	if len(r.Tenants[armFIFO]) != 2 || len(r.Tenants[armFair]) != 2 { // TestTenants checks the counts
+		t.Errorf("JSON tenants = %v, want both arms, each with the noisy and the quiet tenant", r.Tenants)
+	}
 
 	for _, want := range []string{"shared ", "bulkhead ", "priority ", "route ", "chats 80/80 done (200: 80, 503: 0, other: 0)", "logins 50/50 done"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress has no %q:\n%s", want, progress.String())
 		}
+	}
+}
+
+// TestTenants runs tenants mode at a 2 s delay. The counts are exact: no
+// chat of the window can win a slot by waiting (tenantWindow), so only the
+// chats' compartment decides who runs. Without the fair share the noisy
+// tenant holds every slot, and the quiet tenant's chats find none; with it
+// the noisy tenant holds at most tenantCap, and the quiet one's chats,
+// never more than chatLimit-tenantCap at once, always find a free slot.
+func TestTenants(t *testing.T) {
+	var out, progress bytes.Buffer
+	if err := run(t.Context(), []string{"-mode", "tenants", "-delay", "2s", "-json"}, &out, &progress); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", out.Bytes())
+	r := decodeReport(t, out.Bytes()) // no login storm mode ran
+	for _, arm := range []string{armFIFO, armFair} {
+		for _, name := range []string{tenantNoisy, tenantQuiet} {
+			tj, sent := r.Tenants[arm][name], noisyBurst+noisyStream
+			if name == tenantQuiet {
+				sent = quietChats
+			}
+			if tj.Chats != sent || tj.ChatOK+tj.ChatBusy != sent || tj.ChatOther != 0 {
+				t.Errorf("%s %s: %+v; want %d chats, each answered 200 or 503", arm, name, tj, sent)
+			}
+			if (tj.ChatOK > 0) != (tj.OKP99 > 0) {
+				t.Errorf("%s %s: %d chats answered 200, p99 %v ms; want a p99 if and only if some were", arm, name, tj.ChatOK, tj.OKP99)
+			}
+		}
+	}
+	fifo, fair := r.Tenants[armFIFO], r.Tenants[armFair]
+	if q := fifo[tenantQuiet]; q.ChatOK != 0 || q.ChatBusy != quietChats {
+		t.Errorf("without the fair share the quiet tenant got %d x 200, %d x 503; want 0, %d", q.ChatOK, q.ChatBusy, quietChats)
+	}
+	if n := fifo[tenantNoisy]; n.ChatOK != chatLimit || n.ChatBusy != noisyBurst+noisyStream-chatLimit {
+		t.Errorf("without the fair share the noisy tenant got %d x 200, %d x 503; want %d, %d", n.ChatOK, n.ChatBusy, chatLimit, noisyBurst+noisyStream-chatLimit)
+	}
+	if q := fair[tenantQuiet]; q.ChatOK != quietChats || q.ChatBusy != 0 {
+		t.Errorf("with the fair share the quiet tenant got %d x 200, %d x 503; want %d, 0", q.ChatOK, q.ChatBusy, quietChats)
+	}
+	if n := fair[tenantNoisy]; n.ChatOK != tenantCap || n.ChatBusy != noisyBurst+noisyStream-tenantCap {
+		t.Errorf("with the fair share the noisy tenant got %d x 200, %d x 503; want %d, %d", n.ChatOK, n.ChatBusy, tenantCap, noisyBurst+noisyStream-tenantCap)
+	}
+	for _, want := range []string{"tenants/fifo ", "tenants/fair_share ", "quiet 3/3 done (200: 3, 503: 0, other: 0)"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress has no %q:\n%s", want, progress.String())
+		}
+	}
+}
+
+// TestWriteTenants checks tenants mode's table.
+func TestWriteTenants(t *testing.T) {
+	arms := []tenantArm{
+		{Arm: armFIFO, Wall: 30 * time.Second, Tenants: map[string]tenantResult{
+			tenantNoisy: {Sent: 90, OK: ms2d(30002, 30004), Busy: 88},
+			tenantQuiet: {Sent: 3, Busy: 3},
+		}},
+		{Arm: armFair, Wall: 35 * time.Second, Tenants: map[string]tenantResult{
+			tenantNoisy: {Sent: 90, OK: ms2d(30001), Busy: 89},
+			tenantQuiet: {Sent: 3, OK: ms2d(30001, 30002, 30003)},
+		}},
+	}
+	var b bytes.Buffer
+	if err := writeTenants(&b, 30*time.Second, arms); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"60 chats at once, then 30 over 7.5s; the quiet one 3 over the same 7.5s; upstream delay 30s",
+		"a tenant holds at most 7 slots",
+		"30 004 ms", "30 003 ms", "30.0 s", "35.0 s",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table has no %q:\n%s", want, got)
+		}
+	}
+	if lines := strings.Count(got, "\n"); lines != 8 {
+		t.Errorf("table has %d lines, want 8 (2 of header, a blank, column names, 4 rows):\n%s", lines, got)
 	}
 }
 

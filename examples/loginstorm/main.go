@@ -52,6 +52,14 @@
 // the router which one is slow: it is ejected, and the storm's chats all go
 // to the healthy one; those it has no room for are answered 503 at once.
 //
+// In tenants mode (all-in-one only) each chat is for a tenant, named in
+// its Loginstorm-Tenant header: a noisy tenant sends 60 chats at once and
+// 30 more over a quarter of the delay, a quiet one 3 over the same time,
+// through bulkhead mode's chats' compartment. It runs without the fair
+// share (first come first served: the noisy tenant holds every slot and
+// the quiet one gets 503s) and with it (FairShare, and at most 7 slots per
+// tenant: the quiet tenant's chats all run), side by side.
+//
 // Usage:
 //
 //	go run ./examples/loginstorm [-delay 30s] [-chats 80] [-logins 50] [-rounds 1] [-mode all] [-json]
@@ -221,7 +229,7 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var mode string
 	fs := newFlagSet("loginstorm", usage, stderr)
 	f.register(fs, defDelay)
-	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, breaker (bulkhead and breaker with the chats spread), route, or all")
+	fs.StringVar(&mode, "mode", "all", "shared, bulkhead, priority, breaker (bulkhead and breaker with the chats spread), route, tenants (a noisy and a quiet tenant, without and with the fair share), or all")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -231,16 +239,9 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.validate(); err != nil {
 		return err
 	}
-	var modes, spread []string
-	switch mode {
-	case "all":
-		modes, spread = []string{modeShared, modeBulkhead, modePriority, modeRoute}, []string{modeBulkhead, modeBreaker}
-	case modeShared, modeBulkhead, modePriority, modeRoute:
-		modes = []string{mode}
-	case modeBreaker:
-		spread = []string{modeBulkhead, modeBreaker}
-	default:
-		return fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority, breaker, route or all, got %q", mode)
+	modes, spread, tenants, err := selectModes(mode)
+	if err != nil {
+		return err
 	}
 	rows, err := runModes(ctx, modes, f, 0, stderr)
 	if err != nil {
@@ -250,10 +251,39 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return writeJSON(stdout, f.params(), rows, spreadRows)
+	var arms []tenantArm
+	if tenants {
+		runtime.GC() // as before each mode
+		if arms, err = runTenants(ctx, f, stderr); err != nil {
+			return err
+		}
 	}
-	return writeTable(stdout, f.params(), rows, spreadRows)
+	if f.json {
+		return writeJSON(stdout, f.params(), rows, spreadRows, arms)
+	}
+	if err := writeTable(stdout, f.params(), rows, spreadRows); err != nil || len(arms) == 0 {
+		return err
+	}
+	if len(rows)+len(spreadRows) > 0 {
+		fmt.Fprintln(stdout)
+	}
+	return writeTenants(stdout, f.delay, arms)
+}
+
+// selectModes returns what -mode runs: the login storm's modes, the slow
+// provider's (the chats spread), and whether tenants mode runs.
+func selectModes(mode string) (modes, spread []string, tenants bool, err error) {
+	switch mode {
+	case "all":
+		return []string{modeShared, modeBulkhead, modePriority, modeRoute}, []string{modeBulkhead, modeBreaker}, true, nil
+	case modeShared, modeBulkhead, modePriority, modeRoute:
+		return []string{mode}, nil, false, nil
+	case modeBreaker:
+		return nil, []string{modeBulkhead, modeBreaker}, false, nil
+	case modeTenants:
+		return nil, nil, true, nil
+	}
+	return nil, nil, false, fmt.Errorf("loginstorm: -mode must be shared, bulkhead, priority, breaker, route, tenants or all, got %q", mode)
 }
 
 // runModes runs each mode in turn, the chats spread over spread.
@@ -479,7 +509,7 @@ func runLoadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rows := []summary{{Mode: mode, loadResult: r}}
 	if f.json {
-		return writeJSON(stdout, f.params(), rows, nil)
+		return writeJSON(stdout, f.params(), rows, nil, nil)
 	}
 	return writeTable(stdout, f.params(), rows, nil)
 }

@@ -53,13 +53,16 @@ type modeJSON struct {
 
 // reportJSON is the whole -json output.
 type reportJSON struct {
-	DelayMs  float64             `json:"delay_ms"`
-	Chats    int                 `json:"chats"`
-	Logins   int                 `json:"logins_per_round"`
-	Rounds   int                 `json:"rounds"`
-	Modes    map[string]modeJSON `json:"modes"`
-	Spread   map[string]modeJSON `json:"spread,omitempty"`    // the chats spread over one delay
-	P99Ratio float64             `json:"p99_ratio,omitempty"` // shared p99 / bulkhead p99
+	DelayMs float64             `json:"delay_ms"`
+	Chats   int                 `json:"chats"`
+	Logins  int                 `json:"logins_per_round"`
+	Rounds  int                 `json:"rounds"`
+	Modes   map[string]modeJSON `json:"modes"`
+	Spread  map[string]modeJSON `json:"spread,omitempty"` // the chats spread over one delay
+	// Tenants is tenants mode: per arm (fifo, fair_share), per tenant
+	// (noisy, quiet).
+	Tenants  map[string]map[string]tenantJSON `json:"tenants,omitempty"`
+	P99Ratio float64                          `json:"p99_ratio,omitempty"` // shared p99 / bulkhead p99
 }
 
 // params is the load that produced a report.
@@ -88,9 +91,9 @@ func p99Ratio(rows []summary) float64 {
 	return float64(shared) / float64(bh)
 }
 
-// writeJSON writes rows and spread (the runs with the chats spread) as one
-// JSON object, with a newline.
-func writeJSON(w io.Writer, p params, rows, spread []summary) error {
+// writeJSON writes rows, spread (the runs with the chats spread) and
+// tenants (tenants mode's arms) as one JSON object, with a newline.
+func writeJSON(w io.Writer, p params, rows, spread []summary, tenants []tenantArm) error {
 	out := reportJSON{
 		DelayMs: ms(p.Delay),
 		Chats:   p.Chats,
@@ -100,6 +103,9 @@ func writeJSON(w io.Writer, p params, rows, spread []summary) error {
 	}
 	if len(spread) > 0 {
 		out.Spread = modesJSON(spread)
+	}
+	if len(tenants) > 0 {
+		out.Tenants = tenantsJSON(tenants)
 	}
 	if r := p99Ratio(rows); r > 0 {
 		out.P99Ratio = math.Round(r*10) / 10
