@@ -99,3 +99,13 @@ func TestTransportKey(t *testing.T) {
 		t.Errorf("keys %q, want %q then the context's", rec.keys, want)
 	}
 }
+
+// TestKeyByHostCase: host names are case-insensitive, so one host is one
+// key however its URL spells it.
+func TestKeyByHostCase(t *testing.T) {
+	a := httptest.NewRequest("GET", "http://API.Example.com:8080/v1", nil)
+	b := httptest.NewRequest("GET", "http://api.example.com:8080/v2", nil)
+	if ka, kb := httppolicy.KeyByHost(a), httppolicy.KeyByHost(b); ka != kb || ka != "api.example.com:8080" {
+		t.Errorf("KeyByHost = %q and %q, want api.example.com:8080 for both", ka, kb)
+	}
+}

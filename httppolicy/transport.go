@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,9 +170,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return newExchange(t, req, st, pipe).run(ctx)
 }
 
-// KeyByHost returns the host of r's URL (with its port, if any): as
-// Transport.Key, it keys each request by the host it is sent to.
-func KeyByHost(r *http.Request) string { return r.URL.Host }
+// KeyByHost returns the host of r's URL (with its port, if any), in lower
+// case, as host names are: as Transport.Key, it keys each request by the
+// host it is sent to.
+func KeyByHost(r *http.Request) string { return strings.ToLower(r.URL.Host) }
 
 // check returns the stream timeouts of a request, or why it is refused.
 func (t *Transport) check(ctx context.Context) (streamTimeouts, error) {

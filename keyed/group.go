@@ -169,7 +169,7 @@ func (g *Group) add(ctx context.Context, k string) (Held, error) {
 		err = errors.New("New returned a nil policy")
 	}
 	if err != nil {
-		return Held{}, fmt.Errorf("keyed: %s: building the policy of a key: %w", g.name, err)
+		return Held{}, fmt.Errorf("keyed: %sbuilding the policy of a key: %w", named(g.name), err)
 	}
 	g.mu.Lock()
 	if e, ok := g.keys[k]; ok { // built by another call meanwhile
@@ -284,4 +284,12 @@ func closePolicy(p policy.Policy) {
 	case interface{ Close() }:
 		c.Close()
 	}
+}
+
+// named is "name: ", or nothing for a Group without a name.
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return name + ": "
 }

@@ -223,6 +223,10 @@ func TestNewFails(t *testing.T) {
 	if err := g.Execute(key("a"), nop); err == nil || !strings.Contains(err.Error(), "nil policy") {
 		t.Errorf("Execute with a nil policy = %v", err)
 	}
+	unnamed := newGroup(t, keyed.Config{MaxKeys: 10, New: func(k, l string) (policy.Policy, error) { return nil, boom }})
+	if err := unnamed.Execute(key("a"), nop); err == nil || !strings.HasPrefix(err.Error(), "keyed: building the policy of a key") {
+		t.Errorf("Execute in a Group without a name = %v", err)
+	}
 	if g.Keys() != 0 {
 		t.Errorf("%d keys live after New failed", g.Keys())
 	}
