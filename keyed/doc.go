@@ -32,8 +32,11 @@
 // used one once that one has been idle for Config.MinIdle. A key is never
 // evicted while a call holds it. So an attacker who invents keys gets
 // MaxKeys policies at most, and none of a tenant active within MinIdle.
-// An evicted policy that has a Close method is closed; its key's next
-// call builds a new one.
+// An evicted policy that has a Close method is closed, just after its key
+// leaves the Group; its key's next call builds a new one. New runs
+// outside the Group's lock, so calls of new keys may build policies at
+// once; one whose key then finds no room is closed at once and serves no
+// call.
 //
 // # Metric labels
 //
