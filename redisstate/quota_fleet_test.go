@@ -224,7 +224,8 @@ func runFleet(t *testing.T, addr, name string, shared bool, n int, d time.Durati
 // quota of 60 requests and 20 000 tokens a second through a real Redis,
 // against a provider of that quota. With the Quota, the provider answers
 // no 429, the fleet is admitted at most the quota's rate over the run (plus
-// its burst, plus 1%), at most quota plus burst in any second, and tokens
+// its burst, plus 1%), at most quota plus burst in any second (as the
+// provider sees them: plus a tenth of a burst for the trip), and tokens
 // within quota plus burst plus the largest call. Without it, each replica
 // paces itself to the whole quota, and the provider answers 429s.
 func TestQuotaFleet(t *testing.T) {
@@ -248,8 +249,11 @@ func TestQuotaFleet(t *testing.T) {
 	if most := fleetBurst + fleetRequests*secs*1.01; float64(with.served) > most {
 		t.Errorf("%d requests served in %.2fs, more than the burst plus the rate plus 1%% (%.0f)", with.served, secs, most)
 	}
-	if with.winReqs > fleetRequests+fleetBurst {
-		t.Errorf("%d requests in one second, more than quota plus burst (%d)", with.winReqs, fleetRequests+fleetBurst)
+	// The quota counts admissions by Redis's clock; the provider sees them
+	// later, each after its own trip, so its windows get the slack its
+	// bucket gives the network's jitter.
+	if most := fleetRequests + fleetBurst + fleetBurst/10; with.winReqs > most {
+		t.Errorf("%d requests in one second at the provider, more than quota plus burst plus jitter (%d)", with.winReqs, most)
 	}
 	if most := fleetTokens + fleetTokBurst + with.biggest; with.winToks > most {
 		t.Errorf("%d tokens in one second, more than quota plus burst plus the largest call (%d)", with.winToks, most)
