@@ -398,13 +398,14 @@ func (s *Slots) push(w *waiter) {
 // its ring, and a share left idle is removed. s.mu must be held.
 func (s *Slots) unlink(w *waiter) {
 	l := w.line
+	c := l.class // read first: prune zeroes an idle share, its lines' class too
 	l.remove(w)
+	s.queued.Add(-1)
+	s.queuedBy[c].Add(-1)
 	if l.len == 0 {
-		s.rings[l.class].remove(l)
+		s.rings[c].remove(l)
 		s.prune(l.share)
 	}
-	s.queued.Add(-1)
-	s.queuedBy[l.class].Add(-1)
 }
 
 // next returns the line whose turn it is among classes c and above: in
