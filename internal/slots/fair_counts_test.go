@@ -55,3 +55,51 @@ func TestFairQueuedByWhenAKeyLeaves(t *testing.T) {
 		checkCounts(t, s, 0, 0)
 	})
 }
+
+// TestFairShedTieInOwnPriority: of keys with as many waiters in the
+// newcomer's priority, the one whose turn comes last loses its newest.
+func TestFairShedTieInOwnPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newKeyed(1, 4, 0)
+		c := newCaller(s)
+		c.start(plain, "h")
+		for _, n := range []string{"a1", "b1", "a2", "b2"} {
+			c.start(key(plain, n[:1]), n)
+		}
+		c.start(key(plain, "c"), "c1")
+		if o := c.outcome("b2"); o != RejectedShed {
+			t.Fatalf("b2: %v; want RejectedShed", o)
+		}
+		for _, n := range []string{"h", "a1", "b1", "c1", "a2"} {
+			c.release(n)
+		}
+		if got, want := c.admitted(99), "h,a1,b1,c1,a2"; got != want {
+			t.Errorf("admitted %s; want %s", got, want)
+		}
+		checkKeys(t, s, 0)
+	})
+}
+
+// TestCapLeavesNoSlotToALowerPriority: when every key waiting at a
+// priority is at its cap, a lower priority takes the free slot; the
+// capped key is served first once it frees one.
+func TestCapLeavesNoSlotToALowerPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newKeyed(2, Unbounded, 1)
+		c := newCaller(s)
+		c.start(key(critical, "a"), "a1")
+		c.start(key(critical, "a"), "a2")  // a at its cap: waits
+		c.start(key(sheddable, "b"), "s1") // takes the free slot
+		c.start(key(sheddable, "b"), "s2")
+		checkCounts(t, s, 2, 2)
+		c.release("a1")
+		c.release("s1")
+		if got, want := c.admitted(99), "a1,s1,a2,s2"; got != want {
+			t.Errorf("admitted %s; want %s", got, want)
+		}
+		c.release("a2")
+		c.release("s2")
+		checkCounts(t, s, 0, 0)
+		checkKeys(t, s, 0)
+	})
+}
