@@ -139,8 +139,9 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // wait: a smaller queue turns newcomers away until it is below its new
 // size (but for one that sheds a waiter of a lower class, as in a full
 // queue), and a new wait applies to the callers who queue after it.
-// keys.Fair is ignored. A new MaxPerKey counts the slots taken after it:
-// a key's slots taken without a cap do not count against a cap set later.
+// keys.Fair is ignored. A new MaxPerKey counts the slots a key holds
+// under a cap, the old one's included: a key's slots taken without a cap
+// do not count against a cap set later.
 func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int, keys Keys) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
