@@ -56,3 +56,11 @@ func TestFairSharePanicFreesKeysSlot(t *testing.T) {
 		t.Fatalf("the key's next call: %v", err)
 	}
 }
+
+// TestMaxPerKeyValidation: New refuses a negative cap, naming MaxPerKey.
+func TestMaxPerKeyValidation(t *testing.T) {
+	_, err := adaptive.New(adaptive.Config{FairShare: true, MaxPerKey: -1})
+	if err == nil || err.Error() != "adaptive: Config.MaxPerKey must be >= 0, got -1" {
+		t.Fatalf("New with MaxPerKey -1 = %v", err)
+	}
+}

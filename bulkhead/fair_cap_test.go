@@ -2,6 +2,7 @@ package bulkhead
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -122,5 +123,26 @@ func TestFairShareNoAllocs(t *testing.T) {
 			t.Errorf("key_full Execute: %v allocs; want 0", n)
 		}
 		p.Release()
+	}
+}
+
+// TestMaxPerKeyValidation: New and Update refuse a negative cap and a
+// cap without the fair share, naming MaxPerKey; a refused Update keeps
+// the cap in force.
+func TestMaxPerKeyValidation(t *testing.T) {
+	for _, cfg := range []Config{
+		{Limit: 2, FairShare: true, MaxPerKey: -1},
+		{Limit: 2, MaxPerKey: 1},
+	} {
+		if _, err := New(cfg); err == nil || !strings.HasPrefix(err.Error(), "bulkhead: Config.MaxPerKey ") {
+			t.Errorf("New(%+v) = %v; want an error naming Config.MaxPerKey", cfg, err)
+		}
+	}
+	b := mustNew(t, Config{Limit: 2, FairShare: true, MaxPerKey: 1})
+	if err := b.Update(Config{Limit: 2, FairShare: true, MaxPerKey: -1}); err == nil || !strings.Contains(err.Error(), "Config.MaxPerKey") {
+		t.Fatalf("Update with a negative cap = %v", err)
+	}
+	if c := b.Config(); c.MaxPerKey != 1 {
+		t.Fatalf("MaxPerKey after a refused Update = %d; want 1", c.MaxPerKey)
 	}
 }
