@@ -192,7 +192,8 @@ func (l *Limiter) QueuedBy(p policy.Priority) int { return l.slots.QueuedBy(p) }
 
 // Keys returns the number of keys with state now: with FairShare, the
 // keys that have a caller waiting or hold a slot counted against
-// MaxPerKey. It takes the limiter's admission lock.
+// MaxPerKey; calls without a key are not counted. It takes the limiter's
+// admission lock.
 func (l *Limiter) Keys() int { return l.slots.KeysTracked() }
 
 // Queued returns the number of callers waiting to be admitted now.

@@ -18,7 +18,8 @@ import (
 // is below its new size (but for one that takes the place of a waiter of
 // a lower priority, as in a full queue), and a new MaxWait applies to
 // callers who queue after the update. A new MaxPerKey counts the slots
-// taken after the update. Update cannot change FairShare: a cfg whose
+// a key holds under a cap, the old one's included; those taken with no
+// cap set do not count. Update cannot change FairShare: a cfg whose
 // FairShare differs changes nothing and returns an error naming
 // FairShare; build a new Limiter for that. A probe in progress goes on
 // with the new bounds. The learned limit and the no-load latency survive.

@@ -106,7 +106,8 @@ func (b *Bulkhead) QueuedBy(p policy.Priority) int { return b.slots.QueuedBy(p) 
 
 // Keys returns the number of keys with state now: with FairShare, the
 // keys that have a caller waiting or hold a slot counted against
-// MaxPerKey. It takes the bulkhead's lock.
+// MaxPerKey; calls without a key are not counted. It takes the
+// bulkhead's lock.
 func (b *Bulkhead) Keys() int { return b.slots.KeysTracked() }
 
 // Limit returns the Config.Limit in force.

@@ -101,8 +101,10 @@
 //   - A new MaxWait applies to the callers who queue after the update;
 //     those already waiting keep theirs.
 //   - A new Reserve applies to the next admission.
-//   - A new MaxPerKey counts the slots taken after the update; a higher
-//     one hands the slots it opens to the waiters at once.
+//   - A new MaxPerKey counts the slots each key holds under a cap, the
+//     old one's included (slots taken with no cap set do not count); a
+//     lower one revokes none, a higher one hands the slots it opens to
+//     the waiters at once.
 //
 // # Concurrency
 //

@@ -20,8 +20,9 @@ import (
 // MaxWait: a shorter queue turns newcomers away until it is below its new
 // size (but for one that takes the place of a waiter of a lower priority,
 // as in a full queue), and a new MaxWait applies to those who queue after
-// the update. A new MaxPerKey counts the slots taken after the update: a
-// key's slots taken before it do not count against it.
+// the update. A new MaxPerKey counts the slots a key holds under a cap,
+// the old one's included, and revokes none; slots taken while no cap was
+// set do not count against it.
 // Update is safe for concurrent use with calls and with itself.
 func (b *Bulkhead) Update(cfg Config) error {
 	if err := cfg.validate(); err != nil {

@@ -440,6 +440,7 @@ func (m *model) check(rt *rapid.T) {
 	if c, k, ok := m.next(0); ok && len(m.holders) < m.ceiling(c) {
 		rt.Fatalf("key %q of class %d waits with %d slots held, of the %d it may take", k, c, len(m.holders), m.ceiling(c))
 	}
+	m.checkQueuedBy(rt)
 	if got, want := m.s.KeysTracked(), m.tracked(); got != want {
 		rt.Fatalf("KeysTracked = %d; model %d", got, want)
 	}
@@ -470,6 +471,20 @@ func (m *model) check(rt *rapid.T) {
 		c.checked = true
 		if c.outcome != want.o || c.err != want.err {
 			rt.Fatalf("caller %d: Acquire = %v, %v; model %v, %v", c.id, c.outcome, c.err, want.o, want.err)
+		}
+	}
+}
+
+// checkQueuedBy fails unless QueuedBy counts the model's waiters of
+// each class.
+func (m *model) checkQueuedBy(rt *rapid.T) {
+	var byClass [classes]int
+	for _, w := range m.queue {
+		byClass[w.class]++
+	}
+	for c, n := range byClass {
+		if got := m.s.QueuedBy(policy.Priority(c - 1)); got != n {
+			rt.Fatalf("QueuedBy(%v) = %d; model %d", policy.Priority(c-1), got, n)
 		}
 	}
 }

@@ -139,8 +139,9 @@ func (s *Slots) Init(limit, queueCap int, maxWait time.Duration, reserve map[pol
 // wait: a smaller queue turns newcomers away until it is below its new
 // size (but for one that sheds a waiter of a lower class, as in a full
 // queue), and a new wait applies to the callers who queue after it.
-// keys.Fair is ignored. A new MaxPerKey counts the slots taken after it:
-// a key's slots taken without a cap do not count against a cap set later.
+// keys.Fair is ignored. A new MaxPerKey counts the slots a key holds
+// under a cap, the old one's included: a key's slots taken without a cap
+// do not count against a cap set later.
 func (s *Slots) Set(limit, queueCap int, maxWait time.Duration, reserve map[policy.Priority]int, keys Keys) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -398,13 +399,14 @@ func (s *Slots) push(w *waiter) {
 // its ring, and a share left idle is removed. s.mu must be held.
 func (s *Slots) unlink(w *waiter) {
 	l := w.line
+	c := l.class // read first: prune zeroes an idle share, its lines' class too
 	l.remove(w)
+	s.queued.Add(-1)
+	s.queuedBy[c].Add(-1)
 	if l.len == 0 {
-		s.rings[l.class].remove(l)
+		s.rings[c].remove(l)
 		s.prune(l.share)
 	}
-	s.queued.Add(-1)
-	s.queuedBy[l.class].Add(-1)
 }
 
 // next returns the line whose turn it is among classes c and above: in
