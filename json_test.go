@@ -417,7 +417,8 @@ func genRoute() *rapid.Generator[route.Config] {
 
 // FuzzConfigJSON reads any bytes as a Config; one that is read is written
 // and read again to the same Config and the same bytes, and New accepts
-// it.
+// it, unless it has a route with no endpoints (which JSON may leave to an
+// HTTP client's HTTPOptions): New refuses that, naming the endpoints.
 func FuzzConfigJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var cfg watertight.Config
@@ -442,6 +443,12 @@ func FuzzConfigJSON(f *testing.F) {
 			t.Fatalf("written again: %s, %v; want %s", again, err, out)
 		}
 		p, err := watertight.New("p", cfg)
+		if cfg.Route != nil && len(cfg.Route.Endpoints) == 0 {
+			if err == nil || !strings.Contains(err.Error(), "Endpoints") {
+				t.Fatalf("New of %s, a route with no endpoints: %v, want an error naming the endpoints", out, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("New refuses %s, which reads: %v", out, err)
 		}
