@@ -113,9 +113,10 @@
 // no-load latency survive an update: InitialLimit only starts a limiter,
 // and the learned limit is clamped to the new MinLimit and MaxLimit.
 // Admissions, waiters and MaxQueue, MaxWait, Reserve and MaxPerKey change
-// as they do in package bulkhead, and FairShare is fixed at New: no call is cut or shed by an update, a lower limit
-// admits nobody until fewer calls than it run, and a new MaxWait applies
-// to the callers who queue after it.
+// as they do in package bulkhead, and FairShare is fixed at New: no call
+// is cut or shed by an update, a lower limit admits nobody until fewer
+// calls than it run, and a new MaxWait applies to the callers who queue
+// after it.
 //
 // # Limitations
 //
