@@ -26,7 +26,10 @@ type HTTPOptions struct {
 	// RetryUnsafe, PropagatePriority, Key, FirstByteTimeout, IdleTimeout,
 	// KeepaliveEvents and StreamEnd are the httppolicy.Transport fields of
 	// the same names. A timeout must be >= 0; 0 turns it off. A StreamEnd
-	// must not be empty.
+	// must not be empty. Key reads the request as the caller made it,
+	// before an endpoint is picked: with Endpoints, httppolicy.KeyByHost
+	// gives the caller's host, not the endpoint's (each endpoint's own
+	// Breaker is the per-endpoint one).
 	RetryUnsafe       bool
 	PropagatePriority bool
 	Key               func(*http.Request) string

@@ -91,9 +91,9 @@ func TestHTTPClientKeyEveryAttempt(t *testing.T) {
 	}
 }
 
-// TestHTTPClientKeyByHostEndpoints: KeyByHost keys each request by the
-// host it is sent to, so with HTTPOptions.Endpoints each endpoint's host
-// is the key of the requests it gets.
+// TestHTTPClientKeyByHostEndpoints: Key reads the request as the caller
+// made it, before an endpoint is picked: with HTTPOptions.Endpoints,
+// KeyByHost gives the caller's host whichever endpoint answers.
 func TestHTTPClientKeyByHostEndpoints(t *testing.T) {
 	var eu, us seen
 	euSrv := endpointServer(t, &eu, answerOK)
@@ -108,13 +108,23 @@ func TestHTTPClientKeyByHostEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	resp, err := c.Get("http://api.invalid/v1/chat")
-	if err != nil {
-		t.Fatal(err)
+	for range 4 {
+		resp, err := c.Get("http://API.invalid/v1/chat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Request.URL.Host == "api.invalid" {
+			t.Errorf("the request was sent to the caller's host, not an endpoint's")
+		}
 	}
-	resp.Body.Close()
-	sentTo := strings.ToLower(resp.Request.URL.Host)
-	if keys := rec.all(); len(keys) != 1 || keys[0] != sentTo {
-		t.Errorf("the pipeline saw keys %q; the request was sent to %s", keys, sentTo)
+	keys := rec.all()
+	if len(keys) != 4 {
+		t.Fatalf("the pipeline saw %d calls, want 4", len(keys))
+	}
+	for _, k := range keys {
+		if k != "api.invalid" {
+			t.Errorf("the pipeline saw key %q, want the caller's host, api.invalid", k)
+		}
 	}
 }

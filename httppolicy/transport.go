@@ -172,7 +172,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // KeyByHost returns the host of r's URL (with its port, if any), in lower
 // case, as host names are: as Transport.Key, it keys each request by the
-// host it is sent to.
+// host of the URL the caller gave. Under a Base that sends the request
+// elsewhere ([Endpoints], watertight.HTTPOptions.Endpoints), that is the
+// caller's host, the same whichever endpoint answers: the key is read
+// before an endpoint is picked.
 func KeyByHost(r *http.Request) string { return strings.ToLower(r.URL.Host) }
 
 // check returns the stream timeouts of a request, or why it is refused.
