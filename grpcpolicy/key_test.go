@@ -2,9 +2,11 @@ package grpcpolicy_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/watertight/watertight/grpcpolicy"
@@ -58,5 +60,53 @@ func TestServerKey(t *testing.T) {
 	want := "acme " + mCall
 	if len(seen.keys) != 2 || seen.keys[0] != want || seen.keys[1] != "" || len(handler) != 2 || handler[0] != want {
 		t.Errorf("the policy saw keys %q, the handler %q; want %q then none", seen.keys, handler, want)
+	}
+}
+
+// ctxStream is a server stream that has only a context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+// TestServerKeyStreamAndContext: a stream's key reaches the policy and the
+// handler as a unary call's does, and a call for which Key gives no key
+// keeps the one its context carries (set by an interceptor before).
+func TestServerKeyStreamAndContext(t *testing.T) {
+	seen := &seenKeys{}
+	srv, err := grpcpolicy.NewServer(grpcpolicy.ServerConfig{Policy: seen, Key: func(ctx context.Context, _ string) string {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if v := md.Get("tenant"); len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handler []string
+	unary := func(ctx context.Context, _ any) (any, error) {
+		handler = append(handler, policy.KeyOf(ctx))
+		return nil, nil
+	}
+	stream := func(_ any, ss grpc.ServerStream) error {
+		handler = append(handler, policy.KeyOf(ss.Context()))
+		return nil
+	}
+	tenant := metadata.NewIncomingContext(context.Background(), metadata.Pairs("tenant", "acme"))
+	outer := policy.WithKey(context.Background(), "outer")
+	for _, ctx := range []context.Context{tenant, outer} {
+		if _, err := srv.UnaryInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: mCall}, unary); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.StreamInterceptor()(nil, ctxStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: mCall}, stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"acme", "acme", "outer", "outer"}
+	if !slices.Equal(seen.keys, want) || !slices.Equal(handler, want) {
+		t.Errorf("the policy saw keys %q, the handler %q; want %q", seen.keys, handler, want)
 	}
 }
