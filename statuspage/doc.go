@@ -17,8 +17,10 @@
 // adaptive limit's limit, calls in flight and waiting by priority; a
 // breaker's state, until when it is open, and its counts while closed; a
 // rate limit's hold and rates; a retry's attempts and its budget's
-// balance; a deadline's timeout; each route endpoint's latency, load and
-// whether it is out or ejected. Also the calls rejected in the last
+// balance; a deadline's timeout; a keyed group's live keys and its
+// MaxKeys, counted (the keys themselves, its callers' input, are never
+// shown); each route endpoint's latency, load and whether it is out or
+// ejected. Also the calls rejected in the last
 // minute, by policy and reason, with a sparkline of them second by
 // second. A policy of another type shows its type.
 //
