@@ -27,11 +27,16 @@ const (
 // tenantArms are tenants mode's arms, in the order they are reported.
 var tenantArms = []string{armFIFO, armFair}
 
+// tenantMinDelay is the delay above which tenants mode's counts are exact:
+// the window, a quarter of it, and the last chat's patience end before it.
+const tenantMinDelay = 4 * chatMaxWait / 3
+
 // tenantWindow is the time over which the tenants send their chats for an
 // upstream delay: a quarter of it (7.5 s for the seed's 30 s). It ends well
-// before the first slots free, one delay in, and the last chat's second of
-// patience with it: no chat of the window can win a slot by waiting, so
-// only the compartment's settings decide who runs.
+// before the first slots free, one delay in, and for a delay over 4/3 s
+// (tenantMinDelay) the last chat's second of patience with it: no chat of
+// the window can win a slot by waiting, so only the compartment's
+// settings decide who runs.
 func tenantWindow(delay time.Duration) time.Duration { return delay / 4 }
 
 // tenantSend is one chat of tenants mode's load.

@@ -144,3 +144,14 @@ func TestTenantsJSONNames(t *testing.T) {
 		t.Errorf("a tenant with no 200 has chat_200_p99_ms %v, want 0", p99)
 	}
 }
+
+// TestTenantWindowBound: the last chat of tenants mode's window gives up
+// before the first slot frees, one delay in, exactly when the delay is
+// over tenantMinDelay, as the README says; below it the counts race.
+func TestTenantWindowBound(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Second, tenantMinDelay, tenantMinDelay + time.Millisecond, 2 * time.Second, 30 * time.Second} {
+		if got, want := tenantWindow(d)+chatMaxWait < d, d > tenantMinDelay; got != want {
+			t.Errorf("delay %v: the last chat gives up before the first slot frees: %v, want %v", d, got, want)
+		}
+	}
+}
