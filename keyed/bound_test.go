@@ -17,11 +17,11 @@ import (
 // TestBoundInventedKeys: calls with a fresh random key each (an attacker
 // inventing keys), from 8 goroutines, never find more than MaxKeys keys
 // live; no call runs past its key's limit; the heap after is what it was
-// before, within a few MiB. 1 000 000 calls (100 000 with -short).
+// before, within a few MiB. 1 000 000 calls (30 000 with -short).
 func TestBoundInventedKeys(t *testing.T) {
 	n := 1_000_000
 	if testing.Short() {
-		n = 100_000
+		n = 30_000
 	}
 	const maxKeys, workers = 1000, 8
 	var built, closed atomic.Int64

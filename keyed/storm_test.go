@@ -23,9 +23,9 @@ import (
 // the calls on 10 of them), 32 live at most (so keys are evicted and
 // built again, and a new key finds every live one held), each key a
 // bulkhead of 2 slots and a queue of 2, with callers that cancel and fns
-// that panic. Every call ends once,
-// in one outcome; no built bulkhead holds a slot afterwards; the
-// rejections counted equal those the callers saw, by kind and reason.
+// that panic. Every call ends once, in one outcome; no built bulkhead
+// holds a slot afterwards; the rejections counted equal those the callers
+// saw, by kind and reason. Under -short, 20 000 calls.
 func TestStorm(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -40,7 +40,10 @@ func TestStorm(t *testing.T) {
 			mu.Unlock()
 			return b, err
 		}})
-	const n, workers = 100_000, 64
+	n, workers := 100_000, 64
+	if testing.Short() {
+		n = 20_000
+	}
 	var ok, canceled, panicked atomic.Int64
 	seen := map[string]*atomic.Int64{}
 	for _, r := range []string{"bulkhead/full", "bulkhead/wait_timeout", "keyed/keys_full"} {
@@ -63,7 +66,7 @@ func TestStorm(t *testing.T) {
 	t.Logf("%d ok, %d canceled, %d panicked, %d full, %d wait_timeout, %d keys_full, %d other; %d bulkheads built",
 		ok.Load(), canceled.Load(), panicked.Load(), seen["bulkhead/full"].Load(), seen["bulkhead/wait_timeout"].Load(),
 		seen["keyed/keys_full"].Load(), other.Load(), len(all))
-	if total := ok.Load() + canceled.Load() + panicked.Load() + sum + other.Load(); total != n || other.Load() != 0 {
+	if total := ok.Load() + canceled.Load() + panicked.Load() + sum + other.Load(); total != int64(n) || other.Load() != 0 {
 		t.Errorf("%d outcomes (%d other) for %d calls", total, other.Load(), n)
 	}
 	for i, b := range all {
@@ -139,7 +142,7 @@ func rejections(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 
 // TestLabelsBoundTelemetry: 10 000 keys, two of them allowed as labels,
 // each key a bulkhead named by its label that rejects: the rejections
-// counted carry three policy names at most.
+// counted carry three policy names at most. Under -short, 2 000 keys.
 func TestLabelsBoundTelemetry(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -150,7 +153,11 @@ func TestLabelsBoundTelemetry(t *testing.T) {
 		}})
 	block := make(chan struct{})
 	var holders sync.WaitGroup
-	for i := range 10_000 {
+	keys := 10_000
+	if testing.Short() {
+		keys = 2_000
+	}
+	for i := range keys {
 		k := key(fmt.Sprint("k", i))
 		held := make(chan struct{})
 		holders.Go(func() {
@@ -181,7 +188,7 @@ func TestLabelsBoundTelemetry(t *testing.T) {
 			}
 		}
 	}
-	if len(names) > 3 || names["k1"] != 1 || names["k2"] != 1 || names[keyed.LabelOther] != 9_998 {
-		t.Errorf("rejections by policy name %v, want k1: 1, k2: 1, other: 9998", names)
+	if len(names) > 3 || names["k1"] != 1 || names["k2"] != 1 || names[keyed.LabelOther] != int64(keys-2) {
+		t.Errorf("rejections by policy name %v, want k1: 1, k2: 1, other: %d", names, keys-2)
 	}
 }
